@@ -1,0 +1,53 @@
+// the seam between run_code (in core) and the sandboxes that run programs (separate packages).
+// a backend only runs JavaScript and forwards binding calls; scheduling, policy and rendering stay in core.
+
+export interface CodeRunLimits {
+  /** compute budget in ms: time the program spends running, not time it spends awaiting tool calls */
+  cpuMs: number
+  /** wall-clock budget in ms, waits included */
+  wallMs: number
+  /** heap budget in MB */
+  memoryMb: number
+  /** budget in bytes for everything the program prints plus the JSON of its result */
+  outputBytes: number
+}
+
+export type CodeFailureKind = 'exception' | 'timeout' | 'memory' | 'output-limit' | 'abort' | 'crash'
+
+/** what the host answers to one binding call */
+export type BridgeReply = { ok: true; value: string } | { ok: false; message: string; code?: string }
+
+export interface CodeRunRequest {
+  /**
+   * JavaScript (types already stripped, lines and columns kept): the body of an async function whose
+   * parameters are `tools` and `console`. Top-level `await` and `return` are allowed.
+   */
+  code: string
+  /** binding names exposed on the program's `tools` object, one async function each */
+  tools: readonly string[]
+  /**
+   * the host bridge: called once per binding call with the tool name and the JSON text of its single argument
+   * (already checked to be lossless JSON inside the sandbox). `value` in a reply is JSON text.
+   */
+  call(name: string, argumentsJson: string): Promise<BridgeReply>
+  /** aborting it ends the run with kind `abort` */
+  signal: AbortSignal
+  limits: CodeRunLimits
+}
+
+export type CodeRunOutcome =
+  | { ok: true; logs: string[]; result?: string }
+  | { ok: false; kind: CodeFailureKind; message: string; logs: string[]; line?: number; column?: number }
+
+export interface CodeRuntime {
+  /** a short name for reports, e.g. `worker-vm` or `isolated-vm` */
+  readonly name: string
+  run(request: CodeRunRequest): Promise<CodeRunOutcome>
+}
+
+export const defaultCodeLimits: CodeRunLimits = {
+  cpuMs: 5000,
+  wallMs: 30000,
+  memoryMb: 64,
+  outputBytes: 64 * 1024,
+}

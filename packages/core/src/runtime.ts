@@ -1,0 +1,861 @@
+// ToolRuntime, the `ctx.tools` service: the registry (layers per agent), the views derived from it, and the
+// executor. the pipeline's stages are documented in one place, DESIGN.md, and `execute` reads in that order.
+
+import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
+import { Agent, agentOf } from './agent.ts'
+import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
+import { type CodeMode, createRunCode } from './code-mode.ts'
+import { type Json, JsonError, snapshot } from './json.ts'
+import { type DeniedBy, type ErrorCode, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
+import type { JsonSchema } from './schema.ts'
+import { renderSdk } from './sdk.ts'
+import { type CompiledTool, compileTool, type Execution, ExecutionToken, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
+
+export type Mode = 'native' | 'code' | 'both'
+
+export type PreDecision = { kind: 'allow' } | { kind: 'ask'; reason: string } | { kind: 'deny'; reason: string }
+export type PostDecision = { kind: 'accept'; content?: string; value?: Json } | { kind: 'block'; feedback: string }
+/** around-dispatch: call `next` (optionally with a replacement signal) to run the rest of the chain and the body */
+export type DispatchNext = (signal?: AbortSignal) => Promise<ToolResult>
+/** a synchronous, monotonic guard: a reason to deny, or undefined */
+export type Guard = (exec: Execution) => string | undefined | void
+
+export type ApprovalOutcome = 'allowed' | 'rejected' | 'cancelled' | 'unavailable'
+
+export interface ApprovalRequest {
+  agent?: Agent
+  tool: string
+  arguments: Json
+  callId: string
+  reason: string
+  /** for a call made inside run_code: the program that made it */
+  program?: string
+  signal: AbortSignal
+  exec: Execution
+}
+
+/** the shape the registry consults on `ask`; @faber/plugin-approval provides it */
+export interface ApprovalService {
+  request(request: ApprovalRequest): Promise<ApprovalOutcome>
+}
+
+type Awaitable<T> = T | Promise<T>
+
+declare module 'cordis' {
+  interface Context {
+    tools: ToolRuntime
+    codeRuntime: CodeRuntime
+    approval: ApprovalService
+  }
+
+  interface Events {
+    'tools/pre-execute'(exec: Execution): Awaitable<PreDecision | undefined | void>
+    'tools/execute'(exec: Execution, next: DispatchNext): Promise<ToolResult>
+    'tools/post-execute'(exec: Execution, result: ToolResult): Awaitable<PostDecision | undefined | void>
+    'tools/result'(exec: Execution, result: ToolResult): void
+    /** the tool set, a mode or a restriction changed: views and the SDK are recomputed on demand */
+    'tools/changed'(generation: number): void
+  }
+}
+
+export interface ExecutionInput {
+  callId: string
+  name: string
+  /** any value; it is snapshotted as lossless JSON before anything else looks at it. undefined means {} */
+  arguments?: unknown
+  signal: AbortSignal
+  agent?: Agent
+  /** the token of the enclosing execution; only the run_code bridge sets it */
+  parent?: ExecutionToken
+}
+
+export interface ToolSchema {
+  name: string
+  description: string
+  parameters: JsonSchema
+}
+
+export interface PromptSection {
+  /** stable id, e.g. `tools:code-only` */
+  id: string
+  /** sections sort by order; per-tool guidance sits in 100-199 */
+  order: number
+  text: string
+}
+
+export interface Wire {
+  mode: Mode
+  /** the tool schemas sent to the model */
+  tools: readonly ToolSchema[]
+  /** the prompt sections the registry contributes */
+  sections: readonly PromptSection[]
+}
+
+export interface ModeOrigin {
+  mode: Mode
+  /** the agent whose presentAs decided it, undefined for the deployment default */
+  from?: Agent
+}
+
+export type Mask = { allow: string[] } | { deny: string[] }
+
+/** one noteworthy contributor to a layer, for inspection */
+interface Owned<T> {
+  value: T
+  plugin: string
+}
+
+interface Layer {
+  tools: Map<string, Owned<CompiledTool>>
+  guards: Owned<Guard>[]
+  masks: Owned<Mask>[]
+  modes: Owned<Mode>[]
+}
+
+interface View {
+  mode: Mode
+  modeFrom?: Agent
+  /** every tool the agent can see, run_code included when the mode is not native */
+  tools: Map<string, CompiledTool>
+  /** names hidden by a mask, with the agent whose mask hid them */
+  masked: Map<string, Agent>
+  /** names registered on an agent that hide a same-named tool from further up */
+  shadows: Map<string, { by: Agent | undefined; hidden: Agent | undefined }>
+  schemas?: readonly ToolSchema[]
+  wire?: Wire
+  sdk?: string
+}
+
+interface LiveExecution {
+  exec: Execution
+  nested: boolean
+  /** the program text, for a run_code execution */
+  program?: string
+}
+
+const CODE_ONLY_ORDER = 50
+const SDK_ORDER = 200
+
+// a listener's context comes typed from @cordisjs/core; only its scope is read here
+type AnyContext = { scope?: any; root?: any }
+
+function pluginName(ctx: AnyContext): string {
+  const runtime = ctx.scope?.runtime
+  return runtime?.name || runtime?.plugin?.name || (ctx.scope === ctx.root.scope ? 'root' : 'anonymous')
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+}
+
+function messageOf(error: unknown) {
+  return error instanceof Error ? error.message : String(error)
+}
+
+const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
+
+/** the one predicate: a model-direct call under effective Code Mode may only name run_code */
+export function collapses(name: string, mode: Mode, nested: boolean): boolean {
+  return !nested && mode === 'code' && name !== RUN_CODE
+}
+
+class ToolRuntime extends Service {
+  declare ctx: Context
+
+  private layers = new Map<Agent | undefined, Layer>()
+  private agentsByName = new Map<string, Agent>()
+  private views = new Map<Agent | undefined, View>()
+  private live = new Map<ExecutionToken, LiveExecution>()
+  private sequence = 0
+  private _generation = 0
+  private runCode: CompiledTool
+  /** @internal */ codeMode: CodeMode
+
+  constructor(
+    ctx: Context,
+    public config: ToolRuntime.Config,
+  ) {
+    super(ctx, 'tools', true)
+    this.config = ToolRuntime.Config(config ?? {})
+    this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
+    this.codeMode = createRunCode(this)
+    this.runCode = compileTool(this.codeMode.definition, undefined, false)
+  }
+
+  /** increases whenever what any agent sees may have changed */
+  get generation() {
+    return this._generation
+  }
+
+  private log() {
+    return this.ctx.root.logger('tools')
+  }
+
+  // ---- agents and layers
+
+  /** @internal called by createAgent */
+  addAgent(agent: Agent) {
+    return this.ctx.effect(() => {
+      if (this.agentsByName.has(agent.name)) throw new TypeError(`createAgent: an agent named "${agent.name}" already exists; agent names are unique`)
+      this.agentsByName.set(agent.name, agent)
+      this.layers.set(agent, { tools: new Map(), guards: [], masks: [], modes: [] })
+      this.changed()
+      return () => {
+        agent.disposed = true
+        this.agentsByName.delete(agent.name)
+        this.layers.delete(agent)
+        this.changed()
+      }
+    })
+  }
+
+  /** every live agent, in creation order */
+  agents(): Agent[] {
+    return [...this.agentsByName.values()]
+  }
+
+  agent(name: string): Agent | undefined {
+    return this.agentsByName.get(name)
+  }
+
+  private layerOf(agent: Agent | undefined, method: string): Layer {
+    const layer = this.layers.get(agent)
+    if (!layer) throw new TypeError(`tools.${method}: ${agent} has been disposed`)
+    return layer
+  }
+
+  private changed() {
+    this._generation++
+    this.views.clear()
+    this.ctx.root.emit('tools/changed', this._generation)
+  }
+
+  private checkAgent(agent: Agent | undefined, method: string) {
+    if (agent === undefined) return
+    if (!(agent instanceof Agent)) throw new TypeError(`tools.${method}: agent must be an Agent made by createAgent, got ${typeof agent}`)
+    if (agent.disposed || !this.layers.has(agent)) throw new TypeError(`tools.${method}: ${agent} has been disposed`)
+  }
+
+  // ---- registration (each returns a disposer tied to the caller's plugin)
+
+  register(definition: ToolDefinition): () => void {
+    const agent = agentOf(this.ctx)
+    const compiled = compileTool(definition, agent)
+    const plugin = pluginName(this.ctx)
+    return this.ctx.effect(() => {
+      const layer = this.layerOf(agent, 'register')
+      const existing = layer.tools.get(compiled.info.name)
+      if (existing) {
+        const where = agent ? `on ${agent}` : 'globally'
+        throw new TypeError(`tool "${compiled.info.name}" is already registered ${where} by plugin "${existing.plugin}"; pick another name or dispose it first`)
+      }
+      const entry = { value: compiled, plugin }
+      layer.tools.set(compiled.info.name, entry)
+      this.changed()
+      return () => {
+        if (layer.tools.get(compiled.info.name) === entry) layer.tools.delete(compiled.info.name)
+        this.changed()
+      }
+    })
+  }
+
+  /** agent-scoped: the mode for this agent and its descendants, over the deployment default */
+  presentAs(mode: Mode): () => void {
+    const agent = agentOf(this.ctx)
+    if (!agent) throw new TypeError('tools.presentAs is agent-scoped: call it through agent.ctx; set the deployment default with the `mode` config')
+    if (mode !== 'native' && mode !== 'code' && mode !== 'both') throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
+    const entry = { value: mode, plugin: pluginName(this.ctx) }
+    return this.ctx.effect(() => {
+      const layer = this.layerOf(agent, 'presentAs')
+      layer.modes.push(entry)
+      this.changed()
+      return () => {
+        layer.modes.splice(layer.modes.indexOf(entry) >>> 0, 1)
+        this.changed()
+      }
+    })
+  }
+
+  /** agent-scoped mask over inherited tools; masks intersect */
+  restrict(mask: Mask): () => void {
+    const agent = agentOf(this.ctx)
+    if (!agent) throw new TypeError('tools.restrict is agent-scoped: call it through agent.ctx')
+    const names = 'allow' in (mask ?? {}) ? (mask as { allow: string[] }).allow : (mask as { deny?: string[] })?.deny
+    if (!Array.isArray(names) || names.some((n) => typeof n !== 'string') || ('allow' in mask && 'deny' in mask)) {
+      throw new TypeError('tools.restrict: pass either { allow: string[] } or { deny: string[] }')
+    }
+    if (names.includes(RUN_CODE)) throw new TypeError(`tools.restrict: "${RUN_CODE}" cannot be restricted; change the mode with presentAs instead`)
+    const visible = this.view(agent).tools
+    const unknown = names.filter((n) => !visible.has(n))
+    if (unknown.length) {
+      throw new TypeError(`tools.restrict: ${unknown.map((n) => `"${n}"`).join(', ')} ${unknown.length > 1 ? 'are' : 'is'} not visible to ${agent}; restrict only tools it can see`)
+    }
+    const entry = { value: 'allow' in mask ? { allow: [...names] } : { deny: [...names] }, plugin: pluginName(this.ctx) }
+    return this.ctx.effect(() => {
+      const layer = this.layerOf(agent, 'restrict')
+      layer.masks.push(entry)
+      this.changed()
+      return () => {
+        layer.masks.splice(layer.masks.indexOf(entry) >>> 0, 1)
+        this.changed()
+      }
+    })
+  }
+
+  /** a synchronous, monotonic guard on the caller's layer (global or agent) */
+  guard(guard: Guard): () => void {
+    if (typeof guard !== 'function') throw new TypeError('tools.guard: pass a function (exec) => reason | undefined')
+    const agent = agentOf(this.ctx)
+    const entry = { value: guard, plugin: pluginName(this.ctx) }
+    return this.ctx.effect(() => {
+      const layer = this.layerOf(agent, 'guard')
+      layer.guards.push(entry)
+      return () => {
+        layer.guards.splice(layer.guards.indexOf(entry) >>> 0, 1)
+      }
+    })
+  }
+
+  // ---- views (computed once per generation and agent)
+
+  private view(agent: Agent | undefined): View {
+    let view = this.views.get(agent)
+    if (view) return view
+    const chain = agent ? agent.chain().reverse() : []
+    const tools = new Map<string, CompiledTool>()
+    const owners = new Map<string, Agent | undefined>()
+    const masked = new Map<string, Agent>()
+    const shadows = new Map<string, { by: Agent | undefined; hidden: Agent | undefined }>()
+    for (const [name, entry] of this.layers.get(undefined)!.tools) {
+      tools.set(name, entry.value)
+      owners.set(name, undefined)
+    }
+    let mode: Mode = this.config.mode
+    let modeFrom: Agent | undefined
+    for (const level of chain) {
+      const layer = this.layers.get(level)
+      if (!layer) continue
+      for (const { value: mask } of layer.masks) {
+        for (const name of [...tools.keys()]) {
+          const keep = 'allow' in mask ? mask.allow.includes(name) : !mask.deny.includes(name)
+          if (keep) continue
+          tools.delete(name)
+          masked.set(name, level)
+        }
+      }
+      for (const [name, entry] of layer.tools) {
+        if (tools.has(name)) shadows.set(name, { by: level, hidden: owners.get(name) })
+        tools.set(name, entry.value)
+        owners.set(name, level)
+        masked.delete(name)
+      }
+      const present = layer.modes.at(-1)
+      if (present) {
+        mode = present.value
+        modeFrom = level
+      }
+    }
+    if (mode !== 'native') tools.set(RUN_CODE, this.runCode)
+    view = { mode, modeFrom, tools, masked, shadows }
+    this.views.set(agent, view)
+    return view
+  }
+
+  get(name: string, agent?: Agent): ToolInfo | undefined {
+    this.checkAgent(agent, 'get')
+    return this.view(agent).tools.get(name)?.info
+  }
+
+  /** the compiled definition, for core modules (the run_code bridge, the SDK) */
+  /** @internal */
+  compiled(name: string, agent?: Agent): CompiledTool | undefined {
+    return this.view(agent).tools.get(name)
+  }
+
+  schemas(agent?: Agent): readonly ToolSchema[] {
+    this.checkAgent(agent, 'schemas')
+    const view = this.view(agent)
+    view.schemas ??= Object.freeze(
+      [...view.tools.values()]
+        .map((tool) => Object.freeze({ name: tool.info.name, description: tool.info.description, parameters: tool.parameters }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+    )
+    return view.schemas
+  }
+
+  modeFor(agent?: Agent): Mode {
+    this.checkAgent(agent, 'modeFor')
+    return this.view(agent).mode
+  }
+
+  /** the effective mode and the agent whose presentAs set it (none: the deployment default) */
+  modeOrigin(agent?: Agent): ModeOrigin {
+    this.checkAgent(agent, 'modeOrigin')
+    const view = this.view(agent)
+    return { mode: view.mode, from: view.modeFrom }
+  }
+
+  /** what masks and shadows did to this agent's view, for inspection */
+  visibility(agent?: Agent) {
+    this.checkAgent(agent, 'visibility')
+    const view = this.view(agent)
+    return {
+      masked: [...view.masked].map(([name, by]) => ({ name, by: by.name })),
+      shadows: [...view.shadows].map(([name, s]) => ({ name, by: s.by?.name, hidden: s.hidden?.name ?? 'global' })),
+      masks: (agent?.chain() ?? []).flatMap((level) => (this.layers.get(level)?.masks ?? []).map((m) => ({ agent: level.name, ...m.value, plugin: m.plugin }))),
+    }
+  }
+
+  /** names that a model-direct call from this agent would have collapsed */
+  collapsedNames(agent?: Agent): string[] {
+    const view = this.view(agent)
+    return [...view.tools.keys()].filter((name) => collapses(name, view.mode, false)).sort()
+  }
+
+  /** what the model is shown: the wire schemas and the registry's prompt sections */
+  wire(agent?: Agent): Wire {
+    this.checkAgent(agent, 'wire')
+    const view = this.view(agent)
+    if (view.wire) return view.wire
+    const schemas = this.schemas(agent)
+    const tools = schemas.filter((s) => !collapses(s.name, view.mode, false))
+    const sections: PromptSection[] = []
+    const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
+    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: collapsed.length ? this.codeMode.codeOnlyRule(collapsed) : '' })
+    if (view.mode !== 'native') sections.push({ id: 'tools:sdk', order: SDK_ORDER, text: this.codeMode.sdkSection(agent) })
+    view.wire = Object.freeze({ mode: view.mode, tools: Object.freeze(tools), sections: Object.freeze(sections.map((s) => Object.freeze(s))) })
+    return view.wire
+  }
+
+  /** the definition an execution may run: undefined when unknown or collapsed */
+  private resolveExecution(name: string, agent: Agent | undefined, nested: boolean): CompiledTool | undefined {
+    const view = this.view(agent)
+    if (collapses(name, view.mode, nested)) return undefined
+    return view.tools.get(name)
+  }
+
+  // ---- execution
+
+  executionMode(input: Pick<ExecutionInput, 'name' | 'arguments' | 'agent' | 'parent'>): 'parallel' | 'exclusive' {
+    try {
+      const agent = input.agent ?? (input.parent && this.live.get(input.parent)?.exec.agent)
+      const tool = this.resolveExecution(input.name, agent, input.parent !== undefined)
+      if (!tool?.definition.isConcurrencySafe) return 'exclusive'
+      const args = snapshot(input.arguments ?? {})
+      if (tool.validateArguments(args, '$') !== undefined) return 'exclusive'
+      return tool.definition.isConcurrencySafe(args) === true ? 'parallel' : 'exclusive'
+    } catch {
+      return 'exclusive'
+    }
+  }
+
+  /** @internal the live execution behind a token, while it runs */
+  liveExecution(token: ExecutionToken | undefined) {
+    return token && this.live.get(token)
+  }
+
+  /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
+  async execute(input: ExecutionInput): Promise<ToolResult> {
+    if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
+    const { callId, name, signal, parent } = input
+    if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
+    if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
+    if (!(signal instanceof AbortSignal)) {
+      throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
+    }
+    if (parent !== undefined && !(parent instanceof ExecutionToken)) throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
+    const outer = parent && this.live.get(parent)
+    const agent = input.agent ?? outer?.exec.agent
+    this.checkAgent(agent, 'execute')
+    const nested = parent !== undefined
+    const token = new ExecutionToken(++this.sequence, callId, name)
+    const trace: StageRecord[] = []
+
+    // 1. create: snapshot the arguments, resolve through the collapse
+    let args: Json = null
+    let failure: ToolFailure | undefined
+    try {
+      args = snapshot(input.arguments === undefined ? {} : input.arguments, '$')
+    } catch (error) {
+      if (!(error instanceof JsonError)) throw error
+      failure = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
+    }
+    const view = this.view(agent)
+    const collapsed = collapses(name, view.mode, nested)
+    const tool = collapsed ? undefined : view.tools.get(name)
+    const exec: Execution = Object.freeze({
+      token,
+      callId,
+      name,
+      arguments: args,
+      agent,
+      parent,
+      rootCallId: outer?.exec.rootCallId ?? callId,
+      signal,
+      tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}) }),
+    })
+    if (!failure && parent !== undefined && !outer) {
+      failure = errorResult('ABORTED_BEFORE_DISPATCH', `the program that called "${name}" has already finished; nested calls must complete before run_code returns`)
+      trace.push({ stage: 'create', decision: 'parent-settled', by: 'core' })
+    } else if (!failure && collapsed) {
+      trace.push({ stage: 'create', decision: 'collapsed', by: 'core' })
+      failure = signal.aborted ? this.abortedBeforeDispatch(name) : errorResult('UNKNOWN_TOOL', this.codeMode.routeMessage(name, view.tools.has(name)))
+    } else if (!failure && !tool) {
+      failure = errorResult('UNKNOWN_TOOL', this.unknownMessage(name, view))
+      trace.push({ stage: 'create', decision: 'unknown', by: 'core' })
+    } else if (!failure) {
+      const problem = tool!.validateArguments(args, '$')
+      if (problem !== undefined) failure = errorResult('INVALID_ARGUMENTS', `invalid arguments for "${name}": ${problem}. Fix the arguments and call again.`)
+    }
+    if (failure) return this.finish(exec, failure, trace)
+
+    // 2. pre-abort
+    if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(name), trace)
+
+    const live: LiveExecution = { exec, nested, program: name === RUN_CODE ? ((args as { code?: string }).code ?? '') : undefined }
+    this.live.set(token, live)
+    try {
+      const denial = (await this.decide(exec, trace)) ?? this.runGuards(exec, trace)
+      if (denial) return this.finish(exec, denial, trace)
+      let result = await this.dispatch(exec, trace)
+      if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${name}" was cancelled while it ran; its result was discarded`)
+      result = await this.postExecute(exec, result, trace)
+      return this.finish(exec, result, trace)
+    } finally {
+      this.live.delete(token)
+    }
+  }
+
+  private abortedBeforeDispatch(name: string) {
+    return errorResult('ABORTED_BEFORE_DISPATCH', `the call to "${name}" was cancelled before it started; nothing ran`)
+  }
+
+  private unknownMessage(name: string, view: View) {
+    const names = [...view.tools.keys()].sort()
+    const shown = names.length > 20 ? `${names.slice(0, 20).join(', ')}, ...` : names.join(', ') || 'none'
+    return `unknown tool "${name}": no tool of that name is available here; available tools: ${shown}`
+  }
+
+  /** the listeners on `event` that apply to this agent: global ones and those of its chain */
+  private hooks(event: string, agent: Agent | undefined): Hook[] {
+    const hooks = (this.ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks[event]
+    if (!hooks?.length) return hooks ?? []
+    return hooks.filter((hook) => {
+      const owner = agentOf(hook.ctx)
+      return owner === undefined || (agent !== undefined && agent.isWithin(owner))
+    })
+  }
+
+  private denied(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
+    trace.push({ stage, decision, by: plugin, reason: message })
+    const deniedBy: DeniedBy = { stage, plugin }
+    return errorResult('DENIED', message, { deniedBy })
+  }
+
+  private failedClosed(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, what: string, error: unknown) {
+    this.log().warn('%s on "%s" failed closed: %s', what, exec.name, messageOf(error))
+    return this.denied(exec, trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
+  }
+
+  /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
+  private async decide(exec: Execution, trace: StageRecord[]): Promise<ToolFailure | undefined> {
+    let ask: { reason: string; plugin: string } | undefined
+    for (const hook of this.hooks('tools/pre-execute', exec.agent)) {
+      const plugin = pluginName(hook.ctx)
+      let decision: unknown
+      try {
+        decision = hook.callback(exec)
+        if (isThenable(decision)) decision = await decision
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, error)
+      }
+      if (decision === undefined || decision === null) continue
+      const { kind, reason } = decision as { kind?: unknown; reason?: unknown }
+      if (kind === 'allow') {
+        trace.push({ stage: 'pre-execute', decision: 'allow', by: plugin })
+      } else if ((kind === 'deny' || kind === 'ask') && typeof reason === 'string') {
+        if (kind === 'deny') return this.denied(exec, trace, 'pre-execute', plugin, reason)
+        trace.push({ stage: 'pre-execute', decision: 'ask', by: plugin, reason })
+        ask ??= { reason, plugin }
+      } else {
+        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, `it returned ${shape}, not a decision`)
+      }
+    }
+    if (!ask) return
+    if (exec.signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    const approval = (exec.agent?.ctx ?? this.ctx.root).get('approval') as ApprovalService | undefined
+    if (!approval) {
+      return this.denied(
+        exec,
+        trace,
+        'approval',
+        'core',
+        `the call to "${exec.name}" needs approval (${ask.reason}) but no approval service is mounted, so it was denied; load @faber/plugin-approval to answer such requests`,
+      )
+    }
+    let outcome: unknown
+    try {
+      outcome = await approval.request({
+        agent: exec.agent,
+        tool: exec.name,
+        arguments: exec.arguments,
+        callId: exec.callId,
+        reason: ask.reason,
+        program: this.programOf(exec.parent),
+        signal: exec.signal,
+        exec,
+      })
+    } catch (error) {
+      this.log().warn('approval of "%s" failed: %s', exec.name, messageOf(error))
+      outcome = 'unavailable'
+    }
+    if (outcome === 'allowed') {
+      trace.push({ stage: 'approval', decision: 'allowed', by: 'approval' })
+      return
+    }
+    if (exec.signal.aborted) {
+      trace.push({ stage: 'approval', decision: 'cancelled', by: 'approval' })
+      return this.abortedBeforeDispatch(exec.name)
+    }
+    const messages: Record<string, string> = {
+      rejected: `the call to "${exec.name}" was rejected by the approver (${ask.reason}); do not retry it unchanged`,
+      cancelled: `approval for "${exec.name}" was cancelled, so the call did not run`,
+    }
+    const decision = typeof outcome === 'string' && outcome in messages ? outcome : 'unavailable'
+    const message = messages[decision] ?? `the call to "${exec.name}" needs approval (${ask.reason}) but no approver answered, so it was denied`
+    return this.denied(exec, trace, 'approval', 'approval', message, decision)
+  }
+
+  /** the program of the nearest enclosing run_code, for approvers */
+  private programOf(parent: ExecutionToken | undefined): string | undefined {
+    for (let token = parent; token; token = this.live.get(token)?.exec.parent) {
+      const program = this.live.get(token)?.program
+      if (program !== undefined) return program
+    }
+  }
+
+  /** 5. guards: global ones, then the agent chain's from the root down; the first reason wins */
+  private runGuards(exec: Execution, trace: StageRecord[]): ToolFailure | undefined {
+    const levels: (Agent | undefined)[] = [undefined, ...(exec.agent?.chain().reverse() ?? [])]
+    for (const level of levels) {
+      const guards = this.layers.get(level)?.guards
+      if (!guards?.length) continue
+      for (const { value: guard, plugin } of [...guards]) {
+        let reason: unknown
+        try {
+          reason = guard(exec)
+        } catch (error) {
+          return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, error)
+        }
+        if (reason === undefined || reason === null || reason === '') continue
+        if (typeof reason !== 'string') {
+          const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${typeof reason}, not a reason string`
+          return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
+        }
+        return this.denied(exec, trace, 'guard', plugin, reason)
+      }
+    }
+  }
+
+  /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
+  private dispatch(exec: Execution, trace: StageRecord[]): Promise<ToolResult> {
+    const wrappers = this.hooks('tools/execute', exec.agent)
+    const trusted = new WeakSet<ToolResult>()
+    const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
+      if (index === wrappers.length) {
+        const result = await this.dispatchToolBody(exec, signal)
+        trusted.add(result)
+        return result
+      }
+      const hook = wrappers[index]
+      const plugin = pluginName(hook.ctx)
+      const next: DispatchNext = (replacement) => {
+        if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
+          return Promise.resolve(this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, 'it passed next() something other than an AbortSignal'))
+        }
+        return step(index + 1, replacement ?? signal)
+      }
+      let result: unknown
+      try {
+        result = await hook.callback(exec, next)
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
+      }
+      return trusted.has(result as ToolResult) ? (result as ToolResult) : this.normalizeDispatchResult(exec, result, trace, plugin)
+    }
+    return step(0, exec.signal)
+  }
+
+  /** a result a wrapper made itself: checked, and a success's value revalidated through the collapse */
+  private normalizeDispatchResult(exec: Execution, result: unknown, trace: StageRecord[], plugin: string): ToolResult {
+    const what = `a tools/execute wrapper of plugin "${plugin}"`
+    if (!isToolResult(result)) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
+    if (result.isError) return { isError: true, error: Object.freeze({ ...result.error }), content: result.content, meta: result.meta }
+    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+    const checked = this.checkValue(exec, tool, result.value)
+    if (checked.isError) return checked
+    return { isError: false, value: checked.value, content: result.content, meta: result.meta }
+  }
+
+  /** 7. the body, resolved again through the collapse (the tool may have left while policy ran) */
+  private async dispatchToolBody(exec: Execution, signal: AbortSignal): Promise<ToolResult> {
+    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed before it could run`)
+    if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    let value: unknown
+    try {
+      value = await tool.definition.execute(exec.arguments, { signal, exec })
+    } catch (error) {
+      if (error instanceof ToolResultError) return error.result
+      const toolCode = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : undefined
+      const prefix = toolCode ? `${toolCode}: ` : ''
+      return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${prefix}${messageOf(error)}`, toolCode ? { toolCode } : {})
+    }
+    const checked = this.checkValue(exec, tool, value)
+    if (checked.isError) return checked
+    if (signal.aborted) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
+    return this.rendered(exec, tool, checked.value)
+  }
+
+  private checkValue(exec: Execution, tool: CompiledTool, value: unknown): { isError: false; value: Json } | ToolFailure {
+    let json: Json
+    try {
+      json = snapshot(value, '$')
+    } catch (error) {
+      if (!(error instanceof JsonError)) throw error
+      return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that is not JSON: ${error.message}`)
+    }
+    const problem = tool.validateOutput(json, '$')
+    if (problem !== undefined) return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that does not match its output schema: ${problem}`)
+    return { isError: false, value: json }
+  }
+
+  private rendered(exec: Execution, tool: CompiledTool, value: Json): ToolResult {
+    try {
+      return { isError: false, value, content: tool.render(exec.arguments, value) }
+    } catch (error) {
+      return errorResult('INVALID_OUTPUT', `"${exec.name}" could not render its result: ${messageOf(error)}`)
+    }
+  }
+
+  /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
+  private async postExecute(exec: Execution, result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
+    const hooks = this.hooks('tools/post-execute', exec.agent)
+    for (const hook of hooks) {
+      const plugin = pluginName(hook.ctx)
+      const what = `a tools/post-execute listener of plugin "${plugin}"`
+      let decision: unknown
+      try {
+        decision = hook.callback(exec, Object.freeze(result))
+        if (isThenable(decision)) decision = await decision
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'post-execute', plugin, what, error)
+      }
+      if (decision === undefined || decision === null) continue
+      const { kind, content, value, feedback } = decision as { kind?: unknown; content?: unknown; value?: unknown; feedback?: unknown }
+      if (kind === 'block' && typeof feedback === 'string') return this.denied(exec, trace, 'post-execute', plugin, feedback, 'block')
+      const hasContent = content !== undefined
+      const hasValue = 'value' in (decision as object)
+      if (kind !== 'accept' || (hasContent && hasValue) || (hasContent && typeof content !== 'string') || (hasValue && result.isError)) {
+        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        return this.failedClosed(exec, trace, 'post-execute', plugin, what, `it returned ${shape}, not a valid decision (accept may replace content or value, not both)`)
+      }
+      if (hasValue) {
+        const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+        if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+        const checked = this.checkValue(exec, tool, value)
+        if (checked.isError) return this.failedClosed(exec, trace, 'post-execute', plugin, what, checked.error.message)
+        result = this.rendered(exec, tool, checked.value)
+        trace.push({ stage: 'post-execute', decision: 'replace-value', by: plugin })
+      } else if (hasContent) {
+        result = { ...result, content: content as string }
+        trace.push({ stage: 'post-execute', decision: 'replace-content', by: plugin })
+      }
+    }
+    return result
+  }
+
+  /** 9. finish: freeze the one result and notify tools/result observers (isolated from each other) */
+  private finish(exec: Execution, result: ToolResult, trace: StageRecord[]): ToolResult {
+    const final: ToolResult = Object.freeze({ ...result, trace: trace.length ? Object.freeze(trace) : EMPTY_TRACE })
+    if (result.isError && !Object.isFrozen(result.error)) Object.freeze(result.error)
+    for (const hook of this.hooks('tools/result', exec.agent)) {
+      try {
+        const returned = hook.callback(exec, final)
+        if (isThenable(returned)) returned.then(undefined, (error) => this.observerFailed(hook, exec, error))
+      } catch (error) {
+        this.observerFailed(hook, exec, error)
+      }
+    }
+    return final
+  }
+
+  private observerFailed(hook: Hook, exec: Execution, error: unknown) {
+    this.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', pluginName(hook.ctx), exec.name, messageOf(error))
+  }
+
+  /** @internal notify observers of a core event, each isolated from the others */
+  notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
+    for (const hook of this.hooks(event, agent)) {
+      try {
+        hook.callback(payload)
+      } catch (error) {
+        this.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, pluginName(hook.ctx), messageOf(error))
+      }
+    }
+  }
+
+  /** @internal the binding names a program of this agent gets: everything it can see but run_code */
+  programTools(agent: Agent | undefined): string[] {
+    return this.schemas(agent)
+      .map((s) => s.name)
+      .filter((name) => name !== RUN_CODE)
+  }
+
+  /** the TypeScript declarations of the SDK this agent's programs get; rendered once per generation */
+  sdkDeclarations(agent?: Agent): string {
+    this.checkAgent(agent, 'sdkDeclarations')
+    const view = this.view(agent)
+    view.sdk ??= renderSdk(
+      [...view.tools.values()]
+        .filter((tool) => tool.info.name !== RUN_CODE)
+        .map((tool) => ({ name: tool.info.name, description: tool.info.description, parameters: tool.parameters, output: tool.output })),
+    )
+    return view.sdk
+  }
+
+  /** @internal limits for run_code programs */
+  get codeLimits(): CodeRunLimits {
+    return this.config.codeLimits
+  }
+}
+
+namespace ToolRuntime {
+  export interface Config {
+    mode: Mode
+    maxParallelSubCalls: number
+    /** type-check run_code programs against the SDK before running them */
+    typecheck: boolean
+    codeLimits: CodeRunLimits
+  }
+
+  export const Config: Schema<Config> = Schema.object({
+    mode: Schema.union(['native', 'code', 'both'] as const)
+      .default('native')
+      .description('how tools are shown to the model: native function calls, code (run_code + a typed SDK), or both'),
+    maxParallelSubCalls: Schema.natural().min(1).default(8).description('concurrency-safe nested calls of one program that may overlap'),
+    typecheck: Schema.boolean().default(false).description('type-check run_code programs against the SDK before running them'),
+    codeLimits: Schema.object({
+      cpuMs: Schema.natural().min(1).default(5000),
+      wallMs: Schema.natural().min(1).default(30000),
+      memoryMb: Schema.natural().min(8).default(64),
+      outputBytes: Schema.natural().min(256).default(64 * 1024),
+    }).default({} as CodeRunLimits),
+  }) as Schema<Config>
+}
+
+export type ErrorCodeOf = ErrorCode
+export default ToolRuntime
+export { ToolRuntime }

@@ -1,0 +1,382 @@
+// the JSON-schema subset Faber understands, its validator, and `t`, a typed DSL that produces it.
+// everything outside the subset is refused at registration, naming the keyword, so no constraint is silently dropped.
+
+import { canonicalJson, type Json } from './json.ts'
+
+export type JsonType = 'string' | 'number' | 'integer' | 'boolean' | 'null' | 'array' | 'object'
+
+export interface JsonSchema {
+  type?: JsonType | JsonType[]
+  description?: string
+  title?: string
+  default?: unknown
+  examples?: unknown[]
+  format?: string
+  enum?: readonly unknown[]
+  const?: unknown
+  anyOf?: JsonSchema[]
+  oneOf?: JsonSchema[]
+  minLength?: number
+  maxLength?: number
+  pattern?: string
+  minimum?: number
+  maximum?: number
+  exclusiveMinimum?: number
+  exclusiveMaximum?: number
+  multipleOf?: number
+  items?: JsonSchema
+  minItems?: number
+  maxItems?: number
+  uniqueItems?: boolean
+  properties?: Record<string, JsonSchema>
+  required?: string[]
+  additionalProperties?: boolean | JsonSchema
+  [annotation: string]: unknown
+}
+
+const TYPES = new Set<string>(['string', 'number', 'integer', 'boolean', 'null', 'array', 'object'])
+
+// keywords that only describe; they are kept and never validated
+const ANNOTATIONS = new Set([
+  '$schema',
+  '$id',
+  '$comment',
+  'title',
+  'description',
+  'default',
+  'examples',
+  'format',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  'contentEncoding',
+  'contentMediaType',
+])
+
+const NUMERIC = ['minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'minItems', 'maxItems']
+
+export const SUPPORTED_KEYWORDS = [
+  'type',
+  'enum',
+  'const',
+  'anyOf',
+  'oneOf',
+  'pattern',
+  ...NUMERIC,
+  'items',
+  'uniqueItems',
+  'properties',
+  'required',
+  'additionalProperties',
+] as const
+
+const SUPPORTED = new Set<string>(SUPPORTED_KEYWORDS)
+
+export class SchemaError extends TypeError {
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(`${path}: ${message}`)
+    this.name = 'SchemaError'
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** throws a SchemaError naming the first construct outside the supported subset */
+export function checkSchema(schema: unknown, path = '$'): asserts schema is JsonSchema {
+  if (!isRecord(schema)) throw new SchemaError(path, `a schema must be an object, got ${schema === null ? 'null' : typeof schema}`)
+  for (const [keyword, value] of Object.entries(schema)) {
+    if (ANNOTATIONS.has(keyword) || keyword.startsWith('x-')) continue
+    if (!SUPPORTED.has(keyword)) {
+      throw new SchemaError(
+        path,
+        `unsupported JSON-schema keyword "${keyword}"; Faber supports ${SUPPORTED_KEYWORDS.join(', ')} (plus annotations such as description)`,
+      )
+    }
+    if (NUMERIC.includes(keyword) && typeof value !== 'number') throw new SchemaError(path, `"${keyword}" must be a number`)
+  }
+  const { type } = schema
+  if (type !== undefined) {
+    const types = Array.isArray(type) ? type : [type]
+    for (const t of types) {
+      if (typeof t !== 'string' || !TYPES.has(t)) throw new SchemaError(path, `unsupported type ${JSON.stringify(t)}; use one of ${[...TYPES].join(', ')}`)
+    }
+  }
+  if (schema.enum !== undefined && !Array.isArray(schema.enum)) throw new SchemaError(path, '"enum" must be an array')
+  if (schema.pattern !== undefined) {
+    if (typeof schema.pattern !== 'string') throw new SchemaError(path, '"pattern" must be a string')
+    try {
+      new RegExp(schema.pattern, 'u')
+    } catch (error) {
+      throw new SchemaError(path, `"pattern" is not a valid regular expression: ${(error as Error).message}`)
+    }
+  }
+  for (const keyword of ['anyOf', 'oneOf'] as const) {
+    const branches = schema[keyword]
+    if (branches === undefined) continue
+    if (!Array.isArray(branches) || branches.length === 0) throw new SchemaError(path, `"${keyword}" must be a non-empty array of schemas`)
+    branches.forEach((branch, i) => checkSchema(branch, `${path}.${keyword}[${i}]`))
+  }
+  if (schema.items !== undefined) {
+    if (Array.isArray(schema.items)) throw new SchemaError(path, 'tuple "items" (an array of schemas) is not supported; use one schema for every item')
+    checkSchema(schema.items, `${path}.items`)
+  }
+  if (schema.properties !== undefined) {
+    if (!isRecord(schema.properties)) throw new SchemaError(path, '"properties" must be an object of schemas')
+    for (const [name, sub] of Object.entries(schema.properties)) checkSchema(sub, `${path}.properties.${name}`)
+  }
+  if (schema.required !== undefined) {
+    if (!Array.isArray(schema.required) || schema.required.some((r) => typeof r !== 'string')) {
+      throw new SchemaError(path, '"required" must be an array of property names')
+    }
+  }
+  if (isRecord(schema.additionalProperties)) checkSchema(schema.additionalProperties, `${path}.additionalProperties`)
+  else if (schema.additionalProperties !== undefined && typeof schema.additionalProperties !== 'boolean') {
+    throw new SchemaError(path, '"additionalProperties" must be a boolean or a schema')
+  }
+}
+
+// ---- validation
+
+/** returns undefined when the value matches, else a message that starts with the path of the mismatch */
+export type Validator = (value: unknown, path: string) => string | undefined
+
+function typeName(value: unknown) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'array'
+  if (typeof value === 'number' && Number.isInteger(value)) return 'integer'
+  return typeof value
+}
+
+function matchesType(type: JsonType, value: unknown) {
+  switch (type) {
+    case 'string':
+      return typeof value === 'string'
+    case 'number':
+      return typeof value === 'number'
+    case 'integer':
+      return typeof value === 'number' && Number.isInteger(value)
+    case 'boolean':
+      return typeof value === 'boolean'
+    case 'null':
+      return value === null
+    case 'array':
+      return Array.isArray(value)
+    case 'object':
+      return isRecord(value)
+  }
+}
+
+function sameJson(a: unknown, b: unknown) {
+  if (a === b) return true
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  return canonicalJson(a as Json) === canonicalJson(b as Json)
+}
+
+function show(value: unknown) {
+  const text = JSON.stringify(value)
+  return text === undefined ? String(value) : text.length > 60 ? `${text.slice(0, 57)}...` : text
+}
+
+function child(path: string, name: string) {
+  return /^[A-Za-z_$][\w$]*$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`
+}
+
+/** compiles a checked schema into a validator; checks run in a fixed order so messages are stable */
+export function compileSchema(schema: JsonSchema): Validator {
+  const checks: Validator[] = []
+  if (schema.type !== undefined) {
+    const types = Array.isArray(schema.type) ? schema.type : [schema.type]
+    const expected = types.join(' or ')
+    checks.push((value, path) => (types.some((t) => matchesType(t, value)) ? undefined : `${path}: expected ${expected}, got ${typeName(value)}`))
+  }
+  if (schema.const !== undefined) {
+    const expected = schema.const
+    checks.push((value, path) => (sameJson(value, expected) ? undefined : `${path}: expected ${show(expected)}, got ${show(value)}`))
+  }
+  if (schema.enum !== undefined) {
+    const options = schema.enum
+    const list = options.map(show).join(', ')
+    checks.push((value, path) => (options.some((o) => sameJson(o, value)) ? undefined : `${path}: expected one of ${list}, got ${show(value)}`))
+  }
+  const { minLength, maxLength, pattern } = schema
+  if (minLength !== undefined || maxLength !== undefined || pattern !== undefined) {
+    const regexp = pattern === undefined ? undefined : new RegExp(pattern, 'u')
+    checks.push((value, path) => {
+      if (typeof value !== 'string') return
+      const length = [...value].length
+      if (minLength !== undefined && length < minLength) return `${path}: expected at least ${minLength} characters, got ${length}`
+      if (maxLength !== undefined && length > maxLength) return `${path}: expected at most ${maxLength} characters, got ${length}`
+      if (regexp && !regexp.test(value)) return `${path}: expected a string matching /${pattern}/, got ${show(value)}`
+    })
+  }
+  const { minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf } = schema
+  if ([minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf].some((n) => n !== undefined)) {
+    checks.push((value, path) => {
+      if (typeof value !== 'number') return
+      if (minimum !== undefined && value < minimum) return `${path}: expected a number >= ${minimum}, got ${value}`
+      if (maximum !== undefined && value > maximum) return `${path}: expected a number <= ${maximum}, got ${value}`
+      if (exclusiveMinimum !== undefined && value <= exclusiveMinimum) return `${path}: expected a number > ${exclusiveMinimum}, got ${value}`
+      if (exclusiveMaximum !== undefined && value >= exclusiveMaximum) return `${path}: expected a number < ${exclusiveMaximum}, got ${value}`
+      if (multipleOf !== undefined && !Number.isInteger(value / multipleOf)) return `${path}: expected a multiple of ${multipleOf}, got ${value}`
+    })
+  }
+  const { items, minItems, maxItems, uniqueItems } = schema
+  if (items !== undefined || minItems !== undefined || maxItems !== undefined || uniqueItems) {
+    const item = items && compileSchema(items)
+    checks.push((value, path) => {
+      if (!Array.isArray(value)) return
+      if (minItems !== undefined && value.length < minItems) return `${path}: expected at least ${minItems} items, got ${value.length}`
+      if (maxItems !== undefined && value.length > maxItems) return `${path}: expected at most ${maxItems} items, got ${value.length}`
+      if (uniqueItems) {
+        const seen = new Set<string>()
+        for (let i = 0; i < value.length; i++) {
+          const text = canonicalJson(value[i] as Json)
+          if (seen.has(text)) return `${path}[${i}]: duplicates an earlier item; items must be unique`
+          seen.add(text)
+        }
+      }
+      if (item) {
+        for (let i = 0; i < value.length; i++) {
+          const error = item(value[i], `${path}[${i}]`)
+          if (error) return error
+        }
+      }
+    })
+  }
+  const { properties = {}, required = [], additionalProperties } = schema
+  if (schema.properties !== undefined || schema.required !== undefined || additionalProperties !== undefined) {
+    const props = Object.entries(properties).map(([name, sub]) => [name, compileSchema(sub)] as const)
+    const known = new Set(Object.keys(properties))
+    const extra = typeof additionalProperties === 'object' ? compileSchema(additionalProperties) : undefined
+    const allowed = Object.keys(properties).join(', ') || 'none'
+    checks.push((value, path) => {
+      if (!isRecord(value)) return
+      for (const name of required) {
+        if (!Object.hasOwn(value, name)) return `${path}: missing required property "${name}"`
+      }
+      for (const [name, check] of props) {
+        if (!Object.hasOwn(value, name)) continue
+        const error = check(value[name], child(path, name))
+        if (error) return error
+      }
+      if (additionalProperties === false || extra) {
+        for (const name of Object.keys(value)) {
+          if (known.has(name)) continue
+          if (!extra) return `${path}: unexpected property "${name}" (allowed: ${allowed})`
+          const error = extra(value[name], child(path, name))
+          if (error) return error
+        }
+      }
+    })
+  }
+  for (const keyword of ['anyOf', 'oneOf'] as const) {
+    const branches = schema[keyword]?.map(compileSchema)
+    if (!branches) continue
+    const exactlyOne = keyword === 'oneOf'
+    checks.push((value, path) => {
+      let matched = 0
+      let first: string | undefined
+      for (const branch of branches) {
+        const error = branch(value, path)
+        if (error === undefined) matched++
+        else first ??= error
+      }
+      if (matched === 0) return `${path}: matched none of the ${branches.length} allowed shapes (first mismatch: ${first})`
+      if (exactlyOne && matched > 1) return `${path}: matched ${matched} shapes of a oneOf; it must match exactly one`
+    })
+  }
+  if (checks.length === 0) return () => undefined
+  if (checks.length === 1) return checks[0]
+  return (value, path) => {
+    for (const check of checks) {
+      const error = check(value, path)
+      if (error !== undefined) return error
+    }
+  }
+}
+
+// ---- the typed DSL
+
+declare const phantom: unique symbol
+
+/** a JSON schema that carries the TypeScript type of the values it accepts */
+export class TSchema<T = unknown, Optional extends boolean = boolean> {
+  declare readonly [phantom]: { type: T; optional: Optional }
+
+  constructor(
+    readonly json: JsonSchema,
+    readonly isOptional = false as Optional,
+  ) {}
+
+  /** the property may be left out of its object */
+  optional(): TSchema<T, true> {
+    return new TSchema<T, true>(this.json, true)
+  }
+
+  describe(description: string): TSchema<T, Optional> {
+    return new TSchema(Object.freeze({ ...this.json, description }), this.isOptional)
+  }
+
+  default(value: T): TSchema<T, true> {
+    return new TSchema<T, true>(Object.freeze({ ...this.json, default: value }), true)
+  }
+}
+
+export type Infer<S> = S extends TSchema<infer T, any> ? T : never
+
+type Simplify<T> = { [K in keyof T]: T[K] } & {}
+type Shape = Record<string, TSchema<any, boolean>>
+type RequiredKeys<P extends Shape> = { [K in keyof P]: P[K] extends TSchema<any, true> ? never : K }[keyof P]
+type OptionalKeys<P extends Shape> = { [K in keyof P]: P[K] extends TSchema<any, true> ? K : never }[keyof P]
+export type InferShape<P extends Shape> = Simplify<{ [K in RequiredKeys<P>]: Infer<P[K]> } & { [K in OptionalKeys<P>]?: Infer<P[K]> }>
+
+type Primitive = string | number | boolean | null
+
+function make<T>(json: JsonSchema) {
+  return new TSchema<T, false>(Object.freeze(json))
+}
+
+interface StringOptions {
+  minLength?: number
+  maxLength?: number
+  pattern?: string
+  format?: string
+}
+
+interface NumberOptions {
+  minimum?: number
+  maximum?: number
+  exclusiveMinimum?: number
+  exclusiveMaximum?: number
+  multipleOf?: number
+}
+
+/** the typed schema DSL: `t.object({ path: t.string(), limit: t.integer({ minimum: 1 }).optional() })` */
+export const t = {
+  string: (options: StringOptions = {}) => make<string>({ type: 'string', ...options }),
+  number: (options: NumberOptions = {}) => make<number>({ type: 'number', ...options }),
+  integer: (options: NumberOptions = {}) => make<number>({ type: 'integer', ...options }),
+  boolean: () => make<boolean>({ type: 'boolean' }),
+  null: () => make<null>({ type: 'null' }),
+  unknown: () => make<Json>({}),
+  literal: <const V extends Primitive>(value: V) => make<V>({ const: value }),
+  enum: <const V extends readonly [Primitive, ...Primitive[]]>(values: V) => make<V[number]>({ enum: values }),
+  array: <S extends TSchema<any, any>>(items: S, options: { minItems?: number; maxItems?: number; uniqueItems?: boolean } = {}) =>
+    make<Infer<S>[]>({ type: 'array', items: items.json, ...options }),
+  object: <P extends Shape>(shape: P, options: { additionalProperties?: boolean } = {}) => {
+    const properties: Record<string, JsonSchema> = {}
+    const required: string[] = []
+    for (const [name, schema] of Object.entries(shape)) {
+      properties[name] = schema.json
+      if (!schema.isOptional) required.push(name)
+    }
+    return make<InferShape<P>>({ type: 'object', properties, required, additionalProperties: options.additionalProperties ?? false })
+  },
+  record: <S extends TSchema<any, any>>(values: S) => make<Record<string, Infer<S>>>({ type: 'object', additionalProperties: values.json }),
+  union: <S extends TSchema<any, any>[]>(branches: S) => make<Infer<S[number]>>({ anyOf: branches.map((b) => b.json) }),
+}

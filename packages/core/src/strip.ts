@@ -1,0 +1,32 @@
+// type stripping for run_code programs: amaro in strip-only mode replaces types with spaces, so every line and
+// column of the program stays where the model wrote it.
+
+import { transformSync } from 'amaro'
+
+const HEAD = 'async function __faber_program(tools, console) {'
+
+export type Stripped = { ok: true; code: string } | { ok: false; message: string; line?: number; column?: number }
+
+export function stripTypes(source: string): Stripped {
+  // the program is a function body: top-level return and await only parse inside a function
+  const wrapped = `${HEAD}\n${source}\n}`
+  let output: string
+  try {
+    output = transformSync(wrapped, { mode: 'strip-only' }).code
+  } catch (error) {
+    return describe(error)
+  }
+  const lines = output.split('\n')
+  if (lines[0] !== HEAD || lines.at(-1) !== '}') return { ok: false, message: 'the program must be a function body; it closed the wrapping function early' }
+  return { ok: true, code: lines.slice(1, -1).join('\n') }
+}
+
+function describe(error: unknown): Stripped {
+  const { message = String(error), startLine, startColumn } = error as { message?: string; startLine?: number; startColumn?: number }
+  // the wrapper adds one line before the program
+  const line = typeof startLine === 'number' && startLine > 1 ? startLine - 1 : undefined
+  const column = line !== undefined && typeof startColumn === 'number' ? startColumn + 1 : undefined
+  const where = line !== undefined ? ` at line ${line}${column !== undefined ? `, column ${column}` : ''}` : ''
+  const hint = /enum|namespace/i.test(message) ? '; use plain objects and functions instead' : ''
+  return { ok: false, message: `the program does not parse${where}: ${message}${hint}`, line, column }
+}

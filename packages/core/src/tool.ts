@@ -1,0 +1,168 @@
+// tool definitions: what a plugin registers, and the compiled form the executor runs.
+
+import type { Agent } from './agent.ts'
+import type { Json } from './json.ts'
+import { checkSchema, compileSchema, type Infer, type JsonSchema, SchemaError, TSchema, type Validator } from './schema.ts'
+
+/** hints for policy plugins; they never change what the core does */
+export interface ToolAnnotations {
+  readOnly?: boolean
+  destructive?: boolean
+  idempotent?: boolean
+  openWorld?: boolean
+  [hint: string]: unknown
+}
+
+/** an opaque handle on one execution; only the registry mints them */
+export class ExecutionToken {
+  /** @internal */
+  constructor(
+    readonly id: number,
+    readonly callId: string,
+    readonly name: string,
+  ) {
+    Object.freeze(this)
+  }
+
+  toString() {
+    return `execution#${this.id}(${this.name})`
+  }
+}
+
+/** the frozen view of one call that every pipeline participant receives */
+export interface Execution {
+  readonly token: ExecutionToken
+  readonly callId: string
+  readonly name: string
+  readonly arguments: Json
+  readonly agent?: Agent
+  /** the enclosing execution (a run_code program) for a nested call */
+  readonly parent?: ExecutionToken
+  /** the outermost call's id, the call's own for a direct call */
+  readonly rootCallId: string
+  readonly signal: AbortSignal
+  /** the resolved definition, for hints such as annotations */
+  readonly tool: ToolInfo
+}
+
+/** what policy plugins may read of a definition */
+export interface ToolInfo {
+  readonly name: string
+  readonly description: string
+  readonly annotations: Readonly<ToolAnnotations>
+  readonly timeoutMs?: number
+  /** the agent whose layer registered it, undefined for a global tool */
+  readonly owner?: Agent
+}
+
+export interface ToolRun {
+  /** aborted when the call is cancelled or timed out; a body must honour it */
+  readonly signal: AbortSignal
+  readonly exec: Execution
+}
+
+export interface ToolOutput<A, O> {
+  schema: JsonSchema | TSchema<O, any>
+  /** the model-facing text; by default strings are shown raw and other values as pretty JSON */
+  render?(args: A, value: O): string
+}
+
+export interface ToolDefinition<A = any, O = any> {
+  name: string
+  description: string
+  parameters: JsonSchema | TSchema<A, any>
+  output: ToolOutput<A, O>
+  execute(args: A, run: ToolRun): O | Promise<O>
+  isConcurrencySafe?(args: A): boolean
+  timeoutMs?: number
+  annotations?: ToolAnnotations
+}
+
+export interface TypedToolDefinition<P extends TSchema<any, any>, O extends TSchema<any, any>> {
+  name: string
+  description: string
+  parameters: P
+  output: { schema: O; render?(args: Infer<P>, value: Infer<O>): string }
+  execute(args: Infer<P>, run: ToolRun): Infer<O> | Promise<Infer<O>>
+  isConcurrencySafe?(args: Infer<P>): boolean
+  timeoutMs?: number
+  annotations?: ToolAnnotations
+}
+
+/** a definition whose argument and output types come from the `t` schemas it declares */
+export function defineTool<P extends TSchema<any, any>, O extends TSchema<any, any>>(
+  definition: TypedToolDefinition<P, O>,
+): ToolDefinition<Infer<P>, Infer<O>> {
+  return definition
+}
+
+export const RUN_CODE = 'run_code'
+
+const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/
+
+export function defaultRender(value: Json): string {
+  return typeof value === 'string' ? value : JSON.stringify(value, null, 2)
+}
+
+/** a registered definition with its schemas checked and compiled once */
+export interface CompiledTool {
+  readonly definition: ToolDefinition
+  readonly info: ToolInfo
+  readonly parameters: JsonSchema
+  readonly output: JsonSchema
+  readonly validateArguments: Validator
+  readonly validateOutput: Validator
+  render(args: Json, value: Json): string
+}
+
+function toJsonSchema(schema: unknown, path: string): JsonSchema {
+  const json = schema instanceof TSchema ? schema.json : schema
+  checkSchema(json, path)
+  return json
+}
+
+/** checks a definition at registration; every refusal says what to change */
+export function compileTool(definition: ToolDefinition, owner: Agent | undefined, reserved = true): CompiledTool {
+  if (typeof definition !== 'object' || definition === null) throw new TypeError('a tool definition must be an object')
+  const { name } = definition
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new TypeError(`invalid tool name ${JSON.stringify(name)}: use 1-128 characters from letters, digits, "_", ".", ":" and "-"`)
+  }
+  if (reserved && name === RUN_CODE) throw new TypeError(`"${RUN_CODE}" is reserved for Code Mode's transport and cannot be registered`)
+  if (typeof definition.description !== 'string') throw new TypeError(`tool "${name}": description must be a string`)
+  if (typeof definition.execute !== 'function') throw new TypeError(`tool "${name}": execute must be a function`)
+  if (definition.timeoutMs !== undefined && !(typeof definition.timeoutMs === 'number' && definition.timeoutMs > 0)) {
+    throw new TypeError(`tool "${name}": timeoutMs must be a positive number of milliseconds`)
+  }
+  let parameters: JsonSchema
+  let output: JsonSchema
+  try {
+    parameters = toJsonSchema(definition.parameters, 'parameters')
+    if (parameters.type !== 'object') throw new SchemaError('parameters', 'must be an object schema ({ type: "object", properties: ... })')
+    const declared = definition.output as ToolOutput<unknown, unknown> | undefined
+    if (typeof declared !== 'object' || declared === null || declared.schema === undefined) {
+      throw new SchemaError('output', 'is missing: declare output: { schema, render? } so results can be validated and typed in the SDK')
+    }
+    if (declared.render !== undefined && typeof declared.render !== 'function') throw new SchemaError('output.render', 'must be a function')
+    output = toJsonSchema(declared.schema, 'output.schema')
+  } catch (error) {
+    if (error instanceof SchemaError) throw new TypeError(`tool "${name}": ${error.message}`)
+    throw error
+  }
+  const render = definition.output.render
+  return Object.freeze({
+    definition,
+    info: Object.freeze({
+      name,
+      description: definition.description,
+      annotations: Object.freeze({ ...definition.annotations }),
+      timeoutMs: definition.timeoutMs,
+      owner,
+    }),
+    parameters,
+    output,
+    validateArguments: compileSchema(parameters),
+    validateOutput: compileSchema(output),
+    render: render ? (args: Json, value: Json) => String(render(args, value)) : (_: Json, value: Json) => defaultRender(value),
+  })
+}

@@ -1,0 +1,18 @@
+// the spec reporter, plus the one closing line CI reads: `N passed, N failed`
+const Mocha = require('mocha')
+
+const { EVENT_RUN_END } = Mocha.Runner.constants
+
+class FaberReporter extends Mocha.reporters.Spec {
+  constructor(runner, options) {
+    super(runner, options)
+    runner.once(EVENT_RUN_END, () => {
+      const { passes, failures, pending } = runner.stats
+      const skipped = pending ? `, ${pending} skipped` : ''
+      // after mocha's own epilogue, which is also printed on run end
+      setImmediate(() => process.stdout.write(`${passes} passed, ${failures} failed${skipped}\n`))
+    })
+  }
+}
+
+module.exports = FaberReporter
