@@ -6,10 +6,10 @@ import type { BridgeReply, CodeRunOutcome, CodeRuntime } from './code-runtime.ts
 import type { Json } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ToolRuntime } from './runtime.ts'
-import { sdkUsage } from './sdk.ts'
-import { defineTool, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 import { t } from './schema.ts'
+import { sdkUsage } from './sdk.ts'
 import { stripTypes } from './strip.ts'
+import { defineTool, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
 export type CodeFailure = NonNullable<ToolErrorInfo['kind']>
 
@@ -111,7 +111,10 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     const host = (agent?.ctx ?? runtime.ctx).get('codeRuntime') as CodeRuntime | undefined
     if (!host) {
       throw new ToolResultError(
-        failure('unavailable', 'no code runtime is mounted, so programs cannot run here; the deployment should load @faber/sandbox (or @faber/sandbox-isolate)'),
+        failure(
+          'unavailable',
+          'no code runtime is mounted, so programs cannot run here; the deployment should load @faber/sandbox (or @faber/sandbox-isolate)',
+        ),
       )
     }
     const stripped = stripTypes(args.code)
@@ -194,7 +197,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
   const definition = defineTool({
     name: RUN_CODE,
     description:
-      'Run a TypeScript program that calls this deployment\'s tools through the typed `tools` SDK described in the system prompt. ' +
+      "Run a TypeScript program that calls this deployment's tools through the typed `tools` SDK described in the system prompt. " +
       'The code is the body of an async function: use await and return freely. Only what it returns or prints with console.log comes back.',
     parameters: t.object({
       code: t.string({ minLength: 1 }).describe('the body of an async TypeScript function; call tools as `await tools.name(args)`'),

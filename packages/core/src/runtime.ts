@@ -3,10 +3,20 @@
 
 import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
 import { Agent, agentOf } from './agent.ts'
-import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
+import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
-import { type DeniedBy, type ErrorCode, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
+import {
+  type DeniedBy,
+  type ErrorCode,
+  errorResult,
+  isToolResult,
+  type Stage,
+  type StageRecord,
+  type ToolFailure,
+  type ToolResult,
+  ToolResultError,
+} from './result.ts'
 import type { JsonSchema } from './schema.ts'
 import { renderSdk } from './sdk.ts'
 import { type CompiledTool, compileTool, type Execution, ExecutionToken, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
@@ -171,12 +181,11 @@ class ToolRuntime extends Service {
   private runCode: CompiledTool
   /** @internal */ codeMode: CodeMode
 
-  constructor(
-    ctx: Context,
-    public config: ToolRuntime.Config,
-  ) {
+  declare config: ToolRuntime.Config
+
+  constructor(ctx: Context, config: ToolRuntime.Input = {}) {
     super(ctx, 'tools', true)
-    this.config = ToolRuntime.Config(config ?? {})
+    this.config = ToolRuntime.Config(config)
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
     this.codeMode = createRunCode(this)
     this.runCode = compileTool(this.codeMode.definition, undefined, false)
@@ -263,7 +272,8 @@ class ToolRuntime extends Service {
   presentAs(mode: Mode): () => void {
     const agent = agentOf(this.ctx)
     if (!agent) throw new TypeError('tools.presentAs is agent-scoped: call it through agent.ctx; set the deployment default with the `mode` config')
-    if (mode !== 'native' && mode !== 'code' && mode !== 'both') throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
+    if (mode !== 'native' && mode !== 'code' && mode !== 'both')
+      throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
     const entry = { value: mode, plugin: pluginName(this.ctx) }
     return this.ctx.effect(() => {
       const layer = this.layerOf(agent, 'presentAs')
@@ -288,7 +298,9 @@ class ToolRuntime extends Service {
     const visible = this.view(agent).tools
     const unknown = names.filter((n) => !visible.has(n))
     if (unknown.length) {
-      throw new TypeError(`tools.restrict: ${unknown.map((n) => `"${n}"`).join(', ')} ${unknown.length > 1 ? 'are' : 'is'} not visible to ${agent}; restrict only tools it can see`)
+      throw new TypeError(
+        `tools.restrict: ${unknown.map((n) => `"${n}"`).join(', ')} ${unknown.length > 1 ? 'are' : 'is'} not visible to ${agent}; restrict only tools it can see`,
+      )
     }
     const entry = { value: 'allow' in mask ? { allow: [...names] } : { deny: [...names] }, plugin: pluginName(this.ctx) }
     return this.ctx.effect(() => {
@@ -463,7 +475,8 @@ class ToolRuntime extends Service {
     if (!(signal instanceof AbortSignal)) {
       throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
     }
-    if (parent !== undefined && !(parent instanceof ExecutionToken)) throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
+    if (parent !== undefined && !(parent instanceof ExecutionToken))
+      throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
     const outer = parent && this.live.get(parent)
     const agent = input.agent ?? outer?.exec.agent
     this.checkAgent(agent, 'execute')
@@ -495,7 +508,10 @@ class ToolRuntime extends Service {
       tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}) }),
     })
     if (!failure && parent !== undefined && !outer) {
-      failure = errorResult('ABORTED_BEFORE_DISPATCH', `the program that called "${name}" has already finished; nested calls must complete before run_code returns`)
+      failure = errorResult(
+        'ABORTED_BEFORE_DISPATCH',
+        `the program that called "${name}" has already finished; nested calls must complete before run_code returns`,
+      )
       trace.push({ stage: 'create', decision: 'parent-settled', by: 'core' })
     } else if (!failure && collapsed) {
       trace.push({ stage: 'create', decision: 'collapsed', by: 'core' })
@@ -542,11 +558,11 @@ class ToolRuntime extends Service {
     if (!hooks?.length) return hooks ?? []
     return hooks.filter((hook) => {
       const owner = agentOf(hook.ctx)
-      return owner === undefined || (agent !== undefined && agent.isWithin(owner))
+      return owner === undefined || agent?.isWithin(owner) === true
     })
   }
 
-  private denied(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
+  private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
     trace.push({ stage, decision, by: plugin, reason: message })
     const deniedBy: DeniedBy = { stage, plugin }
     return errorResult('DENIED', message, { deniedBy })
@@ -554,7 +570,7 @@ class ToolRuntime extends Service {
 
   private failedClosed(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, what: string, error: unknown) {
     this.log().warn('%s on "%s" failed closed: %s', what, exec.name, messageOf(error))
-    return this.denied(exec, trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
+    return this.denied(trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
   }
 
   /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
@@ -574,12 +590,19 @@ class ToolRuntime extends Service {
       if (kind === 'allow') {
         trace.push({ stage: 'pre-execute', decision: 'allow', by: plugin })
       } else if ((kind === 'deny' || kind === 'ask') && typeof reason === 'string') {
-        if (kind === 'deny') return this.denied(exec, trace, 'pre-execute', plugin, reason)
+        if (kind === 'deny') return this.denied(trace, 'pre-execute', plugin, reason)
         trace.push({ stage: 'pre-execute', decision: 'ask', by: plugin, reason })
         ask ??= { reason, plugin }
       } else {
         const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
-        return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, `it returned ${shape}, not a decision`)
+        return this.failedClosed(
+          exec,
+          trace,
+          'pre-execute',
+          plugin,
+          `a tools/pre-execute listener of plugin "${plugin}"`,
+          `it returned ${shape}, not a decision`,
+        )
       }
     }
     if (!ask) return
@@ -587,7 +610,6 @@ class ToolRuntime extends Service {
     const approval = (exec.agent?.ctx ?? this.ctx.root).get('approval') as ApprovalService | undefined
     if (!approval) {
       return this.denied(
-        exec,
         trace,
         'approval',
         'core',
@@ -624,7 +646,7 @@ class ToolRuntime extends Service {
     }
     const decision = typeof outcome === 'string' && outcome in messages ? outcome : 'unavailable'
     const message = messages[decision] ?? `the call to "${exec.name}" needs approval (${ask.reason}) but no approver answered, so it was denied`
-    return this.denied(exec, trace, 'approval', 'approval', message, decision)
+    return this.denied(trace, 'approval', 'approval', message, decision)
   }
 
   /** the program of the nearest enclosing run_code, for approvers */
@@ -653,7 +675,7 @@ class ToolRuntime extends Service {
           const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${typeof reason}, not a reason string`
           return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
         }
-        return this.denied(exec, trace, 'guard', plugin, reason)
+        return this.denied(trace, 'guard', plugin, reason)
       }
     }
   }
@@ -672,7 +694,16 @@ class ToolRuntime extends Service {
       const plugin = pluginName(hook.ctx)
       const next: DispatchNext = (replacement) => {
         if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
-          return Promise.resolve(this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, 'it passed next() something other than an AbortSignal'))
+          return Promise.resolve(
+            this.failedClosed(
+              exec,
+              trace,
+              'execute',
+              plugin,
+              `a tools/execute wrapper of plugin "${plugin}"`,
+              'it passed next() something other than an AbortSignal',
+            ),
+          )
         }
         return step(index + 1, replacement ?? signal)
       }
@@ -755,12 +786,19 @@ class ToolRuntime extends Service {
       }
       if (decision === undefined || decision === null) continue
       const { kind, content, value, feedback } = decision as { kind?: unknown; content?: unknown; value?: unknown; feedback?: unknown }
-      if (kind === 'block' && typeof feedback === 'string') return this.denied(exec, trace, 'post-execute', plugin, feedback, 'block')
+      if (kind === 'block' && typeof feedback === 'string') return this.denied(trace, 'post-execute', plugin, feedback, 'block')
       const hasContent = content !== undefined
       const hasValue = 'value' in (decision as object)
       if (kind !== 'accept' || (hasContent && hasValue) || (hasContent && typeof content !== 'string') || (hasValue && result.isError)) {
         const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
-        return this.failedClosed(exec, trace, 'post-execute', plugin, what, `it returned ${shape}, not a valid decision (accept may replace content or value, not both)`)
+        return this.failedClosed(
+          exec,
+          trace,
+          'post-execute',
+          plugin,
+          what,
+          `it returned ${shape}, not a valid decision (accept may replace content or value, not both)`,
+        )
       }
       if (hasValue) {
         const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
@@ -841,7 +879,10 @@ namespace ToolRuntime {
     codeLimits: CodeRunLimits
   }
 
-  export const Config: Schema<Config> = Schema.object({
+  /** what a deployer writes: every key optional, limits partial */
+  export type Input = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
+
+  export const Config: Schema<Input, Config> = Schema.object({
     mode: Schema.union(['native', 'code', 'both'] as const)
       .default('native')
       .description('how tools are shown to the model: native function calls, code (run_code + a typed SDK), or both'),
@@ -851,9 +892,11 @@ namespace ToolRuntime {
       cpuMs: Schema.natural().min(1).default(5000),
       wallMs: Schema.natural().min(1).default(30000),
       memoryMb: Schema.natural().min(8).default(64),
-      outputBytes: Schema.natural().min(256).default(64 * 1024),
+      outputBytes: Schema.natural()
+        .min(256)
+        .default(64 * 1024),
     }).default({} as CodeRunLimits),
-  }) as Schema<Config>
+  }) as Schema<Input, Config>
 }
 
 export type ErrorCodeOf = ErrorCode

@@ -119,7 +119,7 @@ export function checkSchema(schema: unknown, path = '$'): asserts schema is Json
     const branches = schema[keyword]
     if (branches === undefined) continue
     if (!Array.isArray(branches) || branches.length === 0) throw new SchemaError(path, `"${keyword}" must be a non-empty array of schemas`)
-    branches.forEach((branch, i) => checkSchema(branch, `${path}.${keyword}[${i}]`))
+    for (const [i, branch] of branches.entries()) checkSchema(branch, `${path}.${keyword}[${i}]`)
   }
   if (schema.items !== undefined) {
     if (Array.isArray(schema.items)) throw new SchemaError(path, 'tuple "items" (an array of schemas) is not supported; use one schema for every item')
