@@ -1,0 +1,427 @@
+// evaluated as source text inside the program's realm (a vm context or an isolate), before the program.
+// it builds `tools`, `console` and `ToolCallError` around `bridge`, the one way out, which only ever takes
+// and returns primitives. `bridge` stays in this closure and is never handed to the program or to anything
+// the program can replace (no `.call`, no callbacks), so nothing of the host's realm is reachable.
+;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes) {
+  const { parse, stringify } = JSON
+  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
+  const { apply, construct } = Reflect
+  const { propertyIsEnumerable: isEnumerable } = Object.prototype
+  const { isNaN: isNotNumber } = Number
+  const { join, indexOf, some } = Array.prototype
+  const $Number = Number
+  const $max = Math.max
+  const { isArray } = Array
+  const objectPrototype = Object.prototype
+  const arrayPrototype = Array.prototype
+  const toStringTag = Object.prototype.toString
+  const $Promise = Promise
+  const $Map = Map
+  const $Set = Set
+  const $String = String
+  const $TypeError = TypeError
+  const $RangeError = RangeError
+  const $Error = Error
+  const isIdentifier = /^[A-Za-z_$][\w$]*$/
+  const locationPattern = /program\.js:(\d+):(\d+)/
+
+  let settled = false
+  let used = 0
+  let over = false
+  let seq = 0
+  const pending = new $Map()
+
+  const utf8Bytes = (text) => {
+    let n = 0
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i)
+      if (c < 0x80) n += 1
+      else if (c < 0x800) n += 2
+      else if (c >= 0xd800 && c < 0xdc00 && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+        n += 4
+        i++
+      } else n += 3
+    }
+    return n
+  }
+
+  // false once the budget is spent: the host stops the run when it hears `limit`
+  const spend = (text) => {
+    if (over) return false
+    const bytes = utf8Bytes(text)
+    if (used + bytes > outputBytes) {
+      over = true
+      bridge('limit')
+      return false
+    }
+    used += bytes
+    return true
+  }
+
+  const key = (path, name) => (isIdentifier.test(name) ? `${path}.${name}` : `${path}[${stringify(name)}]`)
+  const typeName = (value) => {
+    try {
+      return apply(toStringTag, value, []).slice(8, -1)
+    } catch {
+      return 'object'
+    }
+  }
+
+  const notJson = (label, path, what, hint) => new $TypeError(`${label} ${path} is ${what}, which is not JSON${hint ? `; ${hint}` : ''}`)
+
+  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it
+  const toJson = (root, label) => {
+    const ancestors = []
+    const walk = (value, path) => {
+      switch (typeof value) {
+        case 'string':
+          return stringify(value)
+        case 'boolean':
+          return value ? 'true' : 'false'
+        case 'number':
+          if (isNotNumber(value)) throw notJson(label, path, 'NaN', 'pass null or a string')
+          if (value === Infinity || value === -Infinity) throw notJson(label, path, 'an infinite number', 'pass null or a string')
+          return stringify(value)
+        case 'bigint':
+          throw notJson(label, path, 'a BigInt', 'pass a string or number')
+        case 'undefined':
+          throw notJson(label, path, 'undefined', 'omit the key or pass null')
+        case 'function':
+          throw notJson(label, path, 'a function', 'pass data, not code')
+        case 'symbol':
+          throw notJson(label, path, 'a symbol', 'pass a string')
+      }
+      if (value === null) return 'null'
+      const seen = apply(indexOf, ancestors, [value])
+      if (seen !== -1) throw new $TypeError(`${label} ${path} refers back to ${ancestors[seen + 1]} (a cycle), which is not JSON`)
+      const proto = getPrototypeOf(value)
+      const array = isArray(value)
+      if (array ? proto !== arrayPrototype : proto !== objectPrototype && proto !== null) {
+        const type = typeName(value)
+        const hint = type === 'Date' ? 'pass date.toISOString()' : type === 'Map' ? 'pass Object.fromEntries(map)' : 'pass a plain object or array'
+        throw notJson(label, path, `a ${type === 'Object' ? 'class instance' : type}`, hint)
+      }
+      ancestors[ancestors.length] = value
+      ancestors[ancestors.length] = path
+      const parts = []
+      if (array) {
+        const length = value.length
+        for (let i = 0; i < length; i++) {
+          if (!(i in value)) throw notJson(label, `${path}[${i}]`, 'a hole in a sparse array', 'fill it with null')
+          parts[parts.length] = walk(read(value, i, `${path}[${i}]`), `${path}[${i}]`)
+        }
+      } else {
+        if (apply(some, getOwnPropertySymbols(value), [(s) => apply(isEnumerable, value, [s])])) {
+          throw notJson(label, path, 'an object with symbol keys', 'use string keys')
+        }
+        for (const name of keys(value)) {
+          const at = key(path, name)
+          parts[parts.length] = `${stringify(name)}:${walk(read(value, name, at), at)}`
+        }
+      }
+      ancestors.length -= 2
+      return array ? `[${apply(join, parts, [','])}]` : `{${apply(join, parts, [','])}}`
+    }
+    const read = (object, name, path) => {
+      try {
+        return object[name]
+      } catch (error) {
+        throw new $TypeError(`${label} ${path} could not be read: its getter threw ${describe(error)}`)
+      }
+    }
+    try {
+      return walk(root, '$')
+    } catch (error) {
+      if (error instanceof $RangeError) throw new $TypeError(`${label} is nested too deeply to be JSON`)
+      throw error
+    }
+  }
+
+  const describe = (error) => {
+    try {
+      if (error !== null && typeof error === 'object') {
+        const name = error.name
+        const message = error.message
+        if (typeof message === 'string') return `${typeof name === 'string' && name ? name : 'Error'}: ${message}`
+      }
+      return `${inspect(error, 2)}`
+    } catch {
+      return 'a value that could not be described'
+    }
+  }
+
+  // what console prints for a non-string: JSON-like, bounded in depth and width, never throwing
+  const inspect = (value, depth) => {
+    const seen = []
+    const show = (v, level) => {
+      switch (typeof v) {
+        case 'string':
+          return level === 0 ? v : stringify(v)
+        case 'number':
+          return v === 0 && 1 / v < 0 ? '-0' : $String(v)
+        case 'bigint':
+          return `${v}n`
+        case 'symbol':
+          return v.toString()
+        case 'undefined':
+          return 'undefined'
+        case 'boolean':
+          return v ? 'true' : 'false'
+        case 'function':
+          return `[Function ${v.name || '(anonymous)'}]`
+      }
+      if (v === null) return 'null'
+      if (seen.includes(v)) return '[Circular]'
+      try {
+        if (v instanceof $Error) {
+          const stack = v.stack
+          return typeof stack === 'string' && stack ? stack : `${v.name}: ${v.message}`
+        }
+        const type = typeName(v)
+        if (level > depth) return isArray(v) ? '[Array]' : `[${type}]`
+        seen.push(v)
+        let out
+        if (isArray(v)) {
+          const items = []
+          for (let i = 0; i < v.length && i < 100; i++) items.push(show(v[i], level + 1))
+          if (v.length > 100) items.push(`... ${v.length - 100} more`)
+          out = `[${items.join(', ')}]`
+        } else if (v instanceof $Map) {
+          const items = []
+          for (const [k, x] of v) if (items.push(`${show(k, level + 1)} => ${show(x, level + 1)}`) >= 100) break
+          out = `Map(${v.size}) {${items.join(', ')}}`
+        } else if (v instanceof $Set) {
+          const items = []
+          for (const x of v) if (items.push(show(x, level + 1)) >= 100) break
+          out = `Set(${v.size}) {${items.join(', ')}}`
+        } else if (type === 'Date') {
+          out = v.toISOString()
+        } else {
+          const items = []
+          for (const name of keys(v).slice(0, 100)) {
+            let x
+            try {
+              x = v[name]
+            } catch {
+              x = '[getter threw]'
+            }
+            items.push(`${isIdentifier.test(name) ? name : stringify(name)}: ${show(x, level + 1)}`)
+          }
+          out = `${type === 'Object' ? '' : `${type} `}{${items.join(', ')}}`
+        }
+        seen.pop()
+        return out
+      } catch {
+        return '[uninspectable]'
+      }
+    }
+    return show(value, 0)
+  }
+
+  const print = (prefix) =>
+    function log(...args) {
+      if (settled || over) return
+      let line = prefix
+      for (let i = 0; i < args.length; i++) line += (i ? ' ' : '') + (typeof args[i] === 'string' ? args[i] : inspect(args[i], 4))
+      if (spend(line)) bridge('log', line)
+    }
+
+  const sandboxConsole = freeze(
+    create(null, {
+      log: { value: print(''), enumerable: true },
+      info: { value: print(''), enumerable: true },
+      debug: { value: print(''), enumerable: true },
+      dir: { value: print(''), enumerable: true },
+      warn: { value: print('[warn] '), enumerable: true },
+      error: { value: print('[error] '), enumerable: true },
+    }),
+  )
+
+  class ToolCallError extends $Error {
+    constructor(toolName, message, code) {
+      super(message)
+      this.toolName = toolName
+      if (code !== undefined) this.code = code
+    }
+  }
+  defineProperty(ToolCallError.prototype, 'name', { value: 'ToolCallError', writable: true, configurable: true })
+  defineProperty(globalThis, 'ToolCallError', { value: ToolCallError, writable: true, configurable: true })
+
+  const bind = (name) => {
+    const label = `${key('tools', name)}:`
+    const binding = async (argument) => {
+      if (settled) throw new ToolCallError(name, `${label.slice(0, -1)} was called after the program finished; the call was not made`)
+      // a call without an argument means "no arguments", which tools take as an empty object
+      const json = argument === undefined ? '{}' : toJson(argument, `${label} argument`)
+      const id = ++seq
+      const reply = new $Promise((resolve, reject) => pending.set(id, { name, resolve, reject }))
+      let sent = false
+      try {
+        sent = bridge('call', id, name, json) === true
+      } catch {}
+      if (!sent) {
+        pending.delete(id)
+        throw new ToolCallError(name, `${label.slice(0, -1)} could not be sent to the host`)
+      }
+      return reply
+    }
+    defineProperty(binding, 'name', { value: name })
+    return binding
+  }
+
+  const tools = create(null)
+  for (const name of parse(toolNamesJson)) defineProperty(tools, name, { value: bind(name), enumerable: true })
+  freeze(tools)
+
+  const remove = (name) => {
+    try {
+      delete globalThis[name]
+    } catch {}
+  }
+  remove('SharedArrayBuffer')
+  remove('Atomics')
+  remove('WebAssembly')
+  if (bufferBytes > 0) guardBuffers()
+
+  // array buffers live outside the js heap, so a heap limit does not see them; count what the program allocates
+  function guardBuffers() {
+    let live = 0
+    const counted = new WeakSet()
+    const { has, add } = WeakSet.prototype
+    const registry = new FinalizationRegistry((bytes) => {
+      live -= bytes
+    })
+    const { register } = FinalizationRegistry.prototype
+    const $ArrayBuffer = ArrayBuffer
+    const typedArray = getPrototypeOf(Uint8Array)
+    const isBuffer = (value) => {
+      try {
+        apply(byteLengthOf, value, [])
+        return true
+      } catch {
+        return false
+      }
+    }
+    const byteLengthOf = getOwnPropertyDescriptor($ArrayBuffer.prototype, 'byteLength').get
+    const maxByteLengthOf = getOwnPropertyDescriptor($ArrayBuffer.prototype, 'maxByteLength')?.get ?? byteLengthOf
+    const bufferOf = getOwnPropertyDescriptor(typedArray.prototype, 'buffer').get
+    const refuse = (bytes) => {
+      if (live + bytes <= bufferBytes) return
+      bridge('memory')
+      throw new $RangeError(`array buffer memory over the limit of ${bufferBytes} bytes`)
+    }
+    const account = (value) => {
+      let buffer = value
+      if (!isBuffer(buffer)) {
+        try {
+          buffer = apply(bufferOf, value, [])
+        } catch {
+          return value
+        }
+      }
+      if (apply(has, counted, [buffer])) return value
+      const bytes = apply(maxByteLengthOf, buffer, [])
+      refuse(bytes)
+      apply(add, counted, [buffer])
+      live += bytes
+      apply(register, registry, [buffer, bytes])
+      return value
+    }
+    const sizeOf = (args, bytesPerElement) => {
+      const first = args[0]
+      if (bytesPerElement === 0) {
+        const max = args[1] !== null && typeof args[1] === 'object' ? $Number(args[1].maxByteLength) || 0 : 0
+        return $max($Number(first) || 0, max)
+      }
+      if (typeof first !== 'object' || first === null) return ($Number(first) || 0) * bytesPerElement
+      if (isBuffer(first)) return 0
+      return ($Number(first.length) || 0) * bytesPerElement
+    }
+    const guard = (target, bytesPerElement) => {
+      const proxy = new Proxy(target, {
+        construct(target, args, newTarget) {
+          refuse(sizeOf(args, bytesPerElement))
+          return account(construct(target, args, newTarget === proxy ? target : newTarget))
+        },
+      })
+      defineProperty(target.prototype, 'constructor', { value: proxy, writable: true, configurable: true })
+      defineProperty(globalThis, target.name, { value: proxy, writable: true, configurable: true })
+    }
+    const wrapMethods = (prototype) => {
+      for (const name of getOwnPropertyNames(prototype)) {
+        const descriptor = getOwnPropertyDescriptor(prototype, name)
+        if (name === 'constructor' || typeof descriptor.value !== 'function') continue
+        const method = descriptor.value
+        defineProperty(prototype, name, {
+          ...descriptor,
+          value: {
+            [name](...args) {
+              return account(apply(method, this, args))
+            },
+          }[name],
+        })
+      }
+    }
+    guard($ArrayBuffer, 0)
+    for (const type of [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array]) {
+      guard(type, type.BYTES_PER_ELEMENT)
+    }
+    guard(BigInt64Array, 8)
+    guard(BigUint64Array, 8)
+    wrapMethods($ArrayBuffer.prototype)
+    wrapMethods(typedArray.prototype)
+  }
+
+  const location = (error) => {
+    try {
+      const stack = error !== null && typeof error === 'object' ? error.stack : undefined
+      const match = typeof stack === 'string' ? locationPattern.exec(stack) : null
+      if (match) return [+match[1], +match[2]]
+    } catch {}
+    return [undefined, undefined]
+  }
+
+  const fail = (error) => {
+    settled = true
+    let message = describe(error)
+    const [line, column] = location(error)
+    if (line !== undefined) message += ` (line ${line}, column ${column})`
+    bridge('throw', message, line, column)
+  }
+
+  const start = async (main) => {
+    let value
+    try {
+      value = await main(tools, sandboxConsole)
+    } catch (error) {
+      return fail(error)
+    }
+    let json
+    try {
+      json = value === undefined ? undefined : toJson(value, 'the return value')
+    } catch (error) {
+      return fail(error)
+    }
+    settled = true
+    if (json !== undefined && !spend(json)) return
+    bridge('done', json)
+  }
+
+  const deliver = (id, ok, text, code) => {
+    const call = pending.get(id)
+    if (call === undefined) return
+    pending.delete(id)
+    if (!ok) return call.reject(new ToolCallError(call.name, `${text}`, code === undefined ? undefined : `${code}`))
+    let value
+    try {
+      value = parse(text)
+    } catch {
+      return call.reject(new ToolCallError(call.name, `the host replied with text that is not JSON`))
+    }
+    call.resolve(value)
+  }
+
+  const refuseImport = () => new $TypeError('import() is not available to programs; use tools')
+
+  return freeze({ start, deliver, refuseImport })
+})

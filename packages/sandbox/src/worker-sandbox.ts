@@ -1,0 +1,296 @@
+import { Worker } from 'node:worker_threads'
+import { preludeSource, wrapProgram } from './prelude.ts'
+import {
+  type BridgeReply,
+  type CodeFailureKind,
+  type CodeRunLimits,
+  type CodeRunOutcome,
+  type CodeRunRequest,
+  type CodeRuntime,
+  defaultCodeLimits,
+} from './types.ts'
+
+const entry = new URL('./worker.mjs', import.meta.url)
+
+export interface WorkerSandboxOptions {
+  /** workers kept spawned and waiting; overlapping runs beyond it get a worker spawned on demand */
+  poolSize?: number
+  /** fills in any limit a request leaves out; `memoryMb` is also the heap limit of the pooled workers */
+  limits?: Partial<CodeRunLimits>
+}
+
+interface Slot {
+  worker: Worker
+  memoryMb: number
+}
+
+interface Spawn {
+  slot: Promise<Slot>
+  claimed: boolean
+}
+
+type Message =
+  | { t: 'ready' }
+  | { t: 'call'; id: number; call: number; name: string; json: string }
+  | { t: 'log'; id: number; line: string }
+  | { t: 'done'; id: number; result?: string }
+  | { t: 'throw'; id: number; message: string; line?: number; column?: number }
+  | { t: 'limit' | 'memory'; id: number }
+
+const failure = (kind: CodeFailureKind, message: string, logs: string[] = []): CodeRunOutcome => ({ ok: false, kind, message, logs })
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/**
+ * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
+ * cpu time is the worker's event-loop active time (waits on the host are idle time), polled from the host.
+ */
+export class WorkerSandbox implements CodeRuntime {
+  readonly name = 'worker-vm'
+  readonly poolSize: number
+  readonly limits: CodeRunLimits
+  private idle: Slot[] = []
+  private spawns: Spawn[] = []
+  private running = new Set<(outcome: CodeRunOutcome) => void>()
+  private closed = false
+  private spawnFailed = false
+  private seq = 0
+
+  constructor(options: WorkerSandboxOptions = {}) {
+    this.poolSize = options.poolSize ?? 2
+    this.limits = { ...defaultCodeLimits, ...options.limits }
+    this.fill()
+  }
+
+  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
+    const limits = { ...this.limits, ...request.limits }
+    if (this.closed) return failure('crash', 'the sandbox is closed')
+    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    let slot: Slot | undefined
+    try {
+      slot = await this.acquire(limits.memoryMb, request.signal)
+    } catch (error) {
+      return failure('crash', `could not start a sandbox worker: ${messageOf(error)}`)
+    }
+    if (slot === undefined) return failure('abort', 'the run was aborted before it started')
+    return this.execute(slot, request, limits)
+  }
+
+  /** terminates every worker; runs in progress end with kind `abort` */
+  async close() {
+    this.closed = true
+    for (const stop of [...this.running]) stop(failure('abort', 'the sandbox was closed during the run'))
+    const workers = this.idle.map((slot) => slot.worker)
+    this.idle = []
+    await Promise.all(workers.map((worker) => worker.terminate()))
+  }
+
+  private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits) {
+    const { worker } = slot
+    const id = ++this.seq
+    const tools = new Set(request.tools)
+    const logs: string[] = []
+    let bytes = 0
+    let settled = false
+    let cpuTimer: NodeJS.Timeout | undefined
+    let wallTimer: NodeJS.Timeout | undefined
+    const elu = worker.performance.eventLoopUtilization()
+
+    return new Promise<CodeRunOutcome>((resolve) => {
+      const finish = (outcome: CodeRunOutcome, healthy: boolean) => {
+        if (settled) return
+        settled = true
+        clearTimeout(cpuTimer)
+        clearTimeout(wallTimer)
+        request.signal.removeEventListener('abort', onAbort)
+        worker.off('message', onMessage)
+        worker.off('error', onError)
+        worker.off('exit', onExit)
+        this.running.delete(stop)
+        // terminate() stops the worker's js at once; its promise only reports the thread's exit
+        if (healthy) this.release(slot)
+        else this.discard(slot)
+        resolve(outcome)
+      }
+      const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
+      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs })
+      const overOutput = () => fail('output-limit', `the program printed or returned more than ${limits.outputBytes} bytes (outputBytes)`)
+
+      const forward = async (call: number, name: string, json: string) => {
+        let reply: BridgeReply
+        try {
+          reply = tools.has(name) ? await request.call(name, json) : { ok: false, message: `${name} is not a tool of this run` }
+        } catch (error) {
+          reply = { ok: false, message: messageOf(error) }
+        }
+        if (settled) return
+        if (reply.ok && typeof reply.value === 'string') worker.postMessage({ t: 'reply', id, call, ok: true, text: reply.value })
+        else if (reply.ok) worker.postMessage({ t: 'reply', id, call, ok: false, text: 'the host replied without a JSON value' })
+        else worker.postMessage({ t: 'reply', id, call, ok: false, text: String(reply.message), code: reply.code })
+      }
+
+      const onMessage = (message: Message) => {
+        if (message.t === 'ready' || message.id !== id) return
+        switch (message.t) {
+          case 'call':
+            return void forward(message.call, message.name, message.json)
+          case 'log':
+            bytes += Buffer.byteLength(message.line)
+            if (bytes > limits.outputBytes) return overOutput()
+            return void logs.push(message.line)
+          case 'done':
+            if (message.result === undefined) return finish({ ok: true, logs }, true)
+            if (bytes + Buffer.byteLength(message.result) > limits.outputBytes) return overOutput()
+            return finish({ ok: true, logs, result: message.result }, true)
+          case 'throw': {
+            const { line, column } = message
+            return finish({ ok: false, kind: 'exception', message: message.message, logs, ...(line ? { line, column } : {}) }, true)
+          }
+          case 'limit':
+            return overOutput()
+          case 'memory':
+            return fail('memory', `the program allocated more than its ${limits.memoryMb} MB of array buffers (memoryMb)`)
+        }
+      }
+      const onError = (error: Error & { code?: string }) => {
+        if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') fail('memory', `the program ran out of its ${limits.memoryMb} MB heap (memoryMb)`)
+        else fail('crash', `the sandbox worker failed: ${error.message}`)
+      }
+      const onExit = (code: number) => fail('crash', `the sandbox worker exited unexpectedly (code ${code})`)
+      const onAbort = () => fail('abort', 'the run was aborted')
+
+      const checkCpu = () => {
+        const { active } = worker.performance.eventLoopUtilization(elu)
+        if (active >= limits.cpuMs) {
+          return fail('timeout', `the program computed for more than ${limits.cpuMs} ms of CPU time (cpuMs); time spent awaiting tools does not count`)
+        }
+        // active time grows no faster than the clock, so nothing can be over budget before then
+        cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - active))
+      }
+
+      worker.on('message', onMessage)
+      worker.on('error', onError)
+      worker.on('exit', onExit)
+      request.signal.addEventListener('abort', onAbort, { once: true })
+      this.running.add(stop)
+      worker.ref()
+      cpuTimer = setTimeout(checkCpu, limits.cpuMs)
+      wallTimer = setTimeout(
+        () => fail('timeout', `the program did not finish within ${limits.wallMs} ms of wall-clock time (wallMs), waits included`),
+        limits.wallMs,
+      )
+      worker.postMessage({
+        t: 'run',
+        id,
+        source: wrapProgram(request.code),
+        tools: request.tools,
+        outputBytes: limits.outputBytes,
+        bufferBytes: limits.memoryMb * 1024 * 1024,
+      })
+    })
+  }
+
+  private async acquire(memoryMb: number, signal: AbortSignal): Promise<Slot | undefined> {
+    let pending: Promise<Slot>
+    const pooled = memoryMb === this.limits.memoryMb
+    const ready = pooled ? this.idle.pop() : undefined
+    if (ready) return ready
+    const spawn = pooled ? this.spawns.find((spawn) => !spawn.claimed) : undefined
+    if (spawn) {
+      spawn.claimed = true
+      pending = spawn.slot
+    } else {
+      pending = this.spawn(memoryMb)
+    }
+    this.fill()
+    let onAbort!: () => void
+    const aborted = new Promise<undefined>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve(undefined)), { once: true }))
+    try {
+      const slot = await Promise.race([pending, aborted])
+      if (slot === undefined)
+        void pending.then(
+          (slot) => this.release(slot),
+          () => {},
+        )
+      return slot
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  private release(slot: Slot) {
+    slot.worker.unref()
+    const waiting = this.spawns.filter((spawn) => !spawn.claimed).length
+    if (this.closed || slot.memoryMb !== this.limits.memoryMb || this.idle.length + waiting >= this.poolSize) void slot.worker.terminate()
+    else this.idle.push(slot)
+  }
+
+  private discard(slot: Slot) {
+    void slot.worker.terminate()
+    this.fill()
+  }
+
+  // keeps `poolSize` workers spawned or spawning, in the background
+  private fill() {
+    if (this.spawnFailed) return
+    while (!this.closed && this.idle.length + this.spawns.filter((spawn) => !spawn.claimed).length < this.poolSize) {
+      const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb), claimed: false }
+      this.spawns.push(spawn)
+      spawn.slot.then(
+        (slot) => {
+          this.spawns.splice(this.spawns.indexOf(spawn), 1)
+          if (!spawn.claimed) this.release(slot)
+        },
+        () => {
+          this.spawns.splice(this.spawns.indexOf(spawn), 1)
+          // a failing spawn is not retried in a loop; the next run spawns on demand and reports the error
+          if (!spawn.claimed) this.spawnFailed = true
+        },
+      )
+    }
+  }
+
+  private spawn(memoryMb: number) {
+    const worker = new Worker(entry, {
+      env: {},
+      argv: [],
+      // the import() callback in worker.mjs is only consulted with this flag
+      execArgv: ['--experimental-vm-modules'],
+      workerData: { prelude: preludeSource },
+      resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(1, Math.floor(memoryMb / 8)), stackSizeMb: 4 },
+    })
+    worker.unref()
+    const slot: Slot = { worker, memoryMb }
+    // an idle worker that dies leaves the pool
+    worker.once('exit', () => {
+      const index = this.idle.indexOf(slot)
+      if (index === -1) return
+      this.idle.splice(index, 1)
+      this.fill()
+    })
+    return new Promise<Slot>((resolve, reject) => {
+      const onMessage = (message: Message) => {
+        if (message.t !== 'ready') return
+        done()
+        this.spawnFailed = false
+        resolve(slot)
+      }
+      const onError = (error: Error) => {
+        done()
+        reject(error)
+      }
+      const onExit = (code: number) => {
+        done()
+        reject(new Error(`the sandbox worker exited with code ${code} while starting`))
+      }
+      const done = () => {
+        worker.off('message', onMessage)
+        worker.off('error', onError)
+        worker.off('exit', onExit)
+      }
+      worker.on('message', onMessage)
+      worker.on('error', onError)
+      worker.on('exit', onExit)
+    })
+  }
+}

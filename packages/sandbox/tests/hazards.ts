@@ -1,0 +1,399 @@
+// the hazard suite every CodeRuntime backend must pass; each backend's spec calls `describeHazards` once.
+import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { expect } from 'chai'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../src/types.ts'
+
+export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb: 32, outputBytes: 4096 }
+
+export interface ClosableRuntime extends CodeRuntime {
+  close(): Promise<void>
+}
+
+interface HostCall {
+  name: string
+  json: string
+  at: number
+}
+
+const secrets = () => {
+  const values = [String(process.pid)]
+  try {
+    values.push(readFileSync('/etc/hostname', 'utf8').trim())
+  } catch {}
+  return values.filter((value) => value.length > 2)
+}
+
+// tries `expression` (an async function body that returns what it reached) and reports what it got
+const probe = (body: string) => `
+let got
+try {
+  got = await (async () => { ${body} })()
+} catch (error) {
+  return 'blocked: ' + (error && error.name)
+}
+try { if (got && typeof got.pid === 'number') return 'ESCAPED pid ' + got.pid } catch {}
+try { if (typeof got === 'function') return 'ESCAPED ' + got('fs').readFileSync('/etc/hostname', 'utf8') } catch {}
+try { if (got && typeof got.readFileSync === 'function') return 'ESCAPED ' + got.readFileSync('/etc/hostname', 'utf8') } catch {}
+return 'contained: ' + typeof got
+`
+
+// a probe that tries the Function constructor of every value it is given
+const reach = `
+const reach = (values) => {
+  for (const value of values) {
+    try {
+      if (value === null || value === undefined) continue
+      const p = value.constructor.constructor('return typeof process === "object" ? process : undefined')()
+      if (p) return p
+    } catch {}
+  }
+}
+`
+
+export function describeHazards(name: string, makeRuntime: () => ClosableRuntime) {
+  describe(`${name}: hazards`, function () {
+    this.timeout(10000)
+    let runtime: ClosableRuntime
+    let calls: HostCall[]
+    let settledAt: number
+
+    before(() => {
+      runtime = makeRuntime()
+    })
+    after(() => runtime.close())
+    beforeEach(() => {
+      calls = []
+      settledAt = Number.POSITIVE_INFINITY
+    })
+
+    const call = async (name: string, json: string): Promise<BridgeReply> => {
+      calls.push({ name, json, at: performance.now() })
+      switch (name) {
+        case 'echo':
+          return { ok: true, value: json }
+        case 'fail':
+          return { ok: false, message: 'the disk is full', code: 'E_FULL' }
+        case 'slow':
+          await sleep(JSON.parse(json).ms)
+          return { ok: true, value: '"slept"' }
+        case 'never':
+          return new Promise(() => {})
+        case 'throws':
+          throw new Error('the host bridge broke')
+        default:
+          return { ok: true, value: JSON.stringify(name) }
+      }
+    }
+
+    const run = async (code: string, options: { signal?: AbortSignal; limits?: Partial<CodeRunLimits> } = {}) => {
+      const outcome = await runtime.run({
+        code,
+        tools: ['echo', 'fail', 'slow', 'never', 'throws', 'a-b'],
+        call,
+        signal: options.signal ?? new AbortController().signal,
+        limits: { ...hazardLimits, ...options.limits },
+      })
+      settledAt = performance.now()
+      return outcome
+    }
+
+    const expectOk = (outcome: CodeRunOutcome, result?: unknown) => {
+      if (!outcome.ok) expect.fail(`expected success, got ${outcome.kind}: ${outcome.message}`)
+      if (result !== undefined) expect(JSON.parse(outcome.result!)).to.deep.equal(result)
+      return outcome
+    }
+    const expectFailure = (outcome: CodeRunOutcome, kind: string, message?: RegExp) => {
+      if (outcome.ok) expect.fail(`expected ${kind}, got success with ${outcome.result}`)
+      expect(outcome.kind, outcome.message).to.equal(kind)
+      if (message) expect(outcome.message).to.match(message)
+      return outcome
+    }
+    const expectContained = (outcome: CodeRunOutcome) => {
+      const text = JSON.stringify(outcome)
+      expect(text).not.to.include('ESCAPED')
+      for (const secret of secrets()) expect(text).not.to.include(secret)
+    }
+
+    // every test leaves a runtime that still works, and a host whose prototypes are clean
+    afterEach(async () => {
+      expectOk(await run('return [1 + 1, typeof tools.echo]'), [2, 'function'])
+      expect(({} as any).polluted).to.equal(undefined)
+      expect([].map).to.equal(Array.prototype.map)
+      const late = calls.filter((c) => c.at > settledAt)
+      expect(late, 'calls reached the host after the run settled').to.deep.equal([])
+    })
+
+    describe('results and logs', () => {
+      it('returns JSON', async () => {
+        expectOk(await run('return { a: [1, "x", null, true], "b-c": { d: 2.5 } }'), { a: [1, 'x', null, true], 'b-c': { d: 2.5 } })
+      })
+
+      it('returns nothing for undefined', async () => {
+        const outcome = expectOk(await run('const x = 1'))
+        expect(outcome).not.to.have.property('result')
+      })
+
+      it('captures console output', async () => {
+        const outcome = expectOk(
+          await run(
+            'console.log("a", 1, { b: [2] }, 3n, undefined); console.warn("w"); console.error(new TypeError("e")); console.info("i"); console.debug("d")',
+          ),
+        )
+        expect(outcome.logs[0]).to.equal('a 1 {b: [2]} 3n undefined')
+        expect(outcome.logs[1]).to.match(/w$/)
+        expect(outcome.logs[2]).to.match(/TypeError: e/)
+        expect(outcome.logs.slice(3)).to.deep.equal(['i', 'd'])
+      })
+
+      it('supports top-level await and return', async () => {
+        expectOk(await run('const x = await Promise.resolve(20)\nreturn x + 1'), 21)
+      })
+
+      it('rejects a return value that is not JSON', async () => {
+        const outcome = expectFailure(await run('return { when: new Date(0) }'), 'exception', /\$\.when is a Date, which is not JSON/)
+        expect(outcome.message).to.match(/return value/)
+        expectFailure(await run('return { n: 1n }'), 'exception', /BigInt/)
+      })
+
+      it('reports an uncaught error with its position', async () => {
+        const outcome = expectFailure(await run('const a = 1\n\n  null.x'), 'exception', /TypeError/)
+        expect(outcome).to.include({ line: 3, column: 8 })
+      })
+
+      it('reports a syntax error', async () => {
+        expectFailure(await run('return (1 +'), 'exception', /SyntaxError/)
+      })
+
+      it('reports a thrown non-error', async () => {
+        expectFailure(await run('throw "plain"'), 'exception', /plain/)
+      })
+    })
+
+    describe('bindings', () => {
+      it('call the host with JSON and resolve with the reply', async () => {
+        expectOk(await run('return await tools.echo({ path: "a.txt", n: [1, 2] })'), { path: 'a.txt', n: [1, 2] })
+        expect(calls).to.have.length(1)
+        expect(calls[0]).to.include({ name: 'echo', json: '{"path":"a.txt","n":[1,2]}' })
+      })
+
+      it('reach exotic names', async () => {
+        expectOk(await run('return await tools["a-b"]({})'), 'a-b')
+      })
+
+      it('send an empty object for a missing argument', async () => {
+        expectOk(await run('return await tools.echo()'), {})
+      })
+
+      it('reject with ToolCallError on a failed call', async () => {
+        const code = 'try { await tools.fail({}) } catch (e) { return [e instanceof ToolCallError, e instanceof Error, e.name, e.toolName, e.message, e.code] }'
+        expectOk(await run(code), [true, true, 'ToolCallError', 'fail', 'the disk is full', 'E_FULL'])
+      })
+
+      it('reject with ToolCallError when the host call throws', async () => {
+        expectOk(await run('try { await tools.throws({}) } catch (e) { return [e.name, e.message] }'), ['ToolCallError', 'the host bridge broke'])
+      })
+
+      it('run concurrently under Promise.all', async () => {
+        expectOk(await run('return await Promise.all([1, 2, 3].map((n) => tools.echo({ n })))'), [{ n: 1 }, { n: 2 }, { n: 3 }])
+      })
+
+      it('reject only the call whose argument is not JSON', async () => {
+        const code = `
+          const results = []
+          const cycle = {}
+          cycle.self = cycle
+          const sparse = [1, , 3]
+          const bad = [{ content: 1n }, { a: undefined }, { f() {} }, [Symbol('s')], { cycle }, { sparse }, { n: NaN }, { m: new Map() },
+            { get boom() { throw new Error('no') } }, { d: new Date(0) }, new (class Point {})(), Infinity]
+          for (const argument of bad) {
+            try { await tools.echo(argument); results.push('sent') } catch (e) { results.push(e.name + ': ' + e.message) }
+          }
+          results.push(await tools.echo({ fine: true }))
+          return results`
+        const outcome = expectOk(await run(code))
+        const results = JSON.parse(outcome.result!)
+        expect(results.pop()).to.deep.equal({ fine: true })
+        expect(results).to.have.length(12)
+        for (const message of results) expect(message).to.match(/^TypeError: tools\.echo: argument \$/)
+        expect(results[0]).to.equal('TypeError: tools.echo: argument $.content is a BigInt, which is not JSON; pass a string or number')
+        expect(results[4]).to.match(/\$\.cycle\.self refers back to \$\.cycle/)
+        expect(results[5]).to.match(/\$\.sparse\[1\] is a hole/)
+        expect(results[8]).to.match(/\$\.boom could not be read/)
+        expect(calls.map((c) => c.json)).to.deep.equal(['{"fine":true}'])
+      })
+
+      it('refuse calls made after the program finished', async () => {
+        const code = `
+          ;(async () => {
+            for (let i = 0; i < 20; i++) await null
+            tools.echo({ late: true }).catch(() => {})
+          })()
+          tools.never({})
+          return 1`
+        expectOk(await run(code), 1)
+        await sleep(50)
+        expect(calls.map((c) => c.name)).to.deep.equal(['never'])
+      })
+
+      it('expose no unknown tool', async () => {
+        expectFailure(await run('await tools.nope({})'), 'exception', /TypeError/)
+      })
+    })
+
+    describe('time', () => {
+      it('stops a spin before the first await (cpu)', async () => {
+        expectFailure(await run('while (true) {}'), 'timeout', /CPU/)
+      })
+
+      it('stops a spin after an await (cpu)', async () => {
+        expectFailure(await run('await tools.echo({})\nwhile (true) {}'), 'timeout', /CPU/)
+      })
+
+      it('does not count time spent awaiting the host as cpu', async () => {
+        expectOk(await run('return await tools.slow({ ms: 300 })'), 'slept')
+      })
+
+      it('stops a program that waits past the wall-clock budget', async () => {
+        expectFailure(await run('await tools.never({})'), 'timeout', /wall-clock/)
+      })
+
+      it('stops a microtask loop that outlives the return', async () => {
+        expectFailure(await run('const loop = () => Promise.resolve().then(loop)\nloop()\nreturn 1'), 'timeout')
+      })
+    })
+
+    describe('memory', () => {
+      it('stops endless allocation', async () => {
+        expectFailure(await run('const keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'), 'memory')
+      })
+
+      it('stops endless allocation after an await', async () => {
+        expectFailure(await run('await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'), 'memory')
+      })
+
+      it('stops endless array buffer allocation', async () => {
+        expectFailure(await run('const keep = []\nwhile (true) keep.push(new Uint8Array(1 << 20))'), 'memory')
+      })
+
+      it('turns deep recursion into an exception', async () => {
+        expectFailure(await run('const f = (n) => f(n + 1) + 1\nf(0)'), 'exception', /RangeError/)
+      })
+    })
+
+    describe('output', () => {
+      it('stops a flood of console output', async () => {
+        const outcome = expectFailure(await run('while (true) console.log("flood")'), 'output-limit')
+        expect(outcome.logs.join('').length).to.be.at.most(hazardLimits.outputBytes)
+      })
+
+      it('counts the result against the budget', async () => {
+        expectFailure(await run('return "x".repeat(5000)'), 'output-limit')
+      })
+    })
+
+    describe('abort', () => {
+      it('ends a run that is awaiting the host', async () => {
+        const controller = new AbortController()
+        setTimeout(() => controller.abort(), 20)
+        expectFailure(await run('await tools.never({})', { signal: controller.signal }), 'abort')
+      })
+
+      it('ends a spinning run promptly', async () => {
+        const controller = new AbortController()
+        const limits = { cpuMs: 5000, wallMs: 5000 }
+        let abortedAt = 0
+        setTimeout(() => {
+          abortedAt = performance.now()
+          controller.abort()
+        }, 30)
+        expectFailure(await run('while (true) {}', { signal: controller.signal, limits }), 'abort')
+        expect(performance.now() - abortedAt).to.be.below(500)
+      })
+
+      it('does not start an aborted run', async () => {
+        expectFailure(await run('return 1', { signal: AbortSignal.abort() }), 'abort')
+        expect(calls).to.deep.equal([])
+      })
+    })
+
+    describe('escapes', () => {
+      const escapes: Record<string, string> = {
+        'this.constructor': 'return this.constructor.constructor("return process")()',
+        'globalThis.constructor': 'return globalThis.constructor.constructor("return process")()',
+        'tools.constructor': 'return tools.constructor.constructor("return process")()',
+        'a binding': 'return tools.echo.constructor.constructor("return process")()',
+        "a binding's result": 'const r = await tools.echo({ a: [] })\nreturn r.a.constructor.constructor("return process")()',
+        'a thrown tool error': 'try { await tools.fail({}) } catch (err) { return err.constructor.constructor("return process")() }',
+        'a host bridge error': 'try { await tools.throws({}) } catch (err) { return err.constructor.constructor("return process")() }',
+        console: 'return console.log.constructor.constructor("return process")()',
+        'import()': 'return await import("node:fs")',
+        'import() from eval': 'return await eval("import(\'node:fs\')")',
+        'import() error': 'try { await import("node:fs") } catch (e) { return e.constructor.constructor("return process")() }',
+        require: 'return require',
+        process: 'return process',
+        'globalThis.process': 'return globalThis.process ?? globalThis.require ?? globalThis.Buffer',
+        'Function("return this")': 'const g = Function("return this")()\nreturn g.process ?? g.require',
+        'arguments.callee.caller': `
+          let f = arguments.callee, found
+          for (let i = 0; i < 10 && f; i++) { try { found = f.constructor.constructor('return process')() } catch {} ; try { f = f.caller } catch { f = null } }
+          return found`,
+        'Error.prepareStackTrace': `${reach}
+          let found
+          Error.prepareStackTrace = (error, frames) => {
+            for (const frame of frames) found ??= reach([frame.getThis?.(), frame.getFunction?.()])
+            return 'stack'
+          }
+          await tools.echo({ get x() { new Error('probe').stack; return 1 } })
+          try { await tools.echo({ get x() { throw new Error('probe') } }) } catch (e) { e.stack }
+          try { await tools.fail({}) } catch (e) { e.stack }
+          return found`,
+        'a stack overflow at the bridge': `${reach}
+          const caught = []
+          const dive = () => {
+            try { dive() } catch (e) {
+              try { tools.echo({}).catch((err) => caught.push(err)) } catch (err) { caught.push(err) }
+              try { console.log('x') } catch (err) { caught.push(err) }
+            }
+          }
+          dive()
+          for (let i = 0; i < 10; i++) await null
+          return reach(caught)`,
+        'replaced Function.prototype methods': `${reach}
+          const seen = []
+          const { call, apply, bind } = Function.prototype
+          Function.prototype.call = function (...args) { seen.push(this, ...args); return apply.bind(this)(args[0], args.slice(1)) }
+          Function.prototype.apply = function (self, args) { seen.push(this, self, ...(args || [])); return call.bind(this)(self, ...(args || [])) }
+          Reflect.apply = (f, self, args) => { seen.push(f, self, ...args); return call.bind(f)(self, ...args) }
+          Promise.prototype.then = ((then) => function (a, b) { seen.push(this, a, b); return then.call(this, a, b) })(Promise.prototype.then)
+          Object.defineProperty(Object.prototype, 'then', { get() { seen.push(this); return undefined }, configurable: true })
+          console.log({ a: 1 })
+          await tools.echo({ a: 1 })
+          try { await tools.fail({}) } catch {}
+          return reach(seen)`,
+      }
+      for (const [title, body] of Object.entries(escapes)) {
+        it(`reach no Node API through ${title}`, async () => {
+          const outcome = await run(probe(body))
+          expectContained(outcome)
+          if (outcome.ok) expect(outcome.result).to.match(/^"(blocked|contained)/)
+        })
+      }
+
+      it('offer only standard globals', async () => {
+        const outcome = expectOk(await run('return Object.getOwnPropertyNames(globalThis)'))
+        const names: string[] = JSON.parse(outcome.result!)
+        for (const name of ['process', 'require', 'module', 'Buffer', 'setTimeout', 'fetch', 'SharedArrayBuffer', 'WebAssembly', 'Atomics']) {
+          expect(names).not.to.include(name)
+        }
+        expect(names).to.include('ToolCallError')
+      })
+
+      it('keep prototype pollution inside the run', async () => {
+        const code = 'Object.prototype.polluted = "yes"\nArray.prototype.map = () => "mapped"\nJSON.parse = () => "parsed"\nreturn await tools.echo({ a: 1 })'
+        expectOk(await run(code))
+        expectOk(await run('return [({}).polluted ?? null, [1].map((x) => x)]'), [null, [1]])
+      })
+    })
+  })
+}
