@@ -64,9 +64,14 @@ function copy(value: unknown, path: string, seen: Set<object>, freeze: boolean):
   }
   if (value === null) return null
   if (seen.has(value)) refuse(path, value, seen)
+  const isArray = Array.isArray(value)
+  if (!isArray) {
+    const proto = Object.getPrototypeOf(value)
+    if (proto !== Object.prototype && proto !== null) refuse(path, value, seen)
+  }
   seen.add(value)
   let out: Json
-  if (Array.isArray(value)) {
+  if (isArray) {
     const items: Json[] = new Array(value.length)
     for (let i = 0; i < value.length; i++) {
       if (!(i in value)) throw new JsonError(`${path}[${i}]`, 'is a hole in a sparse array, which is not JSON; fill it or use null')
@@ -74,8 +79,6 @@ function copy(value: unknown, path: string, seen: Set<object>, freeze: boolean):
     }
     out = items
   } else {
-    const proto = Object.getPrototypeOf(value)
-    if (proto !== Object.prototype && proto !== null) refuse(path, value, seen)
     const record: Record<string, Json> = {}
     for (const name of Object.keys(value)) {
       record[name] = copy(read(value, name, path), key(path, name), seen, freeze)

@@ -1,0 +1,586 @@
+import { createAgent, defineTool, type Execution, errorResult, type ToolResult, t } from '@faber/core'
+import { expect } from 'chai'
+import type { Context } from 'cordis'
+import { callId, deployment, echoTool, rethrow, signal } from './helpers.ts'
+
+function plugin(ctx: Context, name: string, apply: (ctx: Context) => void) {
+  return ctx.plugin({ name, inject: ['tools'], apply })
+}
+
+function call(ctx: Context, name = 'echo', args: unknown = { text: 'hi' }, extra: Partial<Parameters<Context['tools']['execute']>[0]> = {}) {
+  return ctx.tools.execute({ callId: callId(), name, arguments: args, signal: signal(), ...extra })
+}
+
+function code(result: ToolResult) {
+  return result.isError ? result.error.code : 'OK'
+}
+
+describe('tools/pre-execute decisions', () => {
+  for (const order of ['deny first', 'allow first']) {
+    it(`deny wins over allow and ask whatever the load order (${order})`, async () => {
+      const ctx = await deployment()
+      let ran = 0
+      ctx.tools.register(echoTool('echo', () => ran++))
+      const allow = () => plugin(ctx, 'lenient', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
+      const ask = () => plugin(ctx, 'curious', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'why not' })))
+      const deny = () => plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'echo is off today' })))
+      if (order === 'deny first') [deny, ask, allow].forEach((f) => f())
+      else [allow, ask, deny].forEach((f) => f())
+      await rethrow(ctx)
+      const result = await call(ctx)
+      expect(result.isError && result.error).to.deep.include({
+        code: 'DENIED',
+        message: 'echo is off today',
+        deniedBy: { stage: 'pre-execute', plugin: 'strict' },
+      })
+      expect(ran).to.equal(0)
+    })
+  }
+
+  it('ask without an approval service is a denial that says so', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'echo is sensitive' })))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(code(result)).to.equal('DENIED')
+    expect(result.content).to.contain('needs approval (echo is sensitive) but no approval service is mounted')
+  })
+
+  it('an allow never overrides a later ask: approval is still consulted', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const asked: string[] = []
+    plugin(ctx, 'lenient', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
+    plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
+    ctx.set('approval', { request: async (req: { reason: string }) => (asked.push(req.reason), 'allowed') })
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(code(result)).to.equal('OK')
+    expect(asked).to.deep.equal(['check'])
+    expect(result.trace?.map((r) => `${r.stage}:${r.decision}`)).to.deep.equal(['pre-execute:allow', 'pre-execute:ask', 'approval:allowed'])
+  })
+
+  for (const [outcome, expected] of [
+    ['rejected', 'was rejected by the approver'],
+    ['unavailable', 'no approver answered'],
+    ['maybe', 'no approver answered'],
+  ] as const) {
+    it(`an approval outcome "${outcome}" denies`, async () => {
+      const ctx = await deployment()
+      let ran = 0
+      ctx.tools.register(echoTool('echo', () => ran++))
+      plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
+      ctx.set('approval', { request: async () => outcome })
+      await rethrow(ctx)
+      const result = await call(ctx)
+      expect(result.isError && result.error.deniedBy?.stage).to.equal('approval')
+      expect(result.content).to.contain(expected)
+      expect(ran).to.equal(0)
+    })
+  }
+
+  it('an approval service that throws fails closed', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
+    ctx.set('approval', {
+      request: async () => {
+        throw new Error('terminal went away')
+      },
+    })
+    await rethrow(ctx)
+    expect(code(await call(ctx))).to.equal('DENIED')
+  })
+
+  it('an abort while approval waits ends as ABORTED_BEFORE_DISPATCH', async () => {
+    const ctx = await deployment()
+    let ran = 0
+    ctx.tools.register(echoTool('echo', () => ran++))
+    plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
+    const controller = new AbortController()
+    ctx.set('approval', {
+      request: (req: { signal: AbortSignal }) =>
+        new Promise((resolve) => {
+          req.signal.addEventListener('abort', () => resolve('cancelled'))
+          controller.abort()
+        }),
+    })
+    await rethrow(ctx)
+    const result = await call(ctx, 'echo', { text: 'x' }, { signal: controller.signal })
+    expect(code(result)).to.equal('ABORTED_BEFORE_DISPATCH')
+    expect(ran).to.equal(0)
+  })
+
+  it('a malformed decision fails closed', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'sloppy', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny' }) as never))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'sloppy' })
+    expect(result.content).to.contain('not a decision')
+  })
+})
+
+describe('guards', () => {
+  it('run after pre-execute: a denied call never reaches them', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const seen: string[] = []
+    plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'no' })))
+    ctx.tools.guard(() => void seen.push('guard'))
+    await rethrow(ctx)
+    await call(ctx)
+    expect(seen).to.deep.equal([])
+  })
+
+  it('global guards run before the agent chain, root first, and the first reason wins', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const parent = createAgent(ctx, { name: 'parent' })
+    const child = createAgent(ctx, { name: 'child', parent })
+    const order: string[] = []
+    child.ctx.tools.guard(() => void order.push('child'))
+    parent.ctx.tools.guard(() => (order.push('parent'), 'parent says no'))
+    ctx.tools.guard(() => void order.push('global'))
+    const result = await call(ctx, 'echo', { text: 'x' }, { agent: child })
+    expect(order).to.deep.equal(['global', 'parent'])
+    expect(result.isError && result.error.message).to.equal('parent says no')
+    expect(code(await call(ctx))).to.equal('OK')
+  })
+
+  it('a guard that returns a promise fails closed (guards are synchronous)', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    ctx.tools.guard((() => Promise.resolve(undefined)) as never)
+    const result = await call(ctx)
+    expect(code(result)).to.equal('DENIED')
+    expect(result.content).to.contain('guards must be synchronous')
+  })
+})
+
+describe('fail closed', () => {
+  const throwers = {
+    'pre-execute listener (sync)': (ctx: Context) =>
+      ctx.on('tools/pre-execute', () => {
+        throw new Error('boom')
+      }),
+    'pre-execute listener (async)': (ctx: Context) =>
+      ctx.on('tools/pre-execute', async () => {
+        throw new Error('boom')
+      }),
+    guard: (ctx: Context) =>
+      ctx.tools.guard(() => {
+        throw new Error('boom')
+      }),
+    'execute wrapper (sync, before next)': (ctx: Context) =>
+      ctx.on('tools/execute', () => {
+        throw new Error('boom')
+      }),
+    'execute wrapper (async, after next)': (ctx: Context) =>
+      ctx.on('tools/execute', async (_, next) => {
+        await next()
+        throw new Error('boom')
+      }),
+    'post-execute listener (sync)': (ctx: Context) =>
+      ctx.on('tools/post-execute', () => {
+        throw new Error('boom')
+      }),
+    'post-execute listener (async)': (ctx: Context) =>
+      ctx.on('tools/post-execute', async () => {
+        throw new Error('boom')
+      }),
+  }
+  for (const [what, install] of Object.entries(throwers)) {
+    it(`a throwing ${what} ends the call as an error, and the next call works`, async () => {
+      const ctx = await deployment()
+      let ran = 0
+      ctx.tools.register(echoTool('echo', () => ran++))
+      const fork = plugin(ctx, 'faulty', install)
+      await rethrow(ctx)
+      const result = await call(ctx)
+      expect(code(result)).to.equal('DENIED')
+      expect(result.isError && result.error.deniedBy?.plugin).to.equal('faulty')
+      expect(result.content).to.contain('boom')
+      const ranBefore = what.startsWith('pre') || what === 'guard' || what.includes('before next')
+      expect(ran).to.equal(ranBefore ? 0 : 1)
+      fork.dispose()
+      expect(code(await call(ctx))).to.equal('OK')
+    })
+  }
+
+  it('a throwing tools/result observer is isolated: the others and the call go on', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const seen: string[] = []
+    plugin(ctx, 'first', (ctx) => ctx.on('tools/result', () => void seen.push('first')))
+    plugin(ctx, 'faulty', (ctx) =>
+      ctx.on('tools/result', () => {
+        throw new Error('boom')
+      }),
+    )
+    plugin(ctx, 'last', (ctx) => ctx.on('tools/result', () => void seen.push('last')))
+    await rethrow(ctx)
+    expect(code(await call(ctx))).to.equal('OK')
+    expect(seen).to.deep.equal(['first', 'last'])
+  })
+})
+
+describe('tools/execute wrappers', () => {
+  it('nest outermost first and may replace the signal', async () => {
+    const ctx = await deployment()
+    let bodySignal: AbortSignal | undefined
+    ctx.tools.register({
+      ...echoTool(),
+      execute: ({ text }: { text: string }, run) => {
+        bodySignal = run.signal
+        return { echoed: text }
+      },
+    })
+    const order: string[] = []
+    const replacement = new AbortController().signal
+    plugin(ctx, 'outer', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        order.push('outer in')
+        const result = await next()
+        order.push('outer out')
+        return result
+      }),
+    )
+    plugin(ctx, 'inner', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        order.push('inner in')
+        const result = await next(replacement)
+        order.push('inner out')
+        return result
+      }),
+    )
+    await rethrow(ctx)
+    expect(code(await call(ctx))).to.equal('OK')
+    expect(order).to.deep.equal(['outer in', 'inner in', 'inner out', 'outer out'])
+    expect(bodySignal).to.equal(replacement)
+  })
+
+  it('see a normalized result, never a raw throw from the body', async () => {
+    const ctx = await deployment()
+    ctx.tools.register({
+      ...echoTool(),
+      execute: () => {
+        throw Object.assign(new Error('disk full'), { code: 'E_FULL' })
+      },
+    })
+    let seen: ToolResult | undefined
+    plugin(ctx, 'watcher', (ctx) => ctx.on('tools/execute', async (_, next) => (seen = await next())))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(seen?.isError && seen.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'E_FULL' })
+    expect(result.content).to.equal('Error: "echo" failed: E_FULL: disk full')
+  })
+
+  it('a success a wrapper makes up is revalidated against the output schema', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'forger', (ctx) => ctx.on('tools/execute', async () => ({ isError: false, value: { echoed: 42 }, content: '42' })))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(code(result)).to.equal('INVALID_OUTPUT')
+    expect(result.content).to.contain('$.echoed: expected string, got integer')
+  })
+
+  it('a wrapper may answer with an error result of its own', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'timer', (ctx) => ctx.on('tools/execute', async () => errorResult('TOOL_TIMEOUT', '"echo" took longer than 5 ms')))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error).to.deep.include({ code: 'TOOL_TIMEOUT', message: '"echo" took longer than 5 ms' })
+  })
+
+  it('something that is not a result fails closed', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'sloppy', (ctx) => ctx.on('tools/execute', async () => 'done' as never))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error.deniedBy).to.deep.equal({ stage: 'execute', plugin: 'sloppy' })
+  })
+})
+
+describe('tools/post-execute', () => {
+  it('each listener sees the result as amended so far; a replaced value is revalidated and rendered', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const seen: string[] = []
+    plugin(ctx, 'shouter', (ctx) => ctx.on('tools/post-execute', (_, r) => (r.isError ? undefined : { kind: 'accept', value: { echoed: 'HI' } })))
+    plugin(ctx, 'noter', (ctx) =>
+      ctx.on('tools/post-execute', (_, r) => {
+        seen.push(r.content)
+        return { kind: 'accept', content: `${r.content} (reminder: you asked this before)` }
+      }),
+    )
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(seen).to.deep.equal(['HI'])
+    expect(result).to.deep.include({ isError: false, value: { echoed: 'HI' }, content: 'HI (reminder: you asked this before)' })
+  })
+
+  it('an invalid replacement value fails closed', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'breaker', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 1 } })))
+    await rethrow(ctx)
+    expect(code(await call(ctx))).to.equal('DENIED')
+  })
+
+  it('replacing content and value at once fails closed', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    plugin(ctx, 'greedy', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 'a' }, content: 'a' })))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(code(result)).to.equal('DENIED')
+    expect(result.content).to.contain('not both')
+  })
+
+  it('block ends the chain with its feedback', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    let later = 0
+    plugin(ctx, 'breaker', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'block', feedback: 'stop echoing; answer the user' })))
+    plugin(ctx, 'later', (ctx) => ctx.on('tools/post-execute', () => void later++))
+    await rethrow(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error).to.deep.include({ code: 'DENIED', message: 'stop echoing; answer the user' })
+    expect(later).to.equal(0)
+  })
+})
+
+describe('cancellation', () => {
+  it('a pre-aborted call runs nothing and no policy', async () => {
+    const ctx = await deployment()
+    let seen = 0
+    ctx.tools.register(echoTool('echo', () => seen++))
+    ctx.on('tools/pre-execute', () => void seen++)
+    const controller = new AbortController()
+    controller.abort()
+    const result = await call(ctx, 'echo', { text: 'x' }, { signal: controller.signal })
+    expect(result.isError && result.error).to.deep.include({
+      code: 'ABORTED_BEFORE_DISPATCH',
+      message: 'the call to "echo" was cancelled before it started; nothing ran',
+    })
+    expect(seen).to.equal(0)
+  })
+
+  it('an abort while the body runs replaces a success with ABORTED, but not an error', async () => {
+    const ctx = await deployment()
+    const controller = new AbortController()
+    let fail = false
+    ctx.tools.register(
+      defineTool({
+        name: 'slow',
+        description: 'finishes whatever happens',
+        parameters: t.object({}),
+        output: { schema: t.string() },
+        execute: async () => {
+          controller.abort()
+          await new Promise((r) => setTimeout(r, 5))
+          if (fail) throw new Error('it broke anyway')
+          return 'done'
+        },
+      }),
+    )
+    const aborted = await call(ctx, 'slow', {}, { signal: controller.signal })
+    expect(aborted.isError && aborted.error.code).to.equal('ABORTED')
+    fail = true
+    const failed = await call(ctx, 'slow', {}, { signal: new AbortController().signal })
+    expect(code(failed)).to.equal('TOOL_FAILED')
+  })
+
+  it('a body that ignores its signal is awaited, never raced away', async () => {
+    const ctx = await deployment()
+    const controller = new AbortController()
+    let finished = false
+    ctx.tools.register(
+      defineTool({
+        name: 'stubborn',
+        description: 'ignores its signal',
+        parameters: t.object({}),
+        output: { schema: t.string() },
+        execute: async () => {
+          setTimeout(() => controller.abort(), 1)
+          await new Promise((r) => setTimeout(r, 20))
+          finished = true
+          return 'done'
+        },
+      }),
+    )
+    const result = await call(ctx, 'stubborn', {}, { signal: controller.signal })
+    expect(finished).to.equal(true)
+    expect(code(result)).to.equal('ABORTED')
+  })
+})
+
+describe('error codes', () => {
+  it('UNKNOWN_TOOL lists what is available', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const result = await call(ctx, 'ehco')
+    expect(result.content).to.equal('Error: unknown tool "ehco": no tool of that name is available here; available tools: echo')
+  })
+
+  it('INVALID_ARGUMENTS for arguments that are not lossless JSON', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const cyclic: Record<string, unknown> = {}
+    cyclic.self = cyclic
+    for (const [args, problem] of [
+      [{ text: 1n }, '$.text is a BigInt, which is not JSON'],
+      [{ text: undefined }, '$.text is undefined, which is not JSON'],
+      [{ text: () => 1 }, '$.text is a function, which is not JSON'],
+      [cyclic, '$.self refers back to one of its own ancestors (a cycle)'],
+      [{ text: [1, , 3] }, '$.text[1] is a hole in a sparse array'],
+      [
+        {
+          get text() {
+            throw new Error('nope')
+          },
+        },
+        '$.text could not be read: its getter threw (nope)',
+      ],
+      [{ text: new Date(0) }, '$.text is a Date, which is not JSON'],
+    ] as const) {
+      const result = await call(ctx, 'echo', args)
+      expect(code(result)).to.equal('INVALID_ARGUMENTS')
+      expect(result.content).to.contain(problem)
+    }
+  })
+
+  it('INVALID_ARGUMENTS for arguments that do not match the schema, path-qualified', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(
+      defineTool({
+        name: 'deep',
+        description: 'nested arguments',
+        parameters: t.object({ items: t.array(t.object({ n: t.integer({ minimum: 1 }) })) }),
+        output: { schema: t.null() },
+        execute: () => null,
+      }),
+    )
+    const result = await call(ctx, 'deep', { items: [{ n: 1 }, { n: 0 }] })
+    expect(result.content).to.equal('Error: invalid arguments for "deep": $.items[1].n: expected a number >= 1, got 0. Fix the arguments and call again.')
+    expect(code(await call(ctx, 'deep', { items: [], extra: 1 }))).to.equal('INVALID_ARGUMENTS')
+  })
+
+  it('INVALID_OUTPUT for a value that is not JSON or off-schema', async () => {
+    const ctx = await deployment()
+    let value: unknown = { echoed: 1n }
+    ctx.tools.register({ ...echoTool(), execute: () => value as never })
+    expect((await call(ctx)).content).to.contain('returned a value that is not JSON: $.echoed is a BigInt')
+    value = { echoed: 3 }
+    expect((await call(ctx)).content).to.contain('does not match its output schema: $.echoed: expected string, got integer')
+  })
+
+  it('TOOL_FAILED carries a tool code when the body has one', async () => {
+    const ctx = await deployment()
+    ctx.tools.register({
+      ...echoTool(),
+      execute: () => {
+        throw new TypeError('plain failure')
+      },
+    })
+    const result = await call(ctx)
+    expect(result.isError && result.error).to.deep.equal({ code: 'TOOL_FAILED', message: '"echo" failed: plain failure' })
+  })
+
+  it('CODE_RUN_FAILED when no code runtime is mounted, and for programs that do not parse', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    const none = await call(ctx, 'run_code', { code: 'return 1', description: 'one' })
+    expect(none.isError && none.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'unavailable' })
+    expect(none.content).to.contain('no code runtime is mounted')
+    ctx.set('codeRuntime', { name: 'never', run: () => Promise.reject(new Error('must not run')) })
+    const enumerated = await call(ctx, 'run_code', { code: 'enum Color { Red }\nreturn Color.Red', description: 'enum' })
+    expect(enumerated.isError && enumerated.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'syntax', line: 1 })
+    expect(enumerated.content).to.contain('enum is not supported')
+    const broken = await call(ctx, 'run_code', { code: 'const a = 1\nconst = 2', description: 'broken' })
+    expect(broken.isError && broken.error).to.deep.include({ kind: 'syntax', line: 2 })
+  })
+
+  it('results are frozen', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const result = await call(ctx)
+    expect(Object.isFrozen(result)).to.equal(true)
+    expect(Object.isFrozen(result.isError ? result.error : result.value)).to.equal(true)
+  })
+})
+
+describe('agent scopes', () => {
+  it('an agent listener sees its own and its descendants calls; a global one sees all', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const parent = createAgent(ctx, { name: 'parent' })
+    const child = createAgent(ctx, { name: 'child', parent })
+    const sibling = createAgent(ctx, { name: 'sibling' })
+    const seen: string[] = []
+    const by = (exec: Execution) => exec.agent?.name ?? 'global'
+    parent.ctx.on('tools/result', (exec) => void seen.push(`parent saw ${by(exec)}`))
+    ctx.on('tools/result', (exec) => void seen.push(`global saw ${by(exec)}`))
+    for (const agent of [undefined, parent, child, sibling]) await call(ctx, 'echo', { text: 'x' }, { agent })
+    expect(seen).to.deep.equal(['global saw global', 'parent saw parent', 'global saw parent', 'parent saw child', 'global saw child', 'global saw sibling'])
+  })
+
+  it('a plugin loaded on an agent cannot leak into its parent, and leaves with its plugin', async () => {
+    const ctx = await deployment()
+    const agent = createAgent(ctx, { name: 'scoped' })
+    const fork = agent.ctx.plugin({
+      name: 'agent-tools',
+      inject: ['tools'],
+      apply: (ctx: Context) => {
+        ctx.tools.register(echoTool('private'))
+        ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'scoped deny' }))
+      },
+    })
+    await rethrow(ctx)
+    ctx.tools.register(echoTool('public'))
+    expect(ctx.tools.get('private')).to.equal(undefined)
+    expect(ctx.tools.get('private', agent)?.name).to.equal('private')
+    expect(code(await call(ctx, 'public'))).to.equal('OK')
+    expect(code(await call(ctx, 'public', { text: 'x' }, { agent }))).to.equal('DENIED')
+    fork.dispose()
+    expect(ctx.tools.get('private', agent)).to.equal(undefined)
+    expect(code(await call(ctx, 'public', { text: 'x' }, { agent }))).to.equal('OK')
+  })
+
+  it('an agent is disposed with the plugin that created it', async () => {
+    const ctx = await deployment()
+    let agentRef: ReturnType<typeof createAgent> | undefined
+    const fork = ctx.plugin({ name: 'maker', inject: ['tools'], apply: (ctx: Context) => void (agentRef = createAgent(ctx, { name: 'temp' })) })
+    await rethrow(ctx)
+    expect(ctx.tools.agent('temp')).to.equal(agentRef)
+    fork.dispose()
+    expect(ctx.tools.agent('temp')).to.equal(undefined)
+    expect(() => ctx.tools.schemas(agentRef)).to.throw('has been disposed')
+  })
+
+  it('nested calls run with the outer call agent and see their parent token', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    ctx.tools.register(echoTool())
+    const agent = createAgent(ctx, { name: 'coder' })
+    const execs: Execution[] = []
+    ctx.on('tools/result', (exec) => void execs.push(exec))
+    ctx.set('codeRuntime', {
+      name: 'scripted',
+      run: async (request: { call(name: string, json: string): Promise<unknown> }) => {
+        await request.call('echo', '{"text":"a"}')
+        return { ok: true, logs: [] }
+      },
+    })
+    await call(ctx, 'run_code', { code: 'await tools.echo({ text: "a" })', description: 'nested' }, { agent, callId: 'outer' })
+    const [nested, outer] = execs
+    expect(nested.agent).to.equal(agent)
+    expect(nested.parent).to.equal(outer.token)
+    expect(nested.rootCallId).to.equal('outer')
+    expect(nested.callId).to.equal('outer/1')
+  })
+})
