@@ -24,8 +24,7 @@ describe('tools/pre-execute decisions', () => {
       const allow = () => plugin(ctx, 'lenient', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
       const ask = () => plugin(ctx, 'curious', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'why not' })))
       const deny = () => plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'echo is off today' })))
-      if (order === 'deny first') [deny, ask, allow].forEach((f) => f())
-      else [allow, ask, deny].forEach((f) => f())
+      for (const install of order === 'deny first' ? [deny, ask, allow] : [allow, ask, deny]) install()
       await rethrow(ctx)
       const result = await call(ctx)
       expect(result.isError && result.error).to.deep.include({
@@ -53,7 +52,12 @@ describe('tools/pre-execute decisions', () => {
     const asked: string[] = []
     plugin(ctx, 'lenient', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
     plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
-    ctx.set('approval', { request: async (req: { reason: string }) => (asked.push(req.reason), 'allowed') })
+    ctx.set('approval', {
+      request: async (req: { reason: string }) => {
+        asked.push(req.reason)
+        return 'allowed'
+      },
+    })
     await rethrow(ctx)
     const result = await call(ctx)
     expect(code(result)).to.equal('OK')
@@ -142,7 +146,10 @@ describe('guards', () => {
     const child = createAgent(ctx, { name: 'child', parent })
     const order: string[] = []
     child.ctx.tools.guard(() => void order.push('child'))
-    parent.ctx.tools.guard(() => (order.push('parent'), 'parent says no'))
+    parent.ctx.tools.guard(() => {
+      order.push('parent')
+      return 'parent says no'
+    })
     ctx.tools.guard(() => void order.push('global'))
     const result = await call(ctx, 'echo', { text: 'x' }, { agent: child })
     expect(order).to.deep.equal(['global', 'parent'])
@@ -434,12 +441,14 @@ describe('error codes', () => {
     ctx.tools.register(echoTool())
     const cyclic: Record<string, unknown> = {}
     cyclic.self = cyclic
+    const sparse = [1, 2, 3]
+    delete sparse[1]
     for (const [args, problem] of [
       [{ text: 1n }, '$.text is a BigInt, which is not JSON'],
       [{ text: undefined }, '$.text is undefined, which is not JSON'],
       [{ text: () => 1 }, '$.text is a function, which is not JSON'],
       [cyclic, '$.self refers back to one of its own ancestors (a cycle)'],
-      [{ text: [1, , 3] }, '$.text[1] is a hole in a sparse array'],
+      [{ text: sparse }, '$.text[1] is a hole in a sparse array'],
       [
         {
           get text() {
