@@ -73,6 +73,10 @@ export class WorkerSandbox implements CodeRuntime {
       return failure('crash', `could not start a sandbox worker: ${messageOf(error)}`)
     }
     if (slot === undefined) return failure('abort', 'the run was aborted before it started')
+    if (this.closed) {
+      this.release(slot)
+      return failure('abort', 'the sandbox was closed before the run started')
+    }
     return this.execute(slot, request, limits)
   }
 

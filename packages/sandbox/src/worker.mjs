@@ -87,8 +87,10 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
 function reply({ id, call, ok, text, code }) {
   const run = current
   if (run === undefined || run.id !== id || run.finished) return
+  // a plain call: a method call would make `run` the receiver, which a program can read off a stack frame
+  const { deliver } = run
   try {
-    run.deliver(call, ok, text, code)
+    deliver(call, ok, text, code)
   } catch {}
 }
 

@@ -347,6 +347,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
           await tools.echo({ get x() { new Error('probe').stack; return 1 } })
           try { await tools.echo({ get x() { throw new Error('probe') } }) } catch (e) { e.stack }
           try { await tools.fail({}) } catch (e) { e.stack }
+          try { await import('node:fs') } catch (e) { e.stack }
           return found`,
         'a stack overflow at the bridge': `${reach}
           const caught = []
