@@ -35,7 +35,7 @@ export class ScriptedCodeRuntime implements CodeRuntime {
   replies: BridgeReply[] = []
   requests: CodeRunRequest[] = []
 
-  constructor(private script: (request: CodeRunRequest) => Promise<unknown> | unknown) {}
+  constructor(public script: (request: CodeRunRequest) => Promise<unknown> | unknown) {}
 
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
     this.requests.push(request)
@@ -48,16 +48,24 @@ export class ScriptedCodeRuntime implements CodeRuntime {
   }
 }
 
-/** mounts a scripted code runtime that calls one binding and returns the reply */
+const mounted = new WeakMap<Context, ScriptedCodeRuntime>()
+
+/** mounts (once per context) a scripted code runtime whose next programs make these binding calls in order */
 export function mountCalls(ctx: Context, calls: { name: string; args: unknown }[]) {
-  const runtime = new ScriptedCodeRuntime(async (request) => {
+  let runtime = mounted.get(ctx)
+  if (!runtime) {
+    runtime = new ScriptedCodeRuntime(() => undefined)
+    mounted.set(ctx, runtime)
+    ctx.set('codeRuntime', runtime)
+  }
+  const target = runtime
+  target.script = async (request) => {
     const replies: BridgeReply[] = []
     for (const { name, args } of calls) replies.push(await request.call(name, JSON.stringify(args)))
-    runtime.replies.push(...replies)
+    target.replies.push(...replies)
     return replies
-  })
-  ctx.set('codeRuntime', runtime)
-  return runtime
+  }
+  return target
 }
 
 export function echoTool(name = 'echo', onRun?: () => void) {
