@@ -44,7 +44,6 @@ const IGNORED = new Set([
   'uniqueItems',
 ])
 const STRUCTURAL = new Set(['type', 'enum', 'const', 'anyOf', 'oneOf', 'items', 'properties', 'required', 'additionalProperties'])
-const PRIMITIVES: Record<string, string> = { string: 'string', number: 'number', integer: 'number', boolean: 'boolean', null: 'null' }
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 // whitespace other than single inner spaces, or a comment terminator
 const UNTIDY = /[^\S ]| {2}|^ | $|\*\//
@@ -53,6 +52,9 @@ const UNTIDY = /[^\S ]| {2}|^ | $|\*\//
 const UNION = 0
 const INTERSECTION = 1
 const ATOM = 2
+
+const NO_PROPERTIES: Record<string, never> = Object.freeze({})
+const NO_NAMES: never[] = []
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -87,6 +89,7 @@ function literal(value: unknown): string {
 
 /** the members as one union, repeats removed; `unknown` absorbs everything and `never` vanishes */
 function union(members: string[]): string {
+  if (members.length === 1) return members[0]
   const distinct: string[] = []
   const seen = members.length > 32 ? new Set<string>() : undefined
   for (const member of members) {
@@ -125,13 +128,16 @@ class Renderer {
     if (schema.const !== undefined) text = this.atom(literal(schema.const))
     else if (schema.enum !== undefined) text = Array.isArray(schema.enum) ? this.union(schema.enum.map(literal)) : undefined
     else text = this.typed(schema, indent)
-    if (text === undefined) return this.atom('unknown')
-    for (const branches of [schema.anyOf, schema.oneOf]) {
-      if (branches === undefined) continue
-      if (!Array.isArray(branches) || branches.length === 0) return this.atom('unknown')
-      text = this.and(text, this.prec, this.branches(branches, indent))
-    }
-    return text
+    if (text !== undefined && schema.anyOf !== undefined) text = this.combine(text, schema.anyOf, indent)
+    if (text !== undefined && schema.oneOf !== undefined) text = this.combine(text, schema.oneOf, indent)
+    return text ?? this.atom('unknown')
+  }
+
+  /** `text` intersected with the union of the branches; undefined when they are malformed */
+  private combine(text: string, branches: unknown, indent: string) {
+    if (!Array.isArray(branches) || branches.length === 0) return undefined
+    const prec = this.prec
+    return this.and(text, prec, this.branches(branches, indent))
   }
 
   /** the union of members, setting `prec` */
@@ -150,7 +156,7 @@ class Renderer {
     }
     const text = union(texts)
     const single = texts.indexOf(text)
-    this.prec = single === -1 ? UNION : precs[single]
+    this.prec = single !== -1 ? precs[single] : text === 'never' ? ATOM : UNION
     return text
   }
 
@@ -195,12 +201,22 @@ class Renderer {
       const item = schema.items === undefined ? this.atom('unknown') : this.render(schema.items, indent)
       return this.atom(`${this.paren(item, this.prec, ATOM)}[]`)
     }
-    if (type === 'object') return this.object(schema, indent)
-    return typeof type === 'string' && Object.hasOwn(PRIMITIVES, type) ? this.atom(PRIMITIVES[type]) : undefined
+    this.prec = ATOM
+    switch (type) {
+      case 'object':
+        return this.object(schema, indent)
+      case 'string':
+      case 'number':
+      case 'boolean':
+      case 'null':
+        return type
+      case 'integer':
+        return 'number'
+    }
   }
 
   private object(schema: Record<string, unknown>, indent: string): string | undefined {
-    const { properties = {}, required = [], additionalProperties } = schema
+    const { properties = NO_PROPERTIES, required = NO_NAMES, additionalProperties } = schema
     if (!isRecord(properties) || !Array.isArray(required)) return undefined
     if (additionalProperties !== undefined && typeof additionalProperties !== 'boolean' && !isRecord(additionalProperties)) return undefined
     const inner = `${indent}  `
