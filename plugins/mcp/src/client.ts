@@ -1,0 +1,397 @@
+// the MCP client: each configured server's tools become Faber tools, called through the normal pipeline.
+
+import { errorResult, type Json, type JsonSchema, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { ErrorCode, McpError, type Tool, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { type Context, type Logger, Schema } from 'cordis'
+import { renderContent } from './content.ts'
+import { importSchema } from './schema.ts'
+
+export type ServerState = 'connecting' | 'ready' | 'restarting' | 'failed' | 'closed'
+
+export interface McpStatus {
+  server: string
+  state: ServerState
+  /** the Faber names of the server's registered tools */
+  tools: string[]
+  /** why the server is not ready, when it is not */
+  error?: string
+  /** restart attempts since the server was last stable */
+  attempt: number
+  /** the process id of a stdio server while it runs */
+  pid?: number
+}
+
+declare module 'cordis' {
+  interface Events {
+    /** a configured MCP server changed state or its tool set */
+    'mcp/status'(status: McpStatus): void
+  }
+}
+
+/** an error whose code travels as the result's `toolCode` */
+class McpCallError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+const FABER_NAME = /[^A-Za-z0-9_.:-]/g
+const STDERR_TAIL = 2000
+
+function messageOf(error: unknown) {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** MCP's hints as Faber's; both are hints only */
+export function mapAnnotations(annotations: Tool['annotations']): ToolAnnotations {
+  const mapped: ToolAnnotations = {}
+  if (!annotations) return mapped
+  if (typeof annotations.readOnlyHint === 'boolean') mapped.readOnly = annotations.readOnlyHint
+  if (typeof annotations.destructiveHint === 'boolean') mapped.destructive = annotations.destructiveHint
+  if (typeof annotations.idempotentHint === 'boolean') mapped.idempotent = annotations.idempotentHint
+  if (typeof annotations.openWorldHint === 'boolean') mapped.openWorld = annotations.openWorldHint
+  return mapped
+}
+
+/** one configured server: its process (or URL), its client, its registered tools and its restarts */
+export class McpConnection {
+  state: ServerState = 'connecting'
+  attempt = 0
+  lastError?: string
+  private client?: Client
+  private transport?: Transport
+  private stderr = ''
+  private registered = new Map<string, { key: string; dispose: () => void }>()
+  private timer?: ReturnType<typeof setTimeout>
+  private stableTimer?: ReturnType<typeof setTimeout>
+  private closing = false
+  private generation = 0
+  // what each call's MCP content rendered to, keyed by the call's frozen arguments (render gets only args and value)
+  private rendered = new WeakMap<object, { value: string; text: string }>()
+
+  constructor(
+    private ctx: Context,
+    readonly config: McpClient.Server,
+    private options: McpClient.Config,
+    private logger: Logger,
+  ) {}
+
+  get prefix() {
+    return this.config.prefix ?? `${this.config.name.replace(FABER_NAME, '_')}__`
+  }
+
+  /** the Faber names of the tools this server contributes */
+  toolNames() {
+    return [...this.registered.keys()].sort()
+  }
+
+  /** the process id of a stdio server, while it runs */
+  get pid(): number | null {
+    return this.transport instanceof StdioClientTransport ? this.transport.pid : null
+  }
+
+  /** connects once; failures are reported and retried with backoff, never thrown */
+  async start() {
+    const generation = ++this.generation
+    this.state = this.attempt ? 'restarting' : 'connecting'
+    try {
+      await this.connect(generation)
+    } catch (error) {
+      if (generation !== this.generation || this.closing) return
+      this.lost(`could not connect: ${messageOf(error)}`)
+    }
+  }
+
+  private makeTransport(): Transport {
+    const { command, args, env, cwd, url } = this.config
+    if (url) return new StreamableHTTPClientTransport(new URL(url))
+    if (!command) throw new TypeError(`MCP server "${this.config.name}": give a command (stdio) or a url (streamable HTTP)`)
+    const transport = new StdioClientTransport({ command, args, env, cwd, stderr: 'pipe' })
+    this.stderr = ''
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString()
+      this.stderr = (this.stderr + text).slice(-STDERR_TAIL)
+      this.logger.debug('[%s stderr] %s', this.config.name, text.trimEnd())
+    })
+    return transport
+  }
+
+  private async connect(generation: number) {
+    const transport = this.makeTransport()
+    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: {} })
+    client.onerror = (error) => this.logger.debug('server "%s": %s', this.config.name, messageOf(error))
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      if (this.client !== client) return
+      try {
+        await this.syncTools(client)
+      } catch (error) {
+        this.logger.warn('server "%s": re-listing tools after tools/list_changed failed: %s', this.config.name, messageOf(error))
+      }
+    })
+    this.transport = transport
+    try {
+      await client.connect(transport, { timeout: this.config.connectTimeoutMs })
+    } catch (error) {
+      await client.close().catch(() => {})
+      throw error
+    }
+    if (generation !== this.generation || this.closing) {
+      await client.close().catch(() => {})
+      return
+    }
+    client.onclose = () => {
+      if (this.client !== client) return
+      this.client = undefined
+      this.lost(`the server closed the connection (its process exited or its stream ended)${this.stderrTail()}`)
+    }
+    this.client = client
+    await this.syncTools(client)
+    this.state = 'ready'
+    this.lastError = undefined
+    clearTimeout(this.stableTimer)
+    // a server that stays up this long has recovered: later crashes start the backoff afresh
+    this.stableTimer = setTimeout(() => (this.attempt = 0), this.options.restart.stableMs)
+    this.stableTimer.unref?.()
+    this.logger.info('server "%s" ready with %d tools', this.config.name, this.registered.size)
+    this.report()
+  }
+
+  private stderrTail() {
+    const tail = this.stderr.trim().split('\n').slice(-3).join(' | ')
+    return tail ? `; last stderr: ${tail.slice(-400)}` : ''
+  }
+
+  private report() {
+    this.ctx.emit('mcp/status', {
+      server: this.config.name,
+      state: this.state,
+      tools: this.toolNames(),
+      error: this.lastError,
+      attempt: this.attempt,
+      pid: this.pid ?? undefined,
+    })
+  }
+
+  /** the connection is gone: report it and restart with bounded exponential backoff */
+  private lost(reason: string) {
+    if (this.closing) return
+    clearTimeout(this.stableTimer)
+    this.lastError = reason
+    const { initialDelayMs, maxDelayMs, maxAttempts } = this.options.restart
+    if (this.attempt >= maxAttempts) {
+      this.state = 'failed'
+      this.logger.error('server "%s" is down and will not be restarted again (%d attempts): %s', this.config.name, this.attempt, reason)
+      this.report()
+      return
+    }
+    const delay = Math.min(initialDelayMs * 2 ** this.attempt, maxDelayMs)
+    this.attempt++
+    this.state = 'restarting'
+    this.logger.warn('server "%s" is down (%s); restart %d of %d in %d ms', this.config.name, reason, this.attempt, maxAttempts, delay)
+    this.report()
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => this.start(), delay)
+  }
+
+  /** lists the server's tools (every page) and makes the registry match: unchanged tools stay registered */
+  private async syncTools(client: Client) {
+    const tools: Tool[] = []
+    let cursor: string | undefined
+    do {
+      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: this.config.timeoutMs })
+      tools.push(...page.tools)
+      cursor = page.nextCursor
+    } while (cursor)
+    if (this.client !== client || this.closing) return
+    const wanted = new Map<string, { key: string; definition: ToolDefinition }>()
+    for (const tool of tools) {
+      if (tool.execution?.taskSupport === 'required') {
+        this.logger.debug('server "%s": skipping tool "%s", which can only run as an MCP task', this.config.name, tool.name)
+        continue
+      }
+      const name = `${this.prefix}${tool.name.replace(FABER_NAME, '_')}`
+      if (name.length > 128 || wanted.has(name)) {
+        this.logger.warn(
+          'server "%s": skipping tool "%s": its Faber name "%s" is %s',
+          this.config.name,
+          tool.name,
+          name,
+          wanted.has(name) ? 'taken' : 'too long',
+        )
+        continue
+      }
+      wanted.set(name, { key: JSON.stringify(tool), definition: this.define(name, tool) })
+    }
+    for (const [name, entry] of this.registered) {
+      if (wanted.get(name)?.key === entry.key) continue
+      entry.dispose()
+      this.registered.delete(name)
+    }
+    for (const [name, { key, definition }] of wanted) {
+      if (this.registered.has(name)) continue
+      try {
+        this.registered.set(name, { key, dispose: this.ctx.tools.register(definition) })
+      } catch (error) {
+        this.logger.warn('server "%s": could not register "%s": %s', this.config.name, name, messageOf(error))
+      }
+    }
+    if (this.state === 'ready') this.report()
+  }
+
+  private define(name: string, tool: Tool): ToolDefinition {
+    const input = importSchema(tool.inputSchema, { object: true })
+    const output = tool.outputSchema ? importSchema(tool.outputSchema) : undefined
+    const degraded = [...input.degraded.map((d) => `input ${d}`), ...(output?.degraded ?? []).map((d) => `output ${d}`)]
+    if (degraded.length)
+      this.logger.debug('server "%s" tool "%s": parts of its schemas are typed unknown: %s', this.config.name, tool.name, degraded.join('; '))
+    const annotations = mapAnnotations(tool.annotations)
+    const parallel = this.options.concurrentReadOnly && annotations.readOnly === true
+    return {
+      name,
+      description: tool.description ?? tool.title ?? '',
+      parameters: input.schema,
+      output: {
+        schema: output?.schema ?? ({} as JsonSchema),
+        render: (args, value) => {
+          const entry = typeof args === 'object' && args !== null ? this.rendered.get(args) : undefined
+          if (entry && entry.value === JSON.stringify(value)) return entry.text
+          return typeof value === 'string' ? value : JSON.stringify(value, null, 2)
+        },
+      },
+      execute: (args, run) => this.call(tool.name, args, run.signal),
+      annotations,
+      ...(parallel ? { isConcurrencySafe: () => true } : {}),
+    }
+  }
+
+  /** one tools/call; every failure becomes a clear error the pipeline turns into TOOL_FAILED (or ABORTED) */
+  private async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<Json> {
+    const client = this.client
+    const where = `MCP server "${this.config.name}"`
+    if (!client || this.state !== 'ready') {
+      const why = this.state === 'failed' ? 'is down and no longer restarted' : 'is restarting'
+      throw new McpCallError('MCP_SERVER_UNAVAILABLE', `${where} ${why}${this.lastError ? ` (${this.lastError})` : ''}; the call was not sent`)
+    }
+    let result: Awaited<ReturnType<Client['callTool']>>
+    try {
+      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.config.timeoutMs })
+    } catch (error) {
+      if (signal.aborted) {
+        throw new ToolResultError(errorResult('ABORTED', `the call to "${this.prefix}${tool}" was cancelled while it ran; the MCP request was cancelled`))
+      }
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        this.checkAlive(client)
+        throw new McpCallError('MCP_TIMEOUT', `${where} did not answer within ${this.config.timeoutMs} ms`)
+      }
+      if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
+        throw new McpCallError('MCP_SERVER_EXITED', `${where} exited while the call ran; it is being restarted${this.stderrTail()}`)
+      }
+      throw new McpCallError('MCP_ERROR', `${where}: ${messageOf(error)}`)
+    }
+    const text = renderContent(result.content)
+    if (result.isError) throw new McpCallError('MCP_TOOL_ERROR', text || 'the tool reported an error without a message')
+    const value = (result.structuredContent ?? text) as Json
+    this.rendered.set(args, { value: JSON.stringify(value), text })
+    return value
+  }
+
+  /** after a timeout: a server that does not answer a ping either is hung, so it is restarted */
+  private checkAlive(client: Client) {
+    client.ping({ timeout: Math.min(this.config.timeoutMs, 5000) }).catch(() => {
+      if (this.client !== client || this.closing) return
+      this.client = undefined
+      this.lost(`the server stopped answering (a call timed out and a ping failed)${this.stderrTail()}`)
+      client.close().catch(() => {})
+    })
+  }
+
+  /** closes the server and removes its tools */
+  async close() {
+    this.closing = true
+    this.generation++
+    clearTimeout(this.timer)
+    clearTimeout(this.stableTimer)
+    const client = this.client
+    this.client = undefined
+    for (const entry of this.registered.values()) entry.dispose()
+    this.registered.clear()
+    this.state = 'closed'
+    await (client ?? { close: async () => this.transport?.close() }).close().catch(() => {})
+  }
+}
+
+export const name = 'mcp'
+export const inject = ['tools']
+// loaded once per agent that should see a server's tools
+export const reusable = true
+
+export interface McpClientServer {
+  /** names the server in messages and, by default, in the tool-name prefix */
+  name: string
+  command?: string
+  args?: string[]
+  env?: Record<string, string>
+  cwd?: string
+  /** a streamable HTTP endpoint instead of a command */
+  url?: string
+  /** put before each tool name; default `<name>__` */
+  prefix?: string
+  timeoutMs: number
+  connectTimeoutMs: number
+}
+
+export declare namespace McpClient {
+  type Server = McpClientServer
+  interface Config {
+    servers: Server[]
+    restart: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number; stableMs: number }
+    concurrentReadOnly: boolean
+  }
+}
+
+const ServerSchema: Schema<McpClientServer> = Schema.object({
+  name: Schema.string().required().description('the server name, used in messages and the default tool-name prefix'),
+  command: Schema.string().description('the executable of a stdio server'),
+  args: Schema.array(Schema.string()).default([]),
+  env: Schema.dict(Schema.string()).description('environment for the server, over a safe default set (PATH, HOME, ...)'),
+  cwd: Schema.string(),
+  url: Schema.string().description('a streamable HTTP endpoint, instead of a command'),
+  prefix: Schema.string().description('put before each tool name; default `<name>__`'),
+  timeoutMs: Schema.natural().min(1).default(60000).description('time budget of one request to the server'),
+  connectTimeoutMs: Schema.natural().min(1).default(30000),
+}) as Schema<McpClientServer>
+
+export const Config: Schema<McpClient.Config> = Schema.object({
+  servers: Schema.array(ServerSchema).default([]),
+  restart: Schema.object({
+    initialDelayMs: Schema.natural().min(1).default(500),
+    maxDelayMs: Schema.natural().min(1).default(30000),
+    maxAttempts: Schema.natural().default(5).description('restarts in a row before a server is given up'),
+    stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
+  }).default({} as McpClient.Config['restart']),
+  concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
+}) as Schema<McpClient.Config>
+
+export async function apply(ctx: Context, config: McpClient.Config) {
+  config = Config(config)
+  const logger = ctx.logger('mcp')
+  const names = new Set<string>()
+  for (const server of config.servers) {
+    if (names.has(server.name)) throw new TypeError(`@faber/plugin-mcp: two servers are named "${server.name}"; server names must be unique`)
+    names.add(server.name)
+    if (!server.command === !server.url)
+      throw new TypeError(`@faber/plugin-mcp: server "${server.name}" needs exactly one of command (stdio) or url (streamable HTTP)`)
+  }
+  const connections = config.servers.map((server) => new McpConnection(ctx, server, config, logger))
+  ctx.effect(() => () => {
+    for (const connection of connections) connection.close()
+  })
+  await Promise.all(connections.map((connection) => connection.start()))
+}

@@ -1,0 +1,3 @@
+export * from './client.ts'
+export { renderContent, toCallToolResult } from './content.ts'
+export { type ImportedSchema, importSchema } from './schema.ts'
