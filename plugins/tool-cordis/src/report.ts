@@ -1,0 +1,175 @@
+// the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
+// agents and tools) plus what the inspector recorded (the call trace, recent disposals).
+
+import type { Context } from 'cordis'
+import { type Agent, agentOf, RUN_CODE } from '@faber/core'
+import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots } from './cordis-adapter.ts'
+import type { CallRecord } from './trace.ts'
+
+export interface PluginReport {
+  name: string
+  state: PluginState
+  error?: string
+  waitingFor?: string[]
+  /** the agent whose context it was loaded on */
+  agent?: string
+  reusable?: boolean
+  children: PluginReport[]
+}
+
+export interface DisposedPluginReport {
+  name: string
+  /** the plugin it had been loaded by */
+  loadedBy: string
+  agent?: string
+  /** ISO time of the disposal */
+  at: string
+}
+
+export interface ServiceReport {
+  name: string
+  provider: string
+  /** the agent whose context provided it */
+  agent?: string
+  isolated: boolean
+}
+
+export interface ListenerReport {
+  plugin: string
+  /** set for a listener registered through an agent's context: it sees that agent's calls only */
+  agent?: string
+  prepend?: boolean
+}
+
+export interface EventReport {
+  event: string
+  listeners: ListenerReport[]
+}
+
+export interface ToolEntry {
+  name: string
+  /** `global`, the agent whose layer registered it, or `core` for run_code */
+  owner: string
+}
+
+export interface ToolsReport {
+  /** null for the global layer */
+  agent: string | null
+  mode: 'native' | 'code' | 'both'
+  /** where the mode came from: the deployment default, this agent's presentAs, or an ancestor's */
+  modeFrom: 'default' | 'self' | 'ancestor'
+  /** the agent whose presentAs set it, when it was an ancestor */
+  modeAgent?: string
+  /** what the agent can see (`schemas`), sorted */
+  visible: ToolEntry[]
+  /** the tool schemas the model is shown (`wire`) */
+  wire: string[]
+  /** the non-empty prompt sections the registry contributes */
+  sections: string[]
+  /** names a model-direct call would collapse (reach them inside run_code) */
+  collapsed: string[]
+  masked: { name: string; by: string }[]
+  shadows: { name: string; by?: string; hidden: string }[]
+  masks: ({ agent: string; plugin: string } & ({ allow: string[] } | { deny: string[] }))[]
+}
+
+export interface AgentReport {
+  name: string
+  parent: string | null
+  /** the agent, its parent, ... up to its root agent */
+  chain: string[]
+  /** the plugin that created it */
+  createdBy: string
+}
+
+export interface Report {
+  plugins: PluginReport
+  disposed: DisposedPluginReport[]
+  services: ServiceReport[]
+  events: EventReport[]
+  agents: AgentReport[]
+  /** the global layer first, then every agent in creation order */
+  tools: ToolsReport[]
+  calls: CallRecord[]
+  /** false when no inspector is loaded: calls are then not recorded */
+  tracing: boolean
+}
+
+export interface ReportSources {
+  calls?: CallRecord[]
+  disposed?: DisposedPluginReport[]
+}
+
+function plugin(node: ScopeNode): PluginReport {
+  const report: PluginReport = { name: node.name, state: node.state, children: node.children.map(plugin) }
+  if (node.error !== undefined) report.error = node.error
+  if (node.waitingFor) report.waitingFor = node.waitingFor
+  const agent = agentOf(node.context)
+  if (agent) report.agent = agent.name
+  if (node.reusable) report.reusable = true
+  return report
+}
+
+export function toolsOf(ctx: Context, agent: Agent | undefined): ToolsReport {
+  const tools = ctx.tools
+  const origin = tools.modeOrigin(agent)
+  const wire = tools.wire(agent)
+  const visibility = tools.visibility(agent)
+  const report: ToolsReport = {
+    agent: agent?.name ?? null,
+    mode: origin.mode,
+    modeFrom: origin.from === undefined ? 'default' : origin.from === agent ? 'self' : 'ancestor',
+    visible: tools.schemas(agent).map(({ name }) => ({ name, owner: name === RUN_CODE ? 'core' : (tools.get(name, agent)?.owner?.name ?? 'global') })),
+    wire: wire.tools.map((tool) => tool.name),
+    sections: wire.sections.filter((section) => section.text).map((section) => section.id),
+    collapsed: tools.collapsedNames(agent),
+    masked: visibility.masked,
+    shadows: visibility.shadows,
+    masks: visibility.masks,
+  }
+  if (report.modeFrom === 'ancestor') report.modeAgent = origin.from!.name
+  return report
+}
+
+function agentReport(agent: Agent): AgentReport {
+  return {
+    name: agent.name,
+    parent: agent.parent?.name ?? null,
+    chain: agent.chain().map((a) => a.name),
+    createdBy: pluginOf(agent.ctx),
+  }
+}
+
+/** the whole report, built now from the live runtime */
+export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
+  const root = ctx.root
+  const events = new Map<string, ListenerReport[]>()
+  for (const entry of listeners(root)) {
+    const listener: ListenerReport = { plugin: entry.plugin }
+    const agent = agentOf(entry.context)
+    if (agent) listener.agent = agent.name
+    if (entry.prepend) listener.prepend = true
+    let list = events.get(entry.event)
+    if (!list) events.set(entry.event, (list = []))
+    list.push(listener)
+  }
+  const agents = root.tools.agents()
+  return {
+    plugins: plugin(pluginTree(root)),
+    disposed: sources.disposed ?? [],
+    services: serviceSlots(root).map((slot) => {
+      const service: ServiceReport = { name: slot.name, provider: slot.provider, isolated: slot.isolated }
+      const agent = slot.context && agentOf(slot.context)
+      if (agent) service.agent = agent.name
+      return service
+    }),
+    events: [...events]
+      .filter(([, list]) => list.length)
+      .map(([event, list]) => ({ event, listeners: list }))
+      .sort((a, b) => (a.event < b.event ? -1 : 1)),
+    agents: agents.map(agentReport),
+    tools: [undefined, ...agents].map((agent) => toolsOf(root, agent)),
+    calls: sources.calls ?? [],
+    tracing: sources.calls !== undefined,
+  }
+}

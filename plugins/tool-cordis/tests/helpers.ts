@@ -1,0 +1,65 @@
+// test helpers: a deployment with plugin errors surfaced, small tools, and a CodeRuntime whose "program" makes
+// scripted binding calls through the real run_code bridge (@faber/sandbox is not in the tree yet; the bridge,
+// scheduler and nested pipeline exercised here are the core's own)
+
+import ToolRuntime, { type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
+import { Context, Logger } from 'cordis'
+import Inspector from '../src/index.ts'
+
+Logger.levels.base = 0
+
+export async function deployment(options: { mode?: Mode; inspector?: Partial<Inspector.Config> | false } = {}) {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
+  if (options.inspector !== false) ctx.plugin(Inspector, options.inspector ?? {})
+  await ctx.start()
+  await rethrow(ctx)
+  return ctx
+}
+
+/** cordis logs a failing plugin instead of throwing: surface it */
+export async function rethrow(ctx: Context) {
+  await ctx.lifecycle.flush()
+  for (const runtime of ctx.registry.values()) {
+    if (runtime.error) throw runtime.error
+    for (const fork of runtime.children) if (fork.error) throw fork.error
+  }
+}
+
+export const signal = () => new AbortController().signal
+
+export function echoTool(name = 'echo') {
+  return defineTool({
+    name,
+    description: `echoes its text (${name})`,
+    parameters: t.object({ text: t.string() }),
+    output: { schema: t.object({ echoed: t.string() }), render: (_, v) => v.echoed },
+    execute: ({ text }) => ({ echoed: text }),
+    isConcurrencySafe: () => true,
+  })
+}
+
+export function failingTool(name = 'explode') {
+  return defineTool({
+    name,
+    description: 'always fails',
+    parameters: t.object({}),
+    output: { schema: t.object({}) },
+    execute: () => {
+      throw Object.assign(new Error('kaboom'), { code: 'E_BOOM' })
+    },
+  })
+}
+
+/** a CodeRuntime whose program makes these binding calls in order and returns the replies */
+export class ScriptedCodeRuntime implements CodeRuntime {
+  readonly name = 'scripted'
+
+  constructor(public calls: { name: string; args: unknown }[]) {}
+
+  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
+    const replies: BridgeReply[] = []
+    for (const { name, args } of this.calls) replies.push(await request.call(name, JSON.stringify(args)))
+    return { ok: true, logs: [], result: JSON.stringify(replies) }
+  }
+}
