@@ -1,0 +1,50 @@
+// @faber/plugin-tools-fs: read / write / edit / list / glob / grep over one workspace root.
+
+import type { Execution } from '@faber/core'
+import { type Context, Schema } from 'cordis'
+import { type FsLimits, fsTools } from './tools.ts'
+import { Workspace } from './workspace.ts'
+
+export * from './commit.ts'
+export * from './errors.ts'
+export { compileGlob } from './search.ts'
+export { ABSENT, currentVersion, versionOf } from './version.ts'
+export { type Resolved, Workspace } from './workspace.ts'
+
+declare module 'cordis' {
+  interface Events {
+    /**
+     * asked by write and edit just before they commit: the version the file must still be at (ABSENT: it must
+     * not exist), or nothing for an unconditional write. `path` is relative to the tool's root, which the tool
+     * carries as `exec.tool.annotations.fsRoot`. @faber/plugin-fs-observation answers it.
+     */
+    'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
+  }
+}
+
+export const name = 'tools-fs'
+export const reusable = true
+export const inject = ['tools']
+
+export interface Config extends FsLimits {
+  root: string
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().required().description('the workspace directory every path resolves inside'),
+  maxFileBytes: Schema.natural()
+    .min(1)
+    .default(1024 * 1024)
+    .description('files larger than this are refused by read and edit and skipped by grep'),
+  readLines: Schema.natural().min(1).default(2000).description('lines read returns when no limit is given'),
+  maxLineChars: Schema.natural().min(16).default(2000).description('longer lines are cut in read output'),
+  maxResults: Schema.natural().min(1).default(1000).description('the most entries list and glob return, and the highest grep limit'),
+  grepLimit: Schema.natural().min(1).default(200).description('matching lines grep returns when no limit is given'),
+  ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('directory names glob and grep never descend into'),
+}) as Schema<Config>
+
+export function apply(ctx: Context, config: Config) {
+  const workspace = new Workspace(config.root)
+  const limits = { ...config, grepLimit: Math.min(config.grepLimit, config.maxResults) }
+  for (const tool of fsTools(ctx, workspace, limits)) ctx.tools.register(tool)
+}
