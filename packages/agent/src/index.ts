@@ -1,0 +1,6 @@
+export * from './model.ts'
+export * from './openai.ts'
+export * from './prompt.ts'
+export * from './scripted.ts'
+export * from './session.ts'
+export * from './session-log.ts'

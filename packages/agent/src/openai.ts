@@ -1,0 +1,370 @@
+// OpenAIChatModel: OpenAI-compatible chat completions over fetch (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server).
+// streaming SSE with tool-call deltas assembled across chunks, usage, retries with backoff on 429/5xx, an idle timeout.
+
+import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
+import { ModelError } from './model.ts'
+
+export interface OpenAIChatModelOptions {
+  /** e.g. `https://api.openai.com/v1`, `https://api.deepseek.com`, `http://localhost:11434/v1` */
+  baseURL: string
+  model: string
+  apiKey?: string
+  /** stream the answer (default true) */
+  stream?: boolean
+  /** ms without a byte from the server (before the headers or between chunks) before the attempt fails; default 60000 */
+  timeoutMs?: number
+  /** retries after a 429, a 5xx, a network error or a timeout; default 3 */
+  maxRetries?: number
+  /** first backoff delay, doubled on each retry and capped at retryMaxMs; default 500 */
+  retryBaseMs?: number
+  retryMaxMs?: number
+  temperature?: number
+  maxTokens?: number
+  headers?: Record<string, string>
+  /** merged into the request body as is */
+  extraBody?: Record<string, unknown>
+  fetch?: typeof fetch
+  /** for tests: how to wait between retries */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+}
+
+type WireMessage = Record<string, unknown>
+
+interface Fragment {
+  id: string
+  name: string
+  arguments: string
+  announced: boolean
+}
+
+function toWire(message: Message): WireMessage {
+  switch (message.role) {
+    case 'assistant': {
+      const calls = message.toolCalls ?? []
+      if (!calls.length) return { role: 'assistant', content: message.content }
+      return {
+        role: 'assistant',
+        content: message.content || null,
+        tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+      }
+    }
+    case 'tool':
+      return { role: 'tool', tool_call_id: message.toolCallId, content: message.content }
+    default:
+      return { role: message.role, content: message.content }
+  }
+}
+
+function usageOf(raw: any): Usage | undefined {
+  if (!raw || typeof raw !== 'object') return undefined
+  const promptTokens = Number(raw.prompt_tokens) || 0
+  const completionTokens = Number(raw.completion_tokens) || 0
+  return { promptTokens, completionTokens, totalTokens: Number(raw.total_tokens) || promptTokens + completionTokens }
+}
+
+/** Retry-After in ms: delta-seconds or an HTTP date */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
+  const date = Date.parse(value)
+  if (Number.isNaN(date)) return undefined
+  return Math.max(0, date - now)
+}
+
+function defaultSleep(ms: number, signal: AbortSignal) {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', abort)
+      resolve()
+    }, ms)
+    const abort = () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    signal.addEventListener('abort', abort, { once: true })
+  })
+}
+
+function providerMessage(text: string): string {
+  try {
+    const body = JSON.parse(text)
+    const message = body?.error?.message ?? body?.message ?? body?.error
+    if (typeof message === 'string') return message
+  } catch {}
+  return text.trim().slice(0, 300)
+}
+
+class Attempt {
+  timedOut = false
+  readonly controller = new AbortController()
+  private timer?: NodeJS.Timeout
+  private unlink: () => void
+
+  constructor(
+    outer: AbortSignal,
+    private timeoutMs: number,
+  ) {
+    const abort = () => this.controller.abort(outer.reason)
+    outer.addEventListener('abort', abort, { once: true })
+    this.unlink = () => outer.removeEventListener('abort', abort)
+    this.touch()
+  }
+
+  /** progress: restart the idle timer */
+  touch() {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.timedOut = true
+      this.controller.abort(new Error('timeout'))
+    }, this.timeoutMs)
+  }
+
+  close() {
+    clearTimeout(this.timer)
+    this.unlink()
+  }
+}
+
+export class OpenAIChatModel implements Model {
+  readonly name: string
+  private options: Required<Pick<OpenAIChatModelOptions, 'timeoutMs' | 'maxRetries' | 'retryBaseMs' | 'retryMaxMs' | 'stream'>> & OpenAIChatModelOptions
+
+  constructor(options: OpenAIChatModelOptions) {
+    if (!options?.baseURL) throw new TypeError('OpenAIChatModel: baseURL is required, e.g. https://api.openai.com/v1')
+    if (!options.model) throw new TypeError('OpenAIChatModel: model is required, e.g. gpt-4o-mini')
+    this.options = { timeoutMs: 60_000, maxRetries: 3, retryBaseMs: 500, retryMaxMs: 30_000, stream: true, ...options }
+    this.name = `openai:${options.model}`
+  }
+
+  get url() {
+    return `${this.options.baseURL.replace(/\/+$/, '')}/chat/completions`
+  }
+
+  async complete(request: ModelRequest): Promise<ModelResponse> {
+    const { options } = this
+    const body: Record<string, unknown> = {
+      model: options.model,
+      messages: request.messages.map(toWire),
+      stream: options.stream,
+      ...(options.stream ? { stream_options: { include_usage: true } } : {}),
+      ...(request.tools.length
+        ? { tools: request.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } })) }
+        : {}),
+      ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+      ...(options.maxTokens !== undefined ? { max_tokens: options.maxTokens } : {}),
+      ...options.extraBody,
+    }
+    const payload = JSON.stringify(body)
+    const sleep = options.sleep ?? defaultSleep
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.attempt(payload, request)
+      } catch (error) {
+        if (request.signal.aborted) throw request.signal.reason
+        if (!(error instanceof ModelError) || !error.retryable || attempt >= options.maxRetries) throw error
+        const delay = (error as RetryableError).retryAfterMs ?? Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** attempt)
+        await sleep(delay, request.signal)
+      }
+    }
+  }
+
+  private async attempt(payload: string, request: ModelRequest): Promise<ModelResponse> {
+    const { options } = this
+    const doFetch = options.fetch ?? globalThis.fetch
+    const attempt = new Attempt(request.signal, options.timeoutMs)
+    try {
+      let response: Response
+      try {
+        response = await doFetch(this.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: options.stream ? 'text/event-stream' : 'application/json',
+            ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+            ...options.headers,
+          },
+          body: payload,
+          signal: attempt.controller.signal,
+        })
+      } catch (error) {
+        throw this.transportError(error, attempt, request.signal, 'connecting to')
+      }
+      attempt.touch()
+      if (!response.ok) throw await this.statusError(response)
+      const type = response.headers.get('content-type') ?? ''
+      try {
+        if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
+        const text = await response.text()
+        return this.readJson(text, request)
+      } catch (error) {
+        if (error instanceof ModelError) throw error
+        // a stream cut short is not retried: the caller may already have shown part of it
+        const failure = this.transportError(error, attempt, request.signal, 'reading the answer from')
+        throw new ModelError(failure.message, undefined, false)
+      }
+    } finally {
+      attempt.close()
+    }
+  }
+
+  private transportError(error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
+    if (outer.aborted) return outer.reason instanceof Error ? outer.reason : new Error(String(outer.reason))
+    if (attempt.timedOut) return new RetryableError(`${this.name}: no response from ${this.url} for ${this.options.timeoutMs} ms (timeout)`)
+    const cause = (error as { cause?: { code?: string; message?: string } })?.cause
+    const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+    return new RetryableError(`${this.name}: network error ${doing} ${this.url}: ${detail}`)
+  }
+
+  private async statusError(response: Response): Promise<ModelError> {
+    const text = await response.text().catch(() => '')
+    const detail = providerMessage(text)
+    const status = response.status
+    const { name, url } = this
+    if (status === 401 || status === 403) {
+      return new ModelError(
+        `${name}: the server refused the credentials (${status}) at ${url}: ${detail}. Check the API key (and its environment variable).`,
+        status,
+      )
+    }
+    if (status === 404) {
+      return new ModelError(`${name}: not found (404) at ${url}: ${detail}. Check the base URL and the model name "${this.options.model}".`, status)
+    }
+    if (status === 429 || status >= 500) {
+      const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, status)
+      error.retryAfterMs = parseRetryAfter(response.headers.get('retry-after'))
+      return error
+    }
+    return new ModelError(`${name}: the server rejected the request (${status}) at ${url}: ${detail}`, status)
+  }
+
+  private readJson(text: string, request: ModelRequest): ModelResponse {
+    let body: any
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw new ModelError(`${this.name}: the server's answer is not JSON: ${text.slice(0, 200)}`)
+    }
+    if (body?.error) throw new ModelError(`${this.name}: the server reported an error: ${providerMessage(text)}`)
+    const message = body?.choices?.[0]?.message
+    if (!message || typeof message !== 'object') throw new ModelError(`${this.name}: unexpected answer, no choices[0].message in ${text.slice(0, 200)}`)
+    const toolCalls: ToolCall[] = []
+    for (const [index, raw] of (Array.isArray(message.tool_calls) ? message.tool_calls : []).entries()) {
+      const name = raw?.function?.name
+      if (typeof name !== 'string' || !name) throw new ModelError(`${this.name}: unexpected answer, tool call ${index} has no function name`)
+      const args = raw.function.arguments
+      const call = {
+        id: typeof raw.id === 'string' && raw.id ? raw.id : `call_${index}`,
+        name,
+        arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+      }
+      toolCalls.push(call)
+      request.onToolCall?.({ index, id: call.id, name })
+    }
+    const text_ = typeof message.content === 'string' ? message.content : ''
+    if (text_) request.onText?.(text_)
+    return { text: text_, toolCalls, usage: usageOf(body.usage), finishReason: body.choices[0].finish_reason ?? undefined }
+  }
+
+  private async readStream(response: Response, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
+    if (!response.body) throw new ModelError(`${this.name}: the server sent an empty stream`)
+    const decoder = new TextDecoder()
+    const fragments: Fragment[] = []
+    let text = ''
+    let usage: Usage | undefined
+    let finishReason: string | undefined
+    let done = false
+    let buffer = ''
+    let data: string[] = []
+
+    const handle = (json: string) => {
+      if (json === '[DONE]') {
+        done = true
+        return
+      }
+      let chunk: any
+      try {
+        chunk = JSON.parse(json)
+      } catch {
+        throw new ModelError(`${this.name}: a stream chunk is not JSON: ${json.slice(0, 200)}`)
+      }
+      if (chunk?.error) throw new ModelError(`${this.name}: the server reported an error mid-stream: ${providerMessage(json)}`)
+      if (chunk?.usage) usage = usageOf(chunk.usage)
+      const choice = chunk?.choices?.[0]
+      if (!choice) return
+      const delta = choice.delta ?? {}
+      if (typeof delta.content === 'string' && delta.content) {
+        text += delta.content
+        request.onText?.(delta.content)
+      }
+      if (Array.isArray(delta.tool_calls)) {
+        for (const [position, raw] of delta.tool_calls.entries()) {
+          const index = typeof raw?.index === 'number' ? raw.index : position
+          const fragment = (fragments[index] ??= { id: '', name: '', arguments: '', announced: false })
+          if (typeof raw?.id === 'string' && raw.id) fragment.id = raw.id
+          const fn = raw?.function ?? {}
+          // OpenAI sends the name once; some servers repeat it whole on every chunk
+          if (typeof fn.name === 'string' && fn.name && fn.name !== fragment.name) fragment.name += fn.name
+          if (typeof fn.arguments === 'string') fragment.arguments += fn.arguments
+          else if (fn.arguments && typeof fn.arguments === 'object') fragment.arguments = JSON.stringify(fn.arguments)
+          if (!fragment.announced && fragment.name) {
+            fragment.announced = true
+            fragment.id ||= `call_${index}`
+            request.onToolCall?.({ index, id: fragment.id, name: fragment.name })
+          }
+        }
+      }
+      if (choice.finish_reason) finishReason = choice.finish_reason
+    }
+
+    const line = (raw: string) => {
+      if (raw === '') {
+        if (data.length) handle(data.join('\n'))
+        data = []
+        return
+      }
+      if (raw.startsWith(':')) return
+      const colon = raw.indexOf(':')
+      const field = colon < 0 ? raw : raw.slice(0, colon)
+      const value = colon < 0 ? '' : raw.slice(colon + 1).replace(/^ /, '')
+      if (field === 'data') data.push(value)
+    }
+
+    const reader = response.body.getReader()
+    while (!done) {
+      const { value, done: ended } = await reader.read()
+      if (ended) break
+      attempt.touch()
+      buffer += decoder.decode(value, { stream: true })
+      let newline: number
+      while (!done && (newline = buffer.search(/\r?\n/)) >= 0) {
+        const raw = buffer.slice(0, newline)
+        buffer = buffer.slice(buffer[newline] === '\r' ? newline + 2 : newline + 1)
+        line(raw)
+      }
+    }
+    if (!done) {
+      buffer += decoder.decode()
+      if (buffer) line(buffer)
+      line('')
+    }
+    await reader.cancel().catch(() => {})
+    if (!done && !finishReason) throw new ModelError(`${this.name}: the stream ended before the model finished (no finish_reason and no [DONE])`)
+    const toolCalls: ToolCall[] = []
+    fragments.forEach((fragment, index) => {
+      if (!fragment) return
+      if (!fragment.name) throw new ModelError(`${this.name}: the stream sent tool call ${index} without a function name`)
+      toolCalls.push({ id: fragment.id || `call_${index}`, name: fragment.name, arguments: fragment.arguments })
+    })
+    return { text, toolCalls, usage, finishReason }
+  }
+}
+
+class RetryableError extends ModelError {
+  retryAfterMs?: number
+
+  constructor(message: string, status?: number) {
+    super(message, status, true)
+  }
+}

@@ -1,0 +1,375 @@
+// the agent loop: a user turn assembles the prompt and the wire tools, calls the model, runs its tool calls (honouring
+// each call's execution mode), appends the results, and repeats until the model answers without tool calls or the
+// step limit is reached.
+
+import { type Agent, errorResult, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult } from '@faber/core'
+import type { Context, Events } from 'cordis'
+import { addUsage, type Message, type Model, type ModelResponse, type ToolCall, type Usage } from './model.ts'
+import { assemblePrompt, hooksFor, type Prompt } from './prompt.ts'
+import { type CallOutcome, conversationOf, type SessionLog } from './session-log.ts'
+
+declare module 'cordis' {
+  interface Events {
+    /** a user turn starts; per-turn policy state (repeat-call breakers, rate limits) resets on it */
+    'agent/turn'(info: { agent?: Agent; turn: number }): void
+  }
+}
+
+export type StopReason = 'done' | 'max-steps' | 'aborted'
+
+export interface TurnOutcome {
+  turn: number
+  reason: StopReason
+  /** the model's last text */
+  text: string
+  /** model calls made in this turn */
+  steps: number
+  usage?: Usage
+}
+
+export type SessionEvent =
+  | { type: 'turn-start'; turn: number; user: string }
+  | { type: 'model-start'; turn: number; step: number }
+  | { type: 'text'; turn: number; step: number; delta: string }
+  | { type: 'model-end'; turn: number; step: number; response: ModelResponse; durationMs: number }
+  | { type: 'call-start'; turn: number; call: ToolCall; mode: 'parallel' | 'exclusive' | 'none' }
+  | { type: 'call-end'; turn: number; call: ToolCall; result: ToolResult; durationMs: number }
+  | { type: 'nested-start'; turn: number; event: NestedCallStart }
+  | { type: 'nested-end'; turn: number; event: NestedCallSettle }
+  | { type: 'approval'; turn: number; event: string; detail: Record<string, unknown> }
+  | { type: 'turn-end'; outcome: TurnOutcome }
+
+export interface AgentSessionOptions {
+  model: Model
+  /** the agent this session speaks for; undefined for the global layer */
+  agent?: Agent
+  persona?: string
+  /** runtime context for the prompt (order 300) */
+  context?: string
+  sections?: PromptSection[]
+  /** model calls per user turn (default 24) */
+  maxSteps?: number
+  /** concurrency-safe calls of one model turn that may overlap (default 8) */
+  maxParallel?: number
+  /** a log to append to; a log that already holds a session is continued from where it ended */
+  log?: SessionLog
+  onEvent?(event: SessionEvent): void
+}
+
+type ToolMessage = Extract<Message, { role: 'tool' }>
+
+const APPROVAL_EVENTS = ['approval/asked', 'approval/decided'] as const
+
+/** a JSON-safe projection of an event payload: agents become names, signals and functions are dropped */
+function project(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value !== 'object') return typeof value === 'function' || typeof value === 'symbol' ? undefined : value
+  if (depth > 4) return '…'
+  if (value instanceof AbortSignal) return undefined
+  if (typeof (value as { name?: unknown }).name === 'string' && 'chain' in (value as object)) return (value as { name: string }).name
+  if (Array.isArray(value)) return value.map((v) => project(v, depth + 1))
+  const out: Record<string, unknown> = {}
+  for (const [key, v] of Object.entries(value)) {
+    if (key === 'ctx' || key === 'token' || key === 'signal') continue
+    const projected = project(v, depth + 1)
+    if (projected !== undefined) out[key] = projected
+  }
+  return out
+}
+
+function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
+  const trace = result.trace?.map((s) => ({ ...s }))
+  if (!result.isError) return { isError: false, trace, durationMs }
+  const { code, toolCode, deniedBy } = result.error
+  return { isError: true, code, toolCode, deniedBy: deniedBy && { ...deniedBy }, trace, durationMs }
+}
+
+export class AgentSession {
+  readonly messages: Message[] = []
+  readonly agent?: Agent
+  turn = 0
+  usage?: Usage
+  private model: Model
+  private disposers: (() => void)[] = []
+  /** direct calls of this session now running: nested events are matched to them */
+  private inflight = new Set<string>()
+  private nested = new Set<string>()
+  private busy = false
+
+  constructor(
+    private ctx: Context,
+    private options: AgentSessionOptions,
+  ) {
+    if (!options?.model || typeof options.model.complete !== 'function') throw new TypeError('AgentSession: options.model must be a Model ({ name, complete })')
+    if (!ctx.get('tools')) throw new TypeError('AgentSession: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
+    this.model = options.model
+    this.agent = options.agent
+    const log = options.log
+    if (log?.resumed) {
+      const { messages, dangling } = conversationOf(log.records)
+      this.messages.push(...messages, ...dangling)
+      this.turn = log.records.reduce((n, r) => (r.type === 'turn' ? Math.max(n, r.turn) : n), 0)
+      for (const record of log.records) if (record.type === 'model') this.usage = addUsage(this.usage, record.usage)
+      log.append({ type: 'resume', turns: this.turn, skipped: log.truncated })
+      for (const message of dangling) log.append({ type: 'message', turn: this.turn, message })
+    } else if (log) {
+      log.append({ type: 'session', version: 1, id: `${Date.now().toString(36)}-${process.pid}`, agent: this.agent?.name, model: this.model.name })
+    }
+    this.listen()
+  }
+
+  private get scope(): Context {
+    return this.agent?.ctx ?? this.ctx
+  }
+
+  private mine(agent: Agent | undefined, outerCallId: string) {
+    return agent === this.agent && this.inflight.has(outerCallId)
+  }
+
+  private listen() {
+    const scope = this.scope
+    this.disposers.push(
+      scope.on('code/call-start', (event) => {
+        if (!this.mine(event.agent, event.outerCallId)) return
+        this.nested.add(event.callId)
+        this.record({
+          type: 'nested-call',
+          turn: this.turn,
+          outerCallId: event.outerCallId,
+          callId: event.callId,
+          name: event.name,
+          arguments: event.arguments,
+        })
+        this.emit({ type: 'nested-start', turn: this.turn, event })
+      }),
+      scope.on('code/call-settle', (event) => {
+        if (!this.mine(event.agent, event.outerCallId)) return
+        this.record({
+          type: 'nested-result',
+          turn: this.turn,
+          ...this.nestedResult(event.outerCallId, event.callId, event.name, event.result, event.durationMs),
+        })
+        this.emit({ type: 'nested-end', turn: this.turn, event })
+      }),
+      // a nested call that a code runtime made without announcing it still reaches the log
+      scope.on('tools/result', (exec, result) => {
+        if (!exec.parent || this.nested.has(exec.callId) || !this.mine(exec.agent, exec.rootCallId)) return
+        this.record({ type: 'nested-result', turn: this.turn, ...this.nestedResult(exec.rootCallId, exec.callId, exec.name, result, 0) })
+      }),
+    )
+    for (const event of APPROVAL_EVENTS) {
+      const listener = (...args: unknown[]) => this.approval(event, args[0])
+      this.disposers.push(scope.on(event as keyof Events, listener as never))
+    }
+  }
+
+  private nestedResult(outerCallId: string, callId: string, name: string, result: ToolResult, durationMs: number) {
+    return { outerCallId, callId, name, content: result.content, ...outcomeOf(result, durationMs) }
+  }
+
+  private approval(event: string, payload: unknown) {
+    const request = (payload as { request?: unknown })?.request ?? payload
+    const exec = (request as { exec?: { rootCallId?: string; agent?: Agent } })?.exec
+    const callId = (request as { callId?: unknown })?.callId
+    const agent = exec?.agent ?? (request as { agent?: Agent })?.agent
+    const root = exec?.rootCallId ?? (typeof callId === 'string' ? callId : '')
+    if (!this.mine(agent, root)) return
+    const detail = project(payload) as Record<string, unknown>
+    const tool = (request as { tool?: unknown })?.tool
+    this.record({
+      type: 'approval',
+      turn: this.turn,
+      event,
+      callId: typeof callId === 'string' ? callId : undefined,
+      tool: typeof tool === 'string' ? tool : undefined,
+      detail,
+    })
+    this.emit({ type: 'approval', turn: this.turn, event, detail })
+  }
+
+  private record(record: Parameters<SessionLog['append']>[0]) {
+    this.options.log?.append(record)
+  }
+
+  private emit(event: SessionEvent) {
+    try {
+      this.options.onEvent?.(event)
+    } catch (error) {
+      this.ctx.root.logger('agent').warn('a session onEvent callback threw (ignored): %s', error instanceof Error ? error.message : error)
+    }
+  }
+
+  /** the system prompt this session's next model call would get */
+  prompt(): Prompt {
+    const { persona, context, sections } = this.options
+    return assemblePrompt(this.ctx, this.agent, { persona, context, sections })
+  }
+
+  /** one user turn: runs until the model answers without tool calls, the step limit, or an abort */
+  async send(user: string, options: { signal?: AbortSignal } = {}): Promise<TurnOutcome> {
+    if (this.busy) throw new Error('AgentSession.send: a turn is already running; await it first')
+    this.busy = true
+    const signal = options.signal ?? new AbortController().signal
+    const turn = ++this.turn
+    this.nested.clear()
+    const maxSteps = this.options.maxSteps ?? 24
+    const log = this.options.log
+    let usage: Usage | undefined
+    let text = ''
+    let steps = 0
+    let reason: StopReason = 'max-steps'
+    try {
+      for (const hook of hooksFor(this.ctx, 'agent/turn', this.agent)) {
+        try {
+          hook.callback({ agent: this.agent, turn })
+        } catch (error) {
+          this.ctx.root.logger('agent').warn('an agent/turn listener threw (ignored): %s', error instanceof Error ? error.message : error)
+        }
+      }
+      this.record({ type: 'turn', turn })
+      this.emit({ type: 'turn-start', turn, user })
+      this.push({ role: 'user', content: user })
+      while (steps < maxSteps) {
+        if (signal.aborted) {
+          reason = 'aborted'
+          break
+        }
+        const step = ++steps
+        const prompt = this.prompt()
+        const wire = this.ctx.tools.wire(this.agent)
+        this.emit({ type: 'model-start', turn, step })
+        const begin = performance.now()
+        let response: ModelResponse
+        try {
+          response = await this.model.complete({
+            messages: [{ role: 'system', content: prompt.text }, ...this.messages],
+            tools: wire.tools,
+            signal,
+            onText: (delta) => this.emit({ type: 'text', turn, step, delta }),
+          })
+        } catch (error) {
+          if (signal.aborted) {
+            reason = 'aborted'
+            break
+          }
+          throw error
+        }
+        const durationMs = performance.now() - begin
+        usage = addUsage(usage, response.usage)
+        this.usage = addUsage(this.usage, response.usage)
+        const calls = this.normalizeCalls(response.toolCalls)
+        this.record({ type: 'model', turn, step, model: this.model.name, usage: response.usage, finishReason: response.finishReason, durationMs })
+        this.emit({ type: 'model-end', turn, step, response: { ...response, toolCalls: calls }, durationMs })
+        this.push(calls.length ? { role: 'assistant', content: response.text, toolCalls: calls } : { role: 'assistant', content: response.text })
+        if (response.text) text = response.text
+        if (!calls.length) {
+          reason = 'done'
+          break
+        }
+        const results = await this.runCalls(calls, turn, step, signal)
+        for (const message of results) this.push(message)
+        await log?.flush()
+        if (signal.aborted) {
+          reason = 'aborted'
+          break
+        }
+      }
+      const outcome: TurnOutcome = { turn, reason, text, steps, usage }
+      this.record({ type: 'turn-end', turn, reason, steps, usage })
+      await log?.flush()
+      this.emit({ type: 'turn-end', outcome })
+      return outcome
+    } catch (error) {
+      this.record({ type: 'turn-end', turn, reason: 'error', steps, usage, error: error instanceof Error ? error.message : String(error) })
+      await log?.flush().catch(() => {})
+      throw error
+    } finally {
+      this.busy = false
+    }
+  }
+
+  private push(message: Message) {
+    this.messages.push(message)
+    this.record({ type: 'message', turn: this.turn, message })
+  }
+
+  /** every call gets a unique, non-empty id, so each result answers exactly one call */
+  private normalizeCalls(calls: ToolCall[]): ToolCall[] {
+    const seen = new Set<string>()
+    return calls.map((call, index) => {
+      let id = typeof call.id === 'string' && call.id ? call.id : `call_${this.turn}_${index}`
+      while (seen.has(id)) id = `${id}_${index}`
+      seen.add(id)
+      return { id, name: String(call.name), arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}) }
+    })
+  }
+
+  /**
+   * runs one model turn's calls: consecutive parallel calls overlap up to maxParallel, an exclusive call waits for
+   * what runs and holds back what follows. results come back in the model's order. after an abort, calls not yet
+   * started still go through the registry, which answers them ABORTED_BEFORE_DISPATCH.
+   */
+  private async runCalls(calls: ToolCall[], turn: number, step: number, signal: AbortSignal): Promise<ToolMessage[]> {
+    const limit = Math.max(1, this.options.maxParallel ?? 8)
+    const results: ToolResult[] = new Array(calls.length)
+    const running = new Set<Promise<void>>()
+    const tools = this.ctx.tools
+
+    const start = (index: number, args: unknown, mode: 'parallel' | 'exclusive') => {
+      const call = calls[index]
+      this.record({ type: 'call', turn, step, call, mode })
+      this.emit({ type: 'call-start', turn, call, mode })
+      this.inflight.add(call.id)
+      const begin = performance.now()
+      const task = tools.execute({ callId: call.id, name: call.name, arguments: args, signal, agent: this.agent }).then((result) => {
+        this.inflight.delete(call.id)
+        results[index] = result
+        this.finished(turn, call, result, performance.now() - begin)
+      })
+      running.add(task)
+      task.finally(() => running.delete(task))
+      return task
+    }
+
+    for (const [index, call] of calls.entries()) {
+      let args: unknown
+      try {
+        args = call.arguments.trim() ? JSON.parse(call.arguments) : {}
+      } catch (error) {
+        const result = errorResult(
+          'INVALID_ARGUMENTS',
+          `the arguments of "${call.name}" are not valid JSON (${(error as Error).message}); send one JSON object that matches the tool's parameters`,
+        )
+        this.record({ type: 'call', turn, step, call, mode: 'none' })
+        this.emit({ type: 'call-start', turn, call, mode: 'none' })
+        results[index] = result
+        this.finished(turn, call, result, 0)
+        continue
+      }
+      const mode = tools.executionMode({ name: call.name, arguments: args, agent: this.agent })
+      if (mode === 'exclusive') {
+        await Promise.all(running)
+        await start(index, args, mode)
+        continue
+      }
+      while (running.size >= limit) await Promise.race(running)
+      start(index, args, mode)
+    }
+    await Promise.all(running)
+    return calls.map((call, index) => {
+      const result = results[index]
+      return result.isError
+        ? { role: 'tool', toolCallId: call.id, name: call.name, content: result.content, isError: true }
+        : { role: 'tool', toolCallId: call.id, name: call.name, content: result.content }
+    })
+  }
+
+  private finished(turn: number, call: ToolCall, result: ToolResult, durationMs: number) {
+    this.record({ type: 'result', turn, callId: call.id, name: call.name, ...outcomeOf(result, durationMs) })
+    this.emit({ type: 'call-end', turn, call, result, durationMs })
+  }
+
+  /** stops listening; the log stays open (close it yourself) */
+  dispose() {
+    for (const dispose of this.disposers.splice(0)) dispose()
+  }
+}

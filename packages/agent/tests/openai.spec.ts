@@ -1,0 +1,268 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { type Message, ModelError, OpenAIChatModel, type OpenAIChatModelOptions, parseRetryAfter } from '@faber/agent'
+import { expect } from 'chai'
+
+type Handler = (req: IncomingMessage & { body: any }, res: ServerResponse) => void | Promise<void>
+
+interface Server {
+  url: string
+  requests: (IncomingMessage & { body: any })[]
+  close(): Promise<void>
+}
+
+/** a real HTTP server answering each request with the next handler (the last one repeats) */
+async function serve(...handlers: Handler[]): Promise<Server> {
+  const requests: Server['requests'] = []
+  const server = createServer(async (req, res) => {
+    let text = ''
+    for await (const chunk of req) text += chunk
+    const request = Object.assign(req, { body: text ? JSON.parse(text) : undefined })
+    requests.push(request)
+    const handler = handlers[Math.min(requests.length - 1, handlers.length - 1)]
+    await handler(request, res)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+function sse(res: ServerResponse, events: unknown[], options: { done?: boolean; crlf?: boolean } = {}) {
+  res.writeHead(200, { 'content-type': 'text/event-stream' })
+  const nl = options.crlf ? '\r\n' : '\n'
+  for (const event of events) res.write(`data: ${typeof event === 'string' ? event : JSON.stringify(event)}${nl}${nl}`)
+  if (options.done !== false) res.write(`data: [DONE]${nl}${nl}`)
+  res.end()
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers })
+  res.end(JSON.stringify(body))
+}
+
+const delta = (d: unknown, finish: string | null = null) => ({
+  id: 'x',
+  object: 'chat.completion.chunk',
+  choices: [{ index: 0, delta: d, finish_reason: finish }],
+})
+
+const signal = () => new AbortController().signal
+const messages: Message[] = [{ role: 'user', content: 'hi' }]
+
+describe('OpenAIChatModel', () => {
+  let server: Server | undefined
+  afterEach(async () => {
+    await server?.close()
+    server = undefined
+  })
+
+  function model(options: Partial<OpenAIChatModelOptions> = {}) {
+    return new OpenAIChatModel({ baseURL: server!.url, model: 'test-model', apiKey: 'sk-test', retryBaseMs: 1, ...options })
+  }
+
+  it('streams text and assembles tool calls from fragments across chunks', async () => {
+    server = await serve((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const events = [
+        delta({ role: 'assistant', content: 'Let me ' }),
+        delta({ content: 'look.' }),
+        delta({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'read', arguments: '' } }] }),
+        delta({ tool_calls: [{ index: 0, function: { arguments: '{"pa' } }] }),
+        delta({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'list', arguments: '{}' } }] }),
+        delta({ tool_calls: [{ index: 0, function: { arguments: 'th":"a.txt"}' } }] }),
+        delta({}, 'tool_calls'),
+        { id: 'x', choices: [], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } },
+      ]
+      // split the byte stream at arbitrary points, including inside a line, with CRLF line ends
+      const text = `${events.map((e) => `data: ${JSON.stringify(e)}\r\n\r\n`).join('')}: keep-alive\n\ndata: [DONE]\n\n`
+      for (let i = 0; i < text.length; i += 37) res.write(text.slice(i, i + 37))
+      res.end()
+    })
+    const texts: string[] = []
+    const announced: string[] = []
+    const history: Message[] = [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'c0', name: 'list', arguments: '{}' }] },
+      { role: 'tool', toolCallId: 'c0', name: 'list', content: 'a.txt' },
+    ]
+    const response = await model().complete({
+      messages: history,
+      tools: [{ name: 'read', description: 'read a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } }],
+      signal: signal(),
+      onText: (d) => texts.push(d),
+      onToolCall: (c) => announced.push(`${c.index}:${c.id}:${c.name}`),
+    })
+    expect(response.text).to.equal('Let me look.')
+    expect(texts).to.deep.equal(['Let me ', 'look.'])
+    expect(response.toolCalls).to.deep.equal([
+      { id: 'call_a', name: 'read', arguments: '{"path":"a.txt"}' },
+      { id: 'call_b', name: 'list', arguments: '{}' },
+    ])
+    expect(announced).to.deep.equal(['0:call_a:read', '1:call_b:list'])
+    expect(response.usage).to.deep.equal({ promptTokens: 12, completionTokens: 7, totalTokens: 19 })
+    expect(response.finishReason).to.equal('tool_calls')
+
+    const [request] = server.requests
+    expect(request.url).to.equal('/v1/chat/completions')
+    expect(request.headers.authorization).to.equal('Bearer sk-test')
+    expect(request.body).to.deep.include({ model: 'test-model', stream: true, stream_options: { include_usage: true } })
+    expect(request.body.tools).to.deep.equal([
+      { type: 'function', function: { name: 'read', description: 'read a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } },
+    ])
+    expect(request.body.messages).to.deep.equal([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c0', type: 'function', function: { name: 'list', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c0', content: 'a.txt' },
+    ])
+  })
+
+  it('reads a non-streamed answer', async () => {
+    server = await serve((_, res) =>
+      json(res, 200, {
+        choices: [
+          {
+            message: { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{}' } }] },
+            finish_reason: 'tool_calls',
+          },
+        ],
+        usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+      }),
+    )
+    const response = await model({ stream: false }).complete({ messages, tools: [], signal: signal() })
+    expect(response.toolCalls).to.deep.equal([{ id: 'c1', name: 'read', arguments: '{}' }])
+    expect(response.usage?.totalTokens).to.equal(5)
+    expect(server.requests[0].body.stream).to.equal(false)
+    expect(server.requests[0].body).not.to.have.property('tools')
+  })
+
+  it('retries a 429, honouring Retry-After', async () => {
+    server = await serve(
+      (_, res) => json(res, 429, { error: { message: 'slow down' } }, { 'retry-after': '2' }),
+      (_, res) => sse(res, [delta({ content: 'ok' }, 'stop')]),
+    )
+    const delays: number[] = []
+    const response = await model({ sleep: async (ms) => void delays.push(ms) }).complete({ messages, tools: [], signal: signal() })
+    expect(response.text).to.equal('ok')
+    expect(delays).to.deep.equal([2000])
+    expect(server.requests).to.have.length(2)
+  })
+
+  it('backs off on 5xx and gives up after maxRetries with a clear error', async () => {
+    server = await serve((_, res) => json(res, 503, { error: { message: 'overloaded' } }))
+    const delays: number[] = []
+    let error: any
+    await model({ maxRetries: 3, retryBaseMs: 10, sleep: async (ms) => void delays.push(ms) })
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error).to.be.instanceOf(ModelError)
+    expect(error.status).to.equal(503)
+    expect(error.message).to.include('overloaded')
+    expect(delays).to.deep.equal([10, 20, 40])
+    expect(server.requests).to.have.length(4)
+  })
+
+  it('does not retry a 401 and says to check the API key', async () => {
+    server = await serve((_, res) => json(res, 401, { error: { message: 'Incorrect API key provided' } }))
+    let error: any
+    await model()
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error.status).to.equal(401)
+    expect(error.message).to.match(/Incorrect API key provided.*Check the API key/)
+    expect(server.requests).to.have.length(1)
+  })
+
+  it('names the base URL and the model on a 404', async () => {
+    server = await serve((_, res) => json(res, 404, { error: { message: 'model not found' } }))
+    let error: any
+    await model()
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error.status).to.equal(404)
+    expect(error.message).to.include('/v1/chat/completions').and.include('"test-model"').and.include('model not found')
+  })
+
+  it('rejects bad payloads with a clear error', async () => {
+    server = await serve(
+      (_, res) => sse(res, ['{"choices": [ broken']),
+      (_, res) => json(res, 200, { object: 'chat.completion' }),
+      (_, res) => sse(res, [delta({ content: 'cut' })], { done: false }),
+      (_, res) => sse(res, [{ error: { message: 'context length exceeded' } }]),
+    )
+    const errors: string[] = []
+    for (const stream of [true, false, true, true]) {
+      await model({ stream })
+        .complete({ messages, tools: [], signal: signal() })
+        .then(
+          () => errors.push('resolved'),
+          (e) => errors.push(e instanceof ModelError ? e.message : `not a ModelError: ${e}`),
+        )
+    }
+    expect(errors[0]).to.match(/stream chunk is not JSON/)
+    expect(errors[1]).to.match(/no choices\[0\]\.message/)
+    expect(errors[2]).to.match(/ended before the model finished/)
+    expect(errors[3]).to.match(/context length exceeded/)
+  })
+
+  it('times out a server that stops sending, and retries a silent one', async () => {
+    server = await serve((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify(delta({ content: 'partial' }))}\n\n`)
+    })
+    let error: any
+    await model({ timeoutMs: 100, maxRetries: 0 })
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error?.message).to.match(/for 100 ms \(timeout\)/)
+    await server.close()
+
+    server = await serve(() => {})
+    error = undefined
+    await model({ timeoutMs: 100, maxRetries: 1, sleep: async () => {} })
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error?.message).to.match(/timeout/)
+    expect(server.requests).to.have.length(2)
+  })
+
+  it('stops at once when the caller aborts mid-stream', async () => {
+    server = await serve((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify(delta({ content: 'hello' }))}\n\n`)
+    })
+    const controller = new AbortController()
+    const reason = new Error('user cancelled')
+    const promise = model().complete({ messages, tools: [], signal: controller.signal, onText: () => controller.abort(reason) })
+    let error: unknown
+    await promise.catch((e) => (error = e))
+    expect(error).to.equal(reason)
+  })
+
+  it('reports a connection that cannot be made as a network error, after retrying', async () => {
+    server = await serve(() => {})
+    const url = server.url
+    await server.close()
+    server = undefined
+    let error: any
+    let sleeps = 0
+    await new OpenAIChatModel({ baseURL: url, model: 'm', maxRetries: 2, sleep: async () => void sleeps++ })
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error?.message).to.match(/network error connecting to .*ECONNREFUSED/)
+    expect(sleeps).to.equal(2)
+  })
+
+  it('parses Retry-After as seconds or an HTTP date', () => {
+    expect(parseRetryAfter('3')).to.equal(3000)
+    expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).to.equal(6000)
+    expect(parseRetryAfter('soon')).to.equal(undefined)
+  })
+})
