@@ -1,8 +1,8 @@
 // the inspector service (`ctx.inspector`): records the call trace and disposals, builds the report on
 // demand, and registers the `cordis_inspect` tool. it observes only: its pre-execute listener abstains.
 
-import { type Context, Schema, Service } from 'cordis'
 import { agentOf, defineTool, type Json, t } from '@faber/core'
+import { type Context, Schema, Service } from 'cordis'
 import { onDisposed, pluginOf } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report } from './report.ts'
@@ -102,13 +102,13 @@ namespace Inspector {
     clock?: Clock
   }
 
-  export const Config: Schema<Config> = Schema.object({
+  export const Config: Schema<Partial<Config>, Config> = Schema.object({
     maxCalls: Schema.natural().min(1).default(50).description('recent calls kept per agent (and for the global layer)'),
     maxChars: Schema.natural().min(200).default(4000).description('the longest text cordis_inspect returns to the model'),
     maxDisposed: Schema.natural().min(0).default(20).description('recently disposed plugin loads remembered'),
     tool: Schema.boolean().default(true).description('register the cordis_inspect tool'),
     clock: Schema.any().hidden(),
-  }) as Schema<Config>
+  }) as Schema<Partial<Config>, Config>
 }
 
 export default Inspector

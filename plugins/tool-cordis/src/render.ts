@@ -115,7 +115,9 @@ function layerLines(layer: ToolsReport, lines: string[]) {
   lines.push(layer.agent ? `agent ${layer.agent}: mode ${modeText(layer)}` : `global layer: mode ${modeText(layer)}`)
   const visible = layer.visible.map((t) => (t.owner === GLOBAL || t.owner === 'core' ? t.name : `${t.name}@${t.owner}`))
   lines.push(`  visible (${visible.length}): ${list(visible)}`)
-  lines.push(`  shown to the model (${layer.wire.length}): ${list(layer.wire)}${layer.sections.length ? `; prompt sections: ${layer.sections.join(', ')}` : ''}`)
+  lines.push(
+    `  shown to the model (${layer.wire.length}): ${list(layer.wire)}${layer.sections.length ? `; prompt sections: ${layer.sections.join(', ')}` : ''}`,
+  )
   if (layer.collapsed.length) lines.push(`  collapsed for direct calls (reach them inside run_code): ${list(layer.collapsed)}`)
   if (layer.masked.length) lines.push(`  masked: ${layer.masked.map((m) => `${m.name} (by ${m.by})`).join(', ')}`)
   if (layer.shadows.length) lines.push(`  shadows: ${layer.shadows.map((s) => `${s.name} (on ${s.by ?? GLOBAL}, hides ${s.hidden}'s)`).join(', ')}`)
@@ -149,7 +151,15 @@ function tools(report: Report, name?: string, caller?: string): Selection {
   }
   const lines = [`tool ${target}:`]
   for (const r of rows) {
-    const state = !r.visible ? (r.masked ? `masked (by ${r.masked})` : 'not visible') : r.collapsed ? 'visible, collapsed (inside run_code only)' : r.wire ? 'visible and shown' : 'visible, not shown'
+    const state = !r.visible
+      ? r.masked
+        ? `masked (by ${r.masked})`
+        : 'not visible'
+      : r.collapsed
+        ? 'visible, collapsed (inside run_code only)'
+        : r.wire
+          ? 'visible and shown'
+          : 'visible, not shown'
     lines.push(`- ${r.layer}: ${state}${r.visible && r.owner !== GLOBAL ? `; registered by ${r.owner}` : ''}`)
   }
   return { what: 'tools', name, data: rows, text: lines.join('\n') }
@@ -163,7 +173,8 @@ function stageText(stage: { stage: string; decision: string; by?: string; reason
 
 export function callLine(call: CallRecord) {
   const where = call.nested ? `  ↳ in ${call.outerCallId}: ` : ''
-  const outcome = call.outcome === 'ok' ? 'ok' : call.error!.code + (call.error!.deniedBy ? ` by ${call.error!.deniedBy.stage}/${call.error!.deniedBy.plugin}` : '')
+  const outcome =
+    call.outcome === 'ok' ? 'ok' : call.error!.code + (call.error!.deniedBy ? ` by ${call.error!.deniedBy.stage}/${call.error!.deniedBy.plugin}` : '')
   const stages = call.stages.length ? call.stages.map(stageText).join('; ') : call.reachedPolicy ? 'no policy decision (default allow)' : ''
   const detail = call.note ? `${stages ? `${stages}; ` : ''}${call.note}` : stages
   const message = call.outcome === 'error' && !call.error!.deniedBy ? ` — ${call.error!.message}` : ''
@@ -179,7 +190,9 @@ function calls(report: Report, name?: string, caller?: string): Selection {
     selected = isLayer
       ? report.calls.filter((c) => (c.agent ?? GLOBAL) === target)
       : report.calls.filter((c) => c.name === target || c.callId === target || c.rootCallId === target)
-    heading = isLayer ? `recent calls of ${target === GLOBAL ? 'the global layer' : `agent ${target}`} (${selected.length}, oldest first)` : `recent calls matching "${target}" (${selected.length})`
+    heading = isLayer
+      ? `recent calls of ${target === GLOBAL ? 'the global layer' : `agent ${target}`} (${selected.length}, oldest first)`
+      : `recent calls matching "${target}" (${selected.length})`
   }
   const lines = [report.tracing ? heading : 'no call trace: the inspector plugin is not loaded']
   for (const call of selected) lines.push(callLine(call))

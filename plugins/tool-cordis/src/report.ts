@@ -1,8 +1,8 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import type { Context } from 'cordis'
 import { type Agent, agentOf, RUN_CODE } from '@faber/core'
+import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots } from './cordis-adapter.ts'
 import type { CallRecord } from './trace.ts'
 

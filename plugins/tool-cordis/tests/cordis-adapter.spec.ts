@@ -21,7 +21,13 @@ describe('cordis adapter: plugin tree', () => {
     const ctx = new Context()
     const leaf = { name: 'leaf', apply() {} }
     const reusable = { name: 'reusable', reusable: true, apply: (c: Context) => c.plugin({ name: 'inner', apply() {} }) }
-    ctx.plugin({ name: 'outer', apply: (c: Context) => (c.plugin(leaf), c.plugin(reusable)) })
+    ctx.plugin({
+      name: 'outer',
+      apply(c: Context) {
+        c.plugin(leaf)
+        c.plugin(reusable)
+      },
+    })
     await ctx.start()
     const tree = pluginTree(ctx)
     expect(tree.name).to.equal('root')
@@ -48,7 +54,13 @@ describe('cordis adapter: plugin tree', () => {
         throw new Error('boom')
       },
     })
-    ctx.plugin({ name: 'strict', Config: () => { throw new Error('bad config') }, apply() {} } as any)
+    ctx.plugin({
+      name: 'strict',
+      Config: () => {
+        throw new Error('bad config')
+      },
+      apply() {},
+    } as any)
     await ctx.start()
     const tree = pluginTree(ctx)
     expect(find(tree, 'broken')).to.include({ state: 'failed', error: 'boom' })
