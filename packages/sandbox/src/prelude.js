@@ -2,6 +2,7 @@
 // it builds `tools`, `console` and `ToolCallError` around `bridge`, the one way out, which only ever takes
 // and returns primitives. `bridge` stays in this closure and is never handed to the program or to anything
 // the program can replace (no `.call`, no callbacks), so nothing of the host's realm is reachable.
+// `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 ;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes) {
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
@@ -24,6 +25,7 @@
   const $Error = Error
   const isIdentifier = /^[A-Za-z_$][\w$]*$/
   const locationPattern = /program\.js:(\d+):(\d+)/
+  const allocationFailed = /allocation failed/i
 
   let settled = false
   let used = 0
@@ -257,7 +259,7 @@
       const reply = new $Promise((resolve, reject) => pending.set(id, { name, resolve, reject }))
       let sent = false
       try {
-        sent = bridge('call', id, name, json) === true
+        sent = bridge('call', id, name, json) !== false
       } catch {}
       if (!sent) {
         pending.delete(id)
@@ -310,6 +312,15 @@
       bridge('memory')
       throw new $RangeError(`array buffer memory over the limit of ${bufferBytes} bytes`)
     }
+    // the engine's own allocator may refuse first (isolated-vm counts buffers against the isolate's limit)
+    const allocate = (make) => {
+      try {
+        return account(make())
+      } catch (error) {
+        if (error instanceof $RangeError && allocationFailed.test(error.message)) bridge('memory')
+        throw error
+      }
+    }
     const account = (value) => {
       let buffer = value
       if (!isBuffer(buffer)) {
@@ -341,7 +352,7 @@
       const proxy = new Proxy(target, {
         construct(target, args, newTarget) {
           refuse(sizeOf(args, bytesPerElement))
-          return account(construct(target, args, newTarget === proxy ? target : newTarget))
+          return allocate(() => construct(target, args, newTarget === proxy ? target : newTarget))
         },
       })
       defineProperty(target.prototype, 'constructor', { value: proxy, writable: true, configurable: true })
@@ -356,7 +367,7 @@
           ...descriptor,
           value: {
             [name](...args) {
-              return account(apply(method, this, args))
+              return allocate(() => apply(method, this, args))
             },
           }[name],
         })

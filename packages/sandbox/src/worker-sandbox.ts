@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads'
+import { failure, limitMessages, messageOf, Output } from './outcome.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
 import {
   type BridgeReply,
@@ -36,10 +37,6 @@ type Message =
   | { t: 'done'; id: number; result?: string }
   | { t: 'throw'; id: number; message: string; line?: number; column?: number }
   | { t: 'limit' | 'memory'; id: number }
-
-const failure = (kind: CodeFailureKind, message: string, logs: string[] = []): CodeRunOutcome => ({ ok: false, kind, message, logs })
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 /**
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
@@ -93,8 +90,8 @@ export class WorkerSandbox implements CodeRuntime {
     const { worker } = slot
     const id = ++this.seq
     const tools = new Set(request.tools)
-    const logs: string[] = []
-    let bytes = 0
+    const output = new Output(limits.outputBytes)
+    const { logs } = output
     let settled = false
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
@@ -118,7 +115,7 @@ export class WorkerSandbox implements CodeRuntime {
       }
       const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
       const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs })
-      const overOutput = () => fail('output-limit', `the program printed or returned more than ${limits.outputBytes} bytes (outputBytes)`)
+      const overOutput = () => fail('output-limit', limitMessages.output(limits))
 
       const forward = async (call: number, name: string, json: string) => {
         let reply: BridgeReply
@@ -139,12 +136,11 @@ export class WorkerSandbox implements CodeRuntime {
           case 'call':
             return void forward(message.call, message.name, message.json)
           case 'log':
-            bytes += Buffer.byteLength(message.line)
-            if (bytes > limits.outputBytes) return overOutput()
-            return void logs.push(message.line)
+            if (!output.log(message.line)) overOutput()
+            return
           case 'done':
             if (message.result === undefined) return finish({ ok: true, logs }, true)
-            if (bytes + Buffer.byteLength(message.result) > limits.outputBytes) return overOutput()
+            if (!output.fits(message.result)) return overOutput()
             return finish({ ok: true, logs, result: message.result }, true)
           case 'throw': {
             const { line, column } = message
@@ -153,11 +149,11 @@ export class WorkerSandbox implements CodeRuntime {
           case 'limit':
             return overOutput()
           case 'memory':
-            return fail('memory', `the program allocated more than its ${limits.memoryMb} MB of array buffers (memoryMb)`)
+            return fail('memory', `${limitMessages.memory(limits)}: too many array buffers`)
         }
       }
       const onError = (error: Error & { code?: string }) => {
-        if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') fail('memory', `the program ran out of its ${limits.memoryMb} MB heap (memoryMb)`)
+        if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') fail('memory', limitMessages.memory(limits))
         else fail('crash', `the sandbox worker failed: ${error.message}`)
       }
       const onExit = (code: number) => fail('crash', `the sandbox worker exited unexpectedly (code ${code})`)
@@ -166,7 +162,7 @@ export class WorkerSandbox implements CodeRuntime {
       const checkCpu = () => {
         const { active } = worker.performance.eventLoopUtilization(elu)
         if (active >= limits.cpuMs) {
-          return fail('timeout', `the program computed for more than ${limits.cpuMs} ms of CPU time (cpuMs); time spent awaiting tools does not count`)
+          return fail('timeout', limitMessages.cpu(limits))
         }
         // active time grows no faster than the clock, so nothing can be over budget before then
         cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - active))
@@ -179,10 +175,7 @@ export class WorkerSandbox implements CodeRuntime {
       this.running.add(stop)
       worker.ref()
       cpuTimer = setTimeout(checkCpu, limits.cpuMs)
-      wallTimer = setTimeout(
-        () => fail('timeout', `the program did not finish within ${limits.wallMs} ms of wall-clock time (wallMs), waits included`),
-        limits.wallMs,
-      )
+      wallTimer = setTimeout(() => fail('timeout', limitMessages.wall(limits)), limits.wallMs)
       worker.postMessage({
         t: 'run',
         id,
