@@ -7,13 +7,17 @@ export const kAgent = Symbol.for('faber.agent')
 
 export class Agent {
   /** @internal */ disposed = false
+  /** the root agent, ..., this agent */
+  readonly lineage: readonly Agent[]
 
   /** @internal */
   constructor(
     readonly name: string,
     readonly parent: Agent | undefined,
     readonly ctx: Context,
-  ) {}
+  ) {
+    this.lineage = Object.freeze([...(parent?.lineage ?? []), this])
+  }
 
   /** this agent, its parent, ... up to the root agent */
   chain(): Agent[] {

@@ -25,8 +25,8 @@ function describe(value: unknown) {
   return `a ${type}`
 }
 
-function refuse(path: string, value: unknown, seen: Set<object>): never {
-  if (typeof value === 'object' && value !== null && seen.has(value)) {
+function refuse(path: string, value: unknown, seen: object[]): never {
+  if (typeof value === 'object' && value !== null && seen.includes(value)) {
     throw new JsonError(path, 'refers back to one of its own ancestors (a cycle), which is not JSON; pass a tree')
   }
   switch (typeof value) {
@@ -44,11 +44,23 @@ function refuse(path: string, value: unknown, seen: Set<object>): never {
   throw new JsonError(path, `is ${describe(value)}, which is not JSON; pass a plain object, array or primitive`)
 }
 
-function key(path: string, name: string) {
-  return /^[A-Za-z_$][\w$]*$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`
+// path segments are built on every property, so the identifier test is cached (bounded: names come from models)
+const segments = new Map<string, string>()
+
+export function segment(name: string): string {
+  let text = segments.get(name)
+  if (text === undefined) {
+    text = /^[A-Za-z_$][\w$]*$/.test(name) ? `.${name}` : `[${JSON.stringify(name)}]`
+    if (segments.size < 10000) segments.set(name, text)
+  }
+  return text
 }
 
-function copy(value: unknown, path: string, seen: Set<object>, freeze: boolean): Json {
+function key(path: string, name: string) {
+  return path + segment(name)
+}
+
+function copy(value: unknown, path: string, seen: object[], freeze: boolean): Json {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -63,13 +75,13 @@ function copy(value: unknown, path: string, seen: Set<object>, freeze: boolean):
       refuse(path, value, seen)
   }
   if (value === null) return null
-  if (seen.has(value)) refuse(path, value, seen)
+  if (seen.includes(value)) refuse(path, value, seen)
   const isArray = Array.isArray(value)
   if (!isArray) {
     const proto = Object.getPrototypeOf(value)
     if (proto !== Object.prototype && proto !== null) refuse(path, value, seen)
   }
-  seen.add(value)
+  seen.push(value)
   let out: Json
   if (isArray) {
     const items: Json[] = new Array(value.length)
@@ -85,7 +97,7 @@ function copy(value: unknown, path: string, seen: Set<object>, freeze: boolean):
     }
     out = record
   }
-  seen.delete(value)
+  seen.pop()
   return freeze ? Object.freeze(out) : out
 }
 
@@ -100,12 +112,12 @@ function read(target: any, name: string | number, path: string) {
 
 /** a deep, frozen copy of a lossless-JSON value; throws a JsonError naming the offending path otherwise */
 export function snapshot(value: unknown, root = '$'): Json {
-  return copy(value, root, new Set(), true)
+  return copy(value, root, [], true)
 }
 
 /** like snapshot, but the copy stays mutable */
 export function cloneJson(value: unknown, root = '$'): Json {
-  return copy(value, root, new Set(), false)
+  return copy(value, root, [], false)
 }
 
 /** JSON text with object keys sorted: equal values give equal text */

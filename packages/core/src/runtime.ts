@@ -163,6 +163,23 @@ function messageOf(error: unknown) {
 }
 
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
+const EMPTY_HOOKS: Hook[] = []
+
+// reading a listener's context goes through cordis' proxies; its agent and plugin never change, so read them once
+const owners = new WeakMap<Hook, { agent?: Agent; plugin: string }>()
+
+function ownerOf(hook: Hook) {
+  let owner = owners.get(hook)
+  if (!owner) {
+    owner = { agent: agentOf(hook.ctx), plugin: pluginName(hook.ctx) }
+    owners.set(hook, owner)
+  }
+  return owner
+}
+
+// cordis hands callers a traced proxy of a service, and every property read through it builds a shadow context;
+// read-only and execution methods hop to the raw instance at once so the hot path pays that price once per call
+const kRaw = Symbol('faber.tools.raw')
 
 /** the one predicate: a model-direct call under effective Code Mode may only name run_code */
 export function collapses(name: string, mode: Mode, nested: boolean): boolean {
@@ -180,12 +197,20 @@ class ToolRuntime extends Service {
   private _generation = 0
   private runCode: CompiledTool
   /** @internal */ codeMode: CodeMode
+  private [kRaw]: ToolRuntime
+  private hookTable: Record<string, Hook[] | undefined>
+  /** the calling plugin's context, when a method is reached through `someCtx.tools` */
+  declare protected caller?: Context
 
   declare config: ToolRuntime.Config
 
   constructor(ctx: Context, config: ToolRuntime.Input = {}) {
     super(ctx, 'tools', true)
     this.config = ToolRuntime.Config(config)
+    this[kRaw] = this
+    // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
+    ;(this as unknown as Record<symbol, { property: string }>)[Service.tracker].property = 'caller'
+    this.hookTable = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
     this.codeMode = createRunCode(this)
     this.runCode = compileTool(this.codeMode.definition, undefined, false)
@@ -193,7 +218,8 @@ class ToolRuntime extends Service {
 
   /** increases whenever what any agent sees may have changed */
   get generation() {
-    return this._generation
+    const self = this[kRaw]
+    return self._generation
   }
 
   private log() {
@@ -204,7 +230,8 @@ class ToolRuntime extends Service {
 
   /** @internal called by createAgent */
   addAgent(agent: Agent) {
-    return this.ctx.effect(() => {
+    const caller = this.caller ?? this.ctx
+    return caller.effect(() => {
       if (this.agentsByName.has(agent.name)) throw new TypeError(`createAgent: an agent named "${agent.name}" already exists; agent names are unique`)
       this.agentsByName.set(agent.name, agent)
       this.layers.set(agent, { tools: new Map(), guards: [], masks: [], modes: [] })
@@ -220,11 +247,13 @@ class ToolRuntime extends Service {
 
   /** every live agent, in creation order */
   agents(): Agent[] {
-    return [...this.agentsByName.values()]
+    const self = this[kRaw]
+    return [...self.agentsByName.values()]
   }
 
   agent(name: string): Agent | undefined {
-    return this.agentsByName.get(name)
+    const self = this[kRaw]
+    return self.agentsByName.get(name)
   }
 
   private layerOf(agent: Agent | undefined, method: string): Layer {
@@ -248,10 +277,11 @@ class ToolRuntime extends Service {
   // ---- registration (each returns a disposer tied to the caller's plugin)
 
   register(definition: ToolDefinition): () => void {
-    const agent = agentOf(this.ctx)
+    const caller = this.caller ?? this.ctx
+    const agent = agentOf(caller)
     const compiled = compileTool(definition, agent)
-    const plugin = pluginName(this.ctx)
-    return this.ctx.effect(() => {
+    const plugin = pluginName(caller)
+    return caller.effect(() => {
       const layer = this.layerOf(agent, 'register')
       const existing = layer.tools.get(compiled.info.name)
       if (existing) {
@@ -270,12 +300,13 @@ class ToolRuntime extends Service {
 
   /** agent-scoped: the mode for this agent and its descendants, over the deployment default */
   presentAs(mode: Mode): () => void {
-    const agent = agentOf(this.ctx)
+    const caller = this.caller ?? this.ctx
+    const agent = agentOf(caller)
     if (!agent) throw new TypeError('tools.presentAs is agent-scoped: call it through agent.ctx; set the deployment default with the `mode` config')
     if (mode !== 'native' && mode !== 'code' && mode !== 'both')
       throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
-    const entry = { value: mode, plugin: pluginName(this.ctx) }
-    return this.ctx.effect(() => {
+    const entry = { value: mode, plugin: pluginName(caller) }
+    return caller.effect(() => {
       const layer = this.layerOf(agent, 'presentAs')
       layer.modes.push(entry)
       this.changed()
@@ -288,7 +319,8 @@ class ToolRuntime extends Service {
 
   /** agent-scoped mask over inherited tools; masks intersect */
   restrict(mask: Mask): () => void {
-    const agent = agentOf(this.ctx)
+    const caller = this.caller ?? this.ctx
+    const agent = agentOf(caller)
     if (!agent) throw new TypeError('tools.restrict is agent-scoped: call it through agent.ctx')
     const names = 'allow' in (mask ?? {}) ? (mask as { allow: string[] }).allow : (mask as { deny?: string[] })?.deny
     if (!Array.isArray(names) || names.some((n) => typeof n !== 'string') || ('allow' in mask && 'deny' in mask)) {
@@ -302,8 +334,8 @@ class ToolRuntime extends Service {
         `tools.restrict: ${unknown.map((n) => `"${n}"`).join(', ')} ${unknown.length > 1 ? 'are' : 'is'} not visible to ${agent}; restrict only tools it can see`,
       )
     }
-    const entry = { value: 'allow' in mask ? { allow: [...names] } : { deny: [...names] }, plugin: pluginName(this.ctx) }
-    return this.ctx.effect(() => {
+    const entry = { value: 'allow' in mask ? { allow: [...names] } : { deny: [...names] }, plugin: pluginName(caller) }
+    return caller.effect(() => {
       const layer = this.layerOf(agent, 'restrict')
       layer.masks.push(entry)
       this.changed()
@@ -316,10 +348,11 @@ class ToolRuntime extends Service {
 
   /** a synchronous, monotonic guard on the caller's layer (global or agent) */
   guard(guard: Guard): () => void {
+    const caller = this.caller ?? this.ctx
     if (typeof guard !== 'function') throw new TypeError('tools.guard: pass a function (exec) => reason | undefined')
-    const agent = agentOf(this.ctx)
-    const entry = { value: guard, plugin: pluginName(this.ctx) }
-    return this.ctx.effect(() => {
+    const agent = agentOf(caller)
+    const entry = { value: guard, plugin: pluginName(caller) }
+    return caller.effect(() => {
       const layer = this.layerOf(agent, 'guard')
       layer.guards.push(entry)
       return () => {
@@ -333,7 +366,7 @@ class ToolRuntime extends Service {
   private view(agent: Agent | undefined): View {
     let view = this.views.get(agent)
     if (view) return view
-    const chain = agent ? agent.chain().reverse() : []
+    const chain = agent?.lineage ?? []
     const tools = new Map<string, CompiledTool>()
     const owners = new Map<string, Agent | undefined>()
     const masked = new Map<string, Agent>()
@@ -374,19 +407,22 @@ class ToolRuntime extends Service {
   }
 
   get(name: string, agent?: Agent): ToolInfo | undefined {
-    this.checkAgent(agent, 'get')
-    return this.view(agent).tools.get(name)?.info
+    const self = this[kRaw]
+    self.checkAgent(agent, 'get')
+    return self.view(agent).tools.get(name)?.info
   }
 
   /** the compiled definition, for core modules (the run_code bridge, the SDK) */
   /** @internal */
   compiled(name: string, agent?: Agent): CompiledTool | undefined {
-    return this.view(agent).tools.get(name)
+    const self = this[kRaw]
+    return self.view(agent).tools.get(name)
   }
 
   schemas(agent?: Agent): readonly ToolSchema[] {
-    this.checkAgent(agent, 'schemas')
-    const view = this.view(agent)
+    const self = this[kRaw]
+    self.checkAgent(agent, 'schemas')
+    const view = self.view(agent)
     view.schemas ??= Object.freeze(
       [...view.tools.values()]
         .map((tool) => Object.freeze({ name: tool.info.name, description: tool.info.description, parameters: tool.parameters }))
@@ -396,45 +432,50 @@ class ToolRuntime extends Service {
   }
 
   modeFor(agent?: Agent): Mode {
-    this.checkAgent(agent, 'modeFor')
-    return this.view(agent).mode
+    const self = this[kRaw]
+    self.checkAgent(agent, 'modeFor')
+    return self.view(agent).mode
   }
 
   /** the effective mode and the agent whose presentAs set it (none: the deployment default) */
   modeOrigin(agent?: Agent): ModeOrigin {
-    this.checkAgent(agent, 'modeOrigin')
-    const view = this.view(agent)
+    const self = this[kRaw]
+    self.checkAgent(agent, 'modeOrigin')
+    const view = self.view(agent)
     return { mode: view.mode, from: view.modeFrom }
   }
 
   /** what masks and shadows did to this agent's view, for inspection */
   visibility(agent?: Agent) {
-    this.checkAgent(agent, 'visibility')
-    const view = this.view(agent)
+    const self = this[kRaw]
+    self.checkAgent(agent, 'visibility')
+    const view = self.view(agent)
     return {
       masked: [...view.masked].map(([name, by]) => ({ name, by: by.name })),
       shadows: [...view.shadows].map(([name, s]) => ({ name, by: s.by?.name, hidden: s.hidden?.name ?? 'global' })),
-      masks: (agent?.chain() ?? []).flatMap((level) => (this.layers.get(level)?.masks ?? []).map((m) => ({ agent: level.name, ...m.value, plugin: m.plugin }))),
+      masks: (agent?.chain() ?? []).flatMap((level) => (self.layers.get(level)?.masks ?? []).map((m) => ({ agent: level.name, ...m.value, plugin: m.plugin }))),
     }
   }
 
   /** names that a model-direct call from this agent would have collapsed */
   collapsedNames(agent?: Agent): string[] {
-    const view = this.view(agent)
+    const self = this[kRaw]
+    const view = self.view(agent)
     return [...view.tools.keys()].filter((name) => collapses(name, view.mode, false)).sort()
   }
 
   /** what the model is shown: the wire schemas and the registry's prompt sections */
   wire(agent?: Agent): Wire {
-    this.checkAgent(agent, 'wire')
-    const view = this.view(agent)
+    const self = this[kRaw]
+    self.checkAgent(agent, 'wire')
+    const view = self.view(agent)
     if (view.wire) return view.wire
-    const schemas = this.schemas(agent)
+    const schemas = self.schemas(agent)
     const tools = schemas.filter((s) => !collapses(s.name, view.mode, false))
     const sections: PromptSection[] = []
     const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
-    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: collapsed.length ? this.codeMode.codeOnlyRule(collapsed) : '' })
-    if (view.mode !== 'native') sections.push({ id: 'tools:sdk', order: SDK_ORDER, text: this.codeMode.sdkSection(agent) })
+    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: collapsed.length ? self.codeMode.codeOnlyRule(collapsed) : '' })
+    if (view.mode !== 'native') sections.push({ id: 'tools:sdk', order: SDK_ORDER, text: self.codeMode.sdkSection(agent) })
     view.wire = Object.freeze({ mode: view.mode, tools: Object.freeze(tools), sections: Object.freeze(sections.map((s) => Object.freeze(s))) })
     return view.wire
   }
@@ -449,9 +490,10 @@ class ToolRuntime extends Service {
   // ---- execution
 
   executionMode(input: Pick<ExecutionInput, 'name' | 'arguments' | 'agent' | 'parent'>): 'parallel' | 'exclusive' {
+    const self = this[kRaw]
     try {
-      const agent = input.agent ?? (input.parent && this.live.get(input.parent)?.exec.agent)
-      const tool = this.resolveExecution(input.name, agent, input.parent !== undefined)
+      const agent = input.agent ?? (input.parent && self.live.get(input.parent)?.exec.agent)
+      const tool = self.resolveExecution(input.name, agent, input.parent !== undefined)
       if (!tool?.definition.isConcurrencySafe) return 'exclusive'
       const args = snapshot(input.arguments ?? {})
       if (tool.validateArguments(args, '$') !== undefined) return 'exclusive'
@@ -463,11 +505,16 @@ class ToolRuntime extends Service {
 
   /** @internal the live execution behind a token, while it runs */
   liveExecution(token: ExecutionToken | undefined) {
-    return token && this.live.get(token)
+    const self = this[kRaw]
+    return token && self.live.get(token)
   }
 
   /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
-  async execute(input: ExecutionInput): Promise<ToolResult> {
+  execute(input: ExecutionInput): Promise<ToolResult> {
+    return this[kRaw].run(input)
+  }
+
+  private async run(input: ExecutionInput): Promise<ToolResult> {
     if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
     const { callId, name, signal, parent } = input
     if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
@@ -531,11 +578,15 @@ class ToolRuntime extends Service {
     const live: LiveExecution = { exec, nested, program: name === RUN_CODE ? ((args as { code?: string }).code ?? '') : undefined }
     this.live.set(token, live)
     try {
-      const denial = (await this.decide(exec, trace)) ?? this.runGuards(exec, trace)
+      // stages without participants are skipped without an await: the pipeline is on every call
+      const deciders = this.hooks('tools/pre-execute', agent)
+      const denial = (deciders.length ? await this.decide(exec, deciders, trace) : undefined) ?? this.runGuards(exec, trace)
       if (denial) return this.finish(exec, denial, trace)
-      let result = await this.dispatch(exec, trace)
+      const wrappers = this.hooks('tools/execute', agent)
+      let result = wrappers.length ? await this.dispatch(exec, wrappers, trace) : await this.dispatchToolBody(exec, signal)
       if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${name}" was cancelled while it ran; its result was discarded`)
-      result = await this.postExecute(exec, result, trace)
+      const reviewers = this.hooks('tools/post-execute', agent)
+      if (reviewers.length) result = await this.postExecute(exec, reviewers, result, trace)
       return this.finish(exec, result, trace)
     } finally {
       this.live.delete(token)
@@ -554,10 +605,10 @@ class ToolRuntime extends Service {
 
   /** the listeners on `event` that apply to this agent: global ones and those of its chain */
   private hooks(event: string, agent: Agent | undefined): Hook[] {
-    const hooks = (this.ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks[event]
-    if (!hooks?.length) return hooks ?? []
+    const hooks = this.hookTable[event]
+    if (!hooks?.length) return EMPTY_HOOKS
     return hooks.filter((hook) => {
-      const owner = agentOf(hook.ctx)
+      const owner = ownerOf(hook).agent
       return owner === undefined || agent?.isWithin(owner) === true
     })
   }
@@ -574,10 +625,10 @@ class ToolRuntime extends Service {
   }
 
   /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
-  private async decide(exec: Execution, trace: StageRecord[]): Promise<ToolFailure | undefined> {
+  private async decide(exec: Execution, hooks: Hook[], trace: StageRecord[]): Promise<ToolFailure | undefined> {
     let ask: { reason: string; plugin: string } | undefined
-    for (const hook of this.hooks('tools/pre-execute', exec.agent)) {
-      const plugin = pluginName(hook.ctx)
+    for (const hook of hooks) {
+      const plugin = ownerOf(hook).plugin
       let decision: unknown
       try {
         decision = hook.callback(exec)
@@ -659,11 +710,11 @@ class ToolRuntime extends Service {
 
   /** 5. guards: global ones, then the agent chain's from the root down; the first reason wins */
   private runGuards(exec: Execution, trace: StageRecord[]): ToolFailure | undefined {
-    const levels: (Agent | undefined)[] = [undefined, ...(exec.agent?.chain().reverse() ?? [])]
-    for (const level of levels) {
-      const guards = this.layers.get(level)?.guards
+    const lineage = exec.agent?.lineage ?? []
+    for (let depth = -1; depth < lineage.length; depth++) {
+      const guards = this.layers.get(depth < 0 ? undefined : lineage[depth])?.guards
       if (!guards?.length) continue
-      for (const { value: guard, plugin } of [...guards]) {
+      for (const { value: guard, plugin } of guards) {
         let reason: unknown
         try {
           reason = guard(exec)
@@ -681,8 +732,7 @@ class ToolRuntime extends Service {
   }
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
-  private dispatch(exec: Execution, trace: StageRecord[]): Promise<ToolResult> {
-    const wrappers = this.hooks('tools/execute', exec.agent)
+  private dispatch(exec: Execution, wrappers: Hook[], trace: StageRecord[]): Promise<ToolResult> {
     const trusted = new WeakSet<ToolResult>()
     const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
       if (index === wrappers.length) {
@@ -691,7 +741,7 @@ class ToolRuntime extends Service {
         return result
       }
       const hook = wrappers[index]
-      const plugin = pluginName(hook.ctx)
+      const plugin = ownerOf(hook).plugin
       const next: DispatchNext = (replacement) => {
         if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
           return Promise.resolve(
@@ -772,10 +822,9 @@ class ToolRuntime extends Service {
   }
 
   /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
-  private async postExecute(exec: Execution, result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
-    const hooks = this.hooks('tools/post-execute', exec.agent)
+  private async postExecute(exec: Execution, hooks: Hook[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
     for (const hook of hooks) {
-      const plugin = pluginName(hook.ctx)
+      const plugin = ownerOf(hook).plugin
       const what = `a tools/post-execute listener of plugin "${plugin}"`
       let decision: unknown
       try {
@@ -817,8 +866,12 @@ class ToolRuntime extends Service {
 
   /** 9. finish: freeze the one result and notify tools/result observers (isolated from each other) */
   private finish(exec: Execution, result: ToolResult, trace: StageRecord[]): ToolResult {
-    const final: ToolResult = Object.freeze({ ...result, trace: trace.length ? Object.freeze(trace) : EMPTY_TRACE })
-    if (result.isError && !Object.isFrozen(result.error)) Object.freeze(result.error)
+    const stages = trace.length ? Object.freeze(trace) : EMPTY_TRACE
+    const final: ToolResult = Object.freeze(
+      result.isError
+        ? { isError: true, error: Object.freeze(result.error), content: result.content, meta: result.meta, trace: stages }
+        : { isError: false, value: result.value, content: result.content, meta: result.meta, trace: stages },
+    )
     for (const hook of this.hooks('tools/result', exec.agent)) {
       try {
         const returned = hook.callback(exec, final)
@@ -831,7 +884,7 @@ class ToolRuntime extends Service {
   }
 
   private observerFailed(hook: Hook, exec: Execution, error: unknown) {
-    this.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', pluginName(hook.ctx), exec.name, messageOf(error))
+    this.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
   }
 
   /** @internal notify observers of a core event, each isolated from the others */
@@ -840,22 +893,25 @@ class ToolRuntime extends Service {
       try {
         hook.callback(payload)
       } catch (error) {
-        this.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, pluginName(hook.ctx), messageOf(error))
+        this.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
       }
     }
   }
 
   /** @internal the binding names a program of this agent gets: everything it can see but run_code */
   programTools(agent: Agent | undefined): string[] {
-    return this.schemas(agent)
+    const self = this[kRaw]
+    return self
+      .schemas(agent)
       .map((s) => s.name)
       .filter((name) => name !== RUN_CODE)
   }
 
   /** the TypeScript declarations of the SDK this agent's programs get; rendered once per generation */
   sdkDeclarations(agent?: Agent): string {
-    this.checkAgent(agent, 'sdkDeclarations')
-    const view = this.view(agent)
+    const self = this[kRaw]
+    self.checkAgent(agent, 'sdkDeclarations')
+    const view = self.view(agent)
     view.sdk ??= renderSdk(
       [...view.tools.values()]
         .filter((tool) => tool.info.name !== RUN_CODE)
@@ -866,7 +922,8 @@ class ToolRuntime extends Service {
 
   /** @internal limits for run_code programs */
   get codeLimits(): CodeRunLimits {
-    return this.config.codeLimits
+    const self = this[kRaw]
+    return self.config.codeLimits
   }
 }
 

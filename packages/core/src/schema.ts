@@ -1,7 +1,7 @@
 // the JSON-schema subset Faber understands, its validator, and `t`, a typed DSL that produces it.
 // everything outside the subset is refused at registration, naming the keyword, so no constraint is silently dropped.
 
-import { canonicalJson, type Json } from './json.ts'
+import { canonicalJson, type Json, segment } from './json.ts'
 
 export type JsonType = 'string' | 'number' | 'integer' | 'boolean' | 'null' | 'array' | 'object'
 
@@ -182,10 +182,6 @@ function show(value: unknown) {
   return text === undefined ? String(value) : text.length > 60 ? `${text.slice(0, 57)}...` : text
 }
 
-function child(path: string, name: string) {
-  return /^[A-Za-z_$][\w$]*$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`
-}
-
 /** compiles a checked schema into a validator; checks run in a fixed order so messages are stable */
 export function compileSchema(schema: JsonSchema): Validator {
   const checks: Validator[] = []
@@ -250,7 +246,7 @@ export function compileSchema(schema: JsonSchema): Validator {
   }
   const { properties = {}, required = [], additionalProperties } = schema
   if (schema.properties !== undefined || schema.required !== undefined || additionalProperties !== undefined) {
-    const props = Object.entries(properties).map(([name, sub]) => [name, compileSchema(sub)] as const)
+    const props = Object.entries(properties).map(([name, sub]) => [name, compileSchema(sub), segment(name)] as const)
     const known = new Set(Object.keys(properties))
     const extra = typeof additionalProperties === 'object' ? compileSchema(additionalProperties) : undefined
     const allowed = Object.keys(properties).join(', ') || 'none'
@@ -259,16 +255,16 @@ export function compileSchema(schema: JsonSchema): Validator {
       for (const name of required) {
         if (!Object.hasOwn(value, name)) return `${path}: missing required property "${name}"`
       }
-      for (const [name, check] of props) {
+      for (const [name, check, at] of props) {
         if (!Object.hasOwn(value, name)) continue
-        const error = check(value[name], child(path, name))
+        const error = check(value[name], path + at)
         if (error) return error
       }
       if (additionalProperties === false || extra) {
         for (const name of Object.keys(value)) {
           if (known.has(name)) continue
           if (!extra) return `${path}: unexpected property "${name}" (allowed: ${allowed})`
-          const error = extra(value[name], child(path, name))
+          const error = extra(value[name], path + segment(name))
           if (error) return error
         }
       }

@@ -1,0 +1,22 @@
+// a tiny timing harness: best-of-rounds per-op time, so a shared, noisy machine disturbs the figure less.
+// figures are printed next to a baseline measured in the same run, as a ratio.
+
+export async function timeOp(op: () => unknown | Promise<unknown>, iterations: number, rounds = 5): Promise<number> {
+  for (let i = 0; i < Math.min(iterations, 2000); i++) await op()
+  let best = Number.POSITIVE_INFINITY
+  for (let round = 0; round < rounds; round++) {
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < iterations; i++) await op()
+    const ns = Number(process.hrtime.bigint() - start) / iterations
+    best = Math.min(best, ns)
+  }
+  return best / 1000
+}
+
+export function row(label: string, micros: number, baseline: number, target?: string) {
+  const figure = micros >= 1000 ? `${(micros / 1000).toFixed(2)} ms` : `${micros.toFixed(2)} µs`
+  const ratio = `${(micros / baseline).toFixed(1)}× baseline`
+  console.log(`  ${label.padEnd(48)} ${figure.padStart(11)}  ${ratio.padStart(16)}${target ? `   (target ${target})` : ''}`)
+}
+
+export const isMain = (url: string) => url === `file://${process.argv[1]}`

@@ -1,0 +1,70 @@
+// per-call cost of ctx.tools.execute for a trivial tool, against calling the tool body directly in the same process.
+
+import ToolRuntime, { defineTool, t } from '@faber/core'
+import { Context, Logger } from 'cordis'
+import { isMain, row, timeOp } from './harness.ts'
+
+Logger.levels.base = 0
+
+const ITERATIONS = 20000
+
+export async function benchPipeline() {
+  const add = defineTool({
+    name: 'add',
+    description: 'adds two numbers',
+    parameters: t.object({ a: t.number(), b: t.number() }),
+    output: { schema: t.number() },
+    execute: ({ a, b }) => a + b,
+  })
+  const args = { a: 1, b: 2 }
+  const signal = new AbortController().signal
+  const run = { signal } as never
+
+  const plain = new Context()
+  plain.plugin(ToolRuntime, { mode: 'native' })
+  await plain.start()
+  plain.tools.register(add)
+
+  const policed = new Context()
+  policed.plugin(ToolRuntime, { mode: 'native' })
+  await policed.start()
+  policed.tools.register(add)
+  policed.on('tools/pre-execute', (exec) => (exec.name === 'add' ? { kind: 'allow' } : undefined))
+  policed.tools.guard((exec) => (exec.name === 'rm' ? 'no' : undefined))
+
+  const code = new Context()
+  code.plugin(ToolRuntime, { mode: 'code' })
+  await code.start()
+  code.tools.register(add)
+
+  // the floors cordis 3.18 itself sets: any call through the ctx.tools proxy, and any call of a bound listener
+  policed.on('bench/noop' as never, (() => undefined) as never)
+  const bound = (policed.lifecycle as unknown as { _hooks: Record<string, { callback: (x: unknown) => unknown }[]> })._hooks['bench/noop'][0]
+  const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
+  const proxyFloor = await timeOp(() => plain.tools.modeFor(), ITERATIONS)
+  const listenerFloor = await timeOp(() => bound.callback(args), ITERATIONS)
+  const tools = plain.tools
+  const none = await timeOp(() => tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const policedTools = policed.tools
+  const withPolicy = await timeOp(() => policedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const codeTools = code.tools
+  const collapsed = await timeOp(() => codeTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+
+  console.log('pipeline: ctx.tools.execute for a trivial tool')
+  row('baseline: the tool body called directly', direct, direct)
+  row('floor: a trivial ctx.tools call (modeFor)', proxyFloor, direct)
+  row('floor: invoking one cordis-bound listener', listenerFloor, direct)
+  row('execute, no listeners', none, direct, '≤ 3 µs')
+  row('execute, one pre-execute listener + one guard', withPolicy, direct, '≤ 5 µs')
+  row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
+  return {
+    directUs: direct,
+    proxyFloorUs: proxyFloor,
+    listenerFloorUs: listenerFloor,
+    noListenersUs: none,
+    listenerAndGuardUs: withPolicy,
+    collapsedUs: collapsed,
+  }
+}
+
+if (isMain(import.meta.url)) await benchPipeline()
