@@ -60,7 +60,8 @@ declare module 'cordis' {
 
   interface Events {
     'tools/pre-execute'(exec: Execution): Awaitable<PreDecision | undefined | void>
-    'tools/execute'(exec: Execution, next: DispatchNext): Promise<ToolResult>
+    /** `signal` is the one in force at this wrapper: exec.signal, or a replacement passed to next() further out */
+    'tools/execute'(exec: Execution, next: DispatchNext, signal: AbortSignal): Promise<ToolResult>
     'tools/post-execute'(exec: Execution, result: ToolResult): Awaitable<PostDecision | undefined | void>
     'tools/result'(exec: Execution, result: ToolResult): void
     /** the tool set, a mode or a restriction changed: views and the SDK are recomputed on demand */
@@ -759,7 +760,7 @@ class ToolRuntime extends Service {
       }
       let result: unknown
       try {
-        result = await hook.callback(exec, next)
+        result = await hook.callback(exec, next, signal)
       } catch (error) {
         return this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
       }

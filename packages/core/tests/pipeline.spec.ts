@@ -247,16 +247,19 @@ describe('tools/execute wrappers', () => {
     })
     const order: string[] = []
     const replacement = new AbortController().signal
+    const outerSignal = new AbortController().signal
     plugin(ctx, 'outer', (ctx) =>
       ctx.on('tools/execute', async (_, next) => {
         order.push('outer in')
-        const result = await next()
+        const result = await next(outerSignal)
         order.push('outer out')
         return result
       }),
     )
+    let seenByInner: AbortSignal | undefined
     plugin(ctx, 'inner', (ctx) =>
-      ctx.on('tools/execute', async (_, next) => {
+      ctx.on('tools/execute', async (_, next, current) => {
+        seenByInner = current
         order.push('inner in')
         const result = await next(replacement)
         order.push('inner out')
@@ -266,6 +269,7 @@ describe('tools/execute wrappers', () => {
     await rethrow(ctx)
     expect(code(await call(ctx))).to.equal('OK')
     expect(order).to.deep.equal(['outer in', 'inner in', 'inner out', 'outer out'])
+    expect(seenByInner).to.equal(outerSignal)
     expect(bodySignal).to.equal(replacement)
   })
 
