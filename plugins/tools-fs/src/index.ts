@@ -30,7 +30,10 @@ export interface Config extends FsLimits {
   root: string
 }
 
-export const Config: Schema<Config> = Schema.object({
+/** what a deployer writes: the root, and any limits to change */
+export type ConfigInput = { root: string } & Partial<FsLimits>
+
+export const Config: Schema<ConfigInput, Config> = Schema.object({
   root: Schema.string().required().description('the workspace directory every path resolves inside'),
   maxFileBytes: Schema.natural()
     .min(1)
@@ -41,7 +44,7 @@ export const Config: Schema<Config> = Schema.object({
   maxResults: Schema.natural().min(1).default(1000).description('the most entries list and glob return, and the highest grep limit'),
   grepLimit: Schema.natural().min(1).default(200).description('matching lines grep returns when no limit is given'),
   ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('directory names glob and grep never descend into'),
-}) as Schema<Config>
+}) as Schema<ConfigInput, Config>
 
 export function apply(ctx: Context, config: Config) {
   const workspace = new Workspace(config.root)

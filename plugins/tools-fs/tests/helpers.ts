@@ -37,7 +37,7 @@ export function caller(ctx: Context) {
     ctx.tools.execute({ callId: `c${++calls}`, name, arguments: args, signal: new AbortController().signal, agent })
 }
 
-export async function workspace(config: Partial<ToolsFs.Config> = {}) {
+export async function workspace(config: Partial<ToolsFs.ConfigInput> = {}) {
   const root = await tempDir()
   const ctx = new Context()
   ctx.plugin(ToolRuntime, { mode: 'native' })

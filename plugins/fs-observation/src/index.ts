@@ -1,0 +1,148 @@
+// @faber/plugin-fs-observation: an agent may edit only what it has read, and never overwrite what changed
+// since. observations come from `tools/result`; denials happen in `tools/pre-execute` (before approval); the
+// freshness that matters is enforced by the tools at write time, through the `fs/expected-version` event.
+
+import { createHash } from 'node:crypto'
+import { readFile, stat } from 'node:fs/promises'
+import path from 'node:path'
+import { type Agent, agentOf, type Execution, type PreDecision } from '@faber/core'
+import { type Context, Schema } from 'cordis'
+import { ABSENT, Observations, pathKey } from './observations.ts'
+
+export { ABSENT, Observations, pathKey } from './observations.ts'
+
+declare module 'cordis' {
+  interface Events {
+    /** the contract with fs tool sets: see @faber/plugin-tools-fs; answered here with what the agent observed */
+    'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
+  }
+}
+
+type Role = 'read' | 'write' | 'edit'
+
+function errnoOf(error: unknown) {
+  return (error as { code?: unknown } | null)?.code
+}
+
+/** the version of the file now, in the tools-fs scheme (SHA-256 of the bytes), or ABSENT */
+async function versionNow(file: string): Promise<string | undefined> {
+  try {
+    return `sha256:${createHash('sha256')
+      .update(await readFile(file))
+      .digest('hex')}`
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT' || errnoOf(error) === 'ENOTDIR') return ABSENT
+    // not a file (a directory, unreadable): leave the verdict to the tool
+    return undefined
+  }
+}
+
+async function existsNow(file: string): Promise<boolean | undefined> {
+  try {
+    await stat(file)
+    return true
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT' || errnoOf(error) === 'ENOTDIR') return false
+    return undefined
+  }
+}
+
+export const name = 'fs-observation'
+export const reusable = true
+
+export interface Config {
+  tools: { read: string[]; write: string[]; edit: string[] }
+  pathArgument: string
+  root?: string
+  checkBeforeApproval: boolean
+}
+
+/** what a deployer writes: every key optional */
+export type ConfigInput = { tools?: Partial<Config['tools']>; pathArgument?: string; root?: string; checkBeforeApproval?: boolean } | undefined
+
+export const Config: Schema<ConfigInput, Config> = Schema.object({
+  tools: Schema.object({
+    read: Schema.array(Schema.string()).default(['read']).description('tools whose results record an observation (path and version)'),
+    write: Schema.array(Schema.string()).default(['write']).description('tools that create or replace a whole file'),
+    edit: Schema.array(Schema.string()).default(['edit']).description('tools that change part of an existing file'),
+  }).default({ read: ['read'], write: ['write'], edit: ['edit'] }),
+  pathArgument: Schema.string().default('path').description('the argument of the governed tools that names the file'),
+  root: Schema.string().description("where relative paths resolve; default: the governed tool's fsRoot annotation (tools-fs sets it)"),
+  checkBeforeApproval: Schema.boolean()
+    .default(true)
+    .description('also check existence and freshness on disk in tools/pre-execute, so doomed calls are denied before approval is asked'),
+}) as Schema<ConfigInput, Config>
+
+export function apply(ctx: Context, config: Config) {
+  const scope: Agent | undefined = agentOf(ctx)
+  const roles = new Map<string, Role>()
+  for (const role of ['read', 'write', 'edit'] as const) for (const tool of config.tools[role]) roles.set(tool, role)
+  const observations = new Observations()
+  ctx.on('dispose', () => observations.clear())
+
+  const governs = (exec: Execution) => scope === undefined || exec.agent?.isWithin(scope) === true
+  const rootOf = (exec: Execution): string | undefined => {
+    if (config.root !== undefined) return path.resolve(config.root)
+    const hint = exec.tool.annotations.fsRoot
+    return typeof hint === 'string' ? hint : undefined
+  }
+
+  ctx.on('tools/result', (exec, result) => {
+    const role = roles.get(exec.name)
+    if (!role || !governs(exec)) return
+    const root = rootOf(exec)
+    if (!result.isError) {
+      const value = result.value as { path?: unknown; version?: unknown } | null
+      if (typeof value?.path !== 'string' || typeof value.version !== 'string') return
+      const key = pathKey(root, value.path)
+      if (key !== undefined) observations.set(exec.agent, root, key, value.version)
+    } else if (result.error.toolCode === 'FS_NOT_FOUND') {
+      const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
+      const key = typeof input === 'string' ? pathKey(root, input) : undefined
+      if (key !== undefined) observations.set(exec.agent, root, key, ABSENT)
+    }
+  })
+
+  ctx.on('tools/pre-execute', async (exec): Promise<PreDecision | undefined> => {
+    const role = roles.get(exec.name)
+    if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
+    const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
+    if (typeof input !== 'string') return
+    const root = rootOf(exec)
+    const key = pathKey(root, input)
+    // fail closed: a path this policy cannot place is one it cannot vouch for
+    if (key === undefined) return { kind: 'deny', reason: `"${input}" is not a path inside the workspace root; use a path relative to the root` }
+    const seen = observations.get(exec.agent, root, key)
+    const file = root !== undefined && config.checkBeforeApproval ? path.join(root, key) : undefined
+
+    if (role === 'edit') {
+      if (seen === undefined) return { kind: 'deny', reason: `${exec.name} requires reading "${key}" first — read it, then retry` }
+      if (seen === ABSENT) {
+        return {
+          kind: 'deny',
+          reason: `"${key}" did not exist when you looked, so there is nothing to edit — create it with write, or read it again if it exists now`,
+        }
+      }
+    } else if (seen === undefined || seen === ABSENT) {
+      if (file === undefined || (await existsNow(file)) !== true) return
+      if (seen === undefined) return { kind: 'deny', reason: `${exec.name} would replace "${key}", which you have not read — read it first, then retry` }
+      return { kind: 'deny', reason: `"${key}" was created since you saw it absent — read it first, then retry` }
+    }
+    // observed at a version: an early freshness check when the version is a content hash we can recompute
+    if (file !== undefined && seen.startsWith('sha256:')) {
+      const now = await versionNow(file)
+      if (now !== undefined && now !== seen) return { kind: 'deny', reason: `"${key}" changed since you read it — read it again, then retry` }
+    }
+  })
+
+  // the write-time half: the version the file must still be at when the tool commits
+  ctx.on('fs/expected-version', (exec, rel) => {
+    const role = roles.get(exec.name)
+    if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
+    const root = rootOf(exec)
+    const key = pathKey(root, rel)
+    if (key === undefined) return ABSENT
+    // never observed or observed absent: the write may only create
+    return observations.get(exec.agent, root, key) ?? ABSENT
+  })
+}
