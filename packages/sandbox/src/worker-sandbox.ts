@@ -257,6 +257,8 @@ export class WorkerSandbox implements CodeRuntime {
       resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(1, Math.floor(memoryMb / 8)), stackSizeMb: 4 },
     })
     worker.unref()
+    // a worker can still fail after its run settled (out of memory while being terminated): never throw in the host
+    worker.on('error', () => {})
     const slot: Slot = { worker, memoryMb }
     // an idle worker that dies leaves the pool
     worker.once('exit', () => {
