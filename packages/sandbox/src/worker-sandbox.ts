@@ -227,24 +227,25 @@ export class WorkerSandbox implements CodeRuntime {
     this.fill()
   }
 
-  // keeps `poolSize` workers spawned or spawning, in the background
+  // keeps `poolSize` workers spawned, in the background and one at a time: concurrent spawns slow each other
+  // down on a small machine, and the first run of a process waits for the first worker
   private fill() {
-    if (this.spawnFailed) return
-    while (!this.closed && this.idle.length + this.spawns.filter((spawn) => !spawn.claimed).length < this.poolSize) {
-      const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb), claimed: false }
-      this.spawns.push(spawn)
-      spawn.slot.then(
-        (slot) => {
-          this.spawns.splice(this.spawns.indexOf(spawn), 1)
-          if (!spawn.claimed) this.release(slot)
-        },
-        () => {
-          this.spawns.splice(this.spawns.indexOf(spawn), 1)
-          // a failing spawn is not retried in a loop; the next run spawns on demand and reports the error
-          if (!spawn.claimed) this.spawnFailed = true
-        },
-      )
-    }
+    if (this.spawnFailed || this.closed || this.spawns.length > 0 || this.idle.length >= this.poolSize) return
+    const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb), claimed: false }
+    this.spawns.push(spawn)
+    spawn.slot.then(
+      (slot) => {
+        this.spawns.splice(this.spawns.indexOf(spawn), 1)
+        if (!spawn.claimed) this.release(slot)
+        this.fill()
+      },
+      () => {
+        this.spawns.splice(this.spawns.indexOf(spawn), 1)
+        // a failing spawn is not retried in a loop; the next run spawns on demand and reports the error
+        if (spawn.claimed) this.fill()
+        else this.spawnFailed = true
+      },
+    )
   }
 
   private spawn(memoryMb: number) {
