@@ -146,3 +146,6 @@ export function apply(ctx: Context, config: Config) {
     return observations.get(exec.agent, root, key) ?? ABSENT
   })
 }
+
+/** the plugin as one object, for `ctx.plugin(FsObservation, config)` with a default import */
+export default { name, reusable, Config, apply }

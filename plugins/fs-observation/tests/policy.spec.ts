@@ -72,7 +72,7 @@ function stale(result: ToolResult) {
 }
 
 function ok(result: ToolResult) {
-  expect(result.isError, result.content).to.equal(false)
+  if (result.isError) expect.fail(`expected a success, got ${result.content}`)
   return result.value as any
 }
 

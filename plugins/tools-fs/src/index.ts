@@ -51,3 +51,6 @@ export function apply(ctx: Context, config: Config) {
   const limits = { ...config, grepLimit: Math.min(config.grepLimit, config.maxResults) }
   for (const tool of fsTools(ctx, workspace, limits)) ctx.tools.register(tool)
 }
+
+/** the plugin as one object, for `ctx.plugin(ToolsFs, config)` with a default import */
+export default { name, reusable, inject, Config, apply }

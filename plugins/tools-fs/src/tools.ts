@@ -100,7 +100,7 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
       }),
       render: (_, v) => {
         const end = v.offset + v.lines - 1
-        let head = `${v.path} (version ${v.version}, ${v.totalLines} lines)`
+        let head = `${v.path} (version ${v.version}, ${v.totalLines} line${v.totalLines === 1 ? '' : 's'})`
         if (v.totalLines === 0) return `${head}\n(empty file)`
         if (v.lines === 0) return `${head}\n(offset ${v.offset} is past the end of the file)`
         if (v.offset > 1 || v.truncated) head += `, lines ${v.offset}-${end}`
