@@ -32,7 +32,8 @@ export interface CodeRunRequest {
   call(name: string, argumentsJson: string): Promise<BridgeReply>
   /** aborting it ends the run with kind `abort` */
   signal: AbortSignal
-  limits: CodeRunLimits
+  /** overrides for this run; the backend fills the rest from its own configuration */
+  limits?: Partial<CodeRunLimits>
 }
 
 export type CodeRunOutcome =

@@ -922,7 +922,7 @@ class ToolRuntime extends Service {
   }
 
   /** @internal limits for run_code programs */
-  get codeLimits(): CodeRunLimits {
+  get codeLimits(): Partial<CodeRunLimits> {
     const self = this[kRaw]
     return self.config.codeLimits
   }
@@ -934,7 +934,7 @@ namespace ToolRuntime {
     maxParallelSubCalls: number
     /** type-check run_code programs against the SDK before running them */
     typecheck: boolean
-    codeLimits: CodeRunLimits
+    codeLimits: Partial<CodeRunLimits>
   }
 
   /** what a deployer writes: every key optional, limits partial */
@@ -947,13 +947,13 @@ namespace ToolRuntime {
     maxParallelSubCalls: Schema.natural().min(1).default(8).description('concurrency-safe nested calls of one program that may overlap'),
     typecheck: Schema.boolean().default(false).description('type-check run_code programs against the SDK before running them'),
     codeLimits: Schema.object({
-      cpuMs: Schema.natural().min(1).default(5000),
-      wallMs: Schema.natural().min(1).default(30000),
-      memoryMb: Schema.natural().min(8).default(64),
-      outputBytes: Schema.natural()
-        .min(256)
-        .default(64 * 1024),
-    }).default({} as CodeRunLimits),
+      cpuMs: Schema.natural().min(1).description('compute budget per program in ms; time awaiting tools does not count'),
+      wallMs: Schema.natural().min(1).description('wall-clock budget per program in ms'),
+      memoryMb: Schema.natural().min(8).description('heap budget per program in MB'),
+      outputBytes: Schema.natural().min(256).description('budget for what a program prints and returns'),
+    })
+      .default({} as CodeRunLimits)
+      .description("overrides of the code runtime's own limits for every run_code program"),
   }) as Schema<Input, Config>
 }
 

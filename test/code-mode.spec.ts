@@ -1,0 +1,275 @@
+// run_code end to end on the real default sandbox: the bridge re-enters the whole pipeline for each binding call,
+// schedules nested calls, settles them, and renders what the program printed and returned.
+
+import ToolRuntime, { createAgent, defineTool, type Execution, type NestedCallSettle, type NestedCallStart, type ToolResult, t } from '@faber/core'
+import WorkerSandboxService from '@faber/sandbox'
+import IsolateSandboxService from '@faber/sandbox-isolate'
+import { expect } from 'chai'
+import { Context, Logger } from 'cordis'
+
+Logger.levels.base = 0
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+interface Journal {
+  events: string[]
+  signals: Map<string, AbortSignal>
+}
+
+function tools(ctx: Context, journal: Journal) {
+  const log = (event: string) => journal.events.push(event)
+  ctx.tools.register(
+    defineTool({
+      name: 'peek',
+      description: 'reads a key after a delay; safe to overlap',
+      parameters: t.object({ key: t.string(), ms: t.integer({ minimum: 0 }).optional() }),
+      output: { schema: t.object({ key: t.string(), value: t.string() }) },
+      isConcurrencySafe: () => true,
+      annotations: { readOnly: true },
+      execute: async ({ key, ms = 20 }, run) => {
+        log(`start ${key}`)
+        journal.signals.set(key, run.signal)
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, ms)
+          run.signal.addEventListener('abort', () => {
+            clearTimeout(timer)
+            resolve()
+          })
+        })
+        log(`${run.signal.aborted ? 'aborted' : 'end'} ${key}`)
+        return { key, value: key.toUpperCase() }
+      },
+    }),
+  )
+  ctx.tools.register(
+    defineTool({
+      name: 'put',
+      description: 'writes a key; runs alone',
+      parameters: t.object({ key: t.string() }),
+      output: { schema: t.boolean() },
+      execute: async ({ key }) => {
+        log(`start put ${key}`)
+        await sleep(10)
+        log(`end put ${key}`)
+        return true
+      },
+    }),
+  )
+  ctx.tools.register(
+    defineTool({
+      name: 'explode',
+      description: 'always fails',
+      parameters: t.object({}),
+      output: { schema: t.null() },
+      execute: () => {
+        throw Object.assign(new Error('the fuse was lit'), { code: 'E_FUSE' })
+      },
+    }),
+  )
+}
+
+async function deploy(config: { maxParallelSubCalls?: number } = {}, runtime: 'worker' | 'isolate' = 'worker') {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'code', ...config })
+  if (runtime === 'worker') ctx.plugin(WorkerSandboxService, { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } })
+  else ctx.plugin(IsolateSandboxService, { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } })
+  await ctx.start()
+  const journal: Journal = { events: [], signals: new Map() }
+  tools(ctx, journal)
+  return { ctx, journal }
+}
+
+let ids = 0
+function runCode(ctx: Context, code: string, extra: { signal?: AbortSignal; agent?: ReturnType<typeof createAgent> } = {}) {
+  return ctx.tools.execute({
+    callId: `run-${++ids}`,
+    name: 'run_code',
+    arguments: { code, description: 'test program' },
+    signal: extra.signal ?? new AbortController().signal,
+    agent: extra.agent,
+  })
+}
+
+function ok(result: ToolResult) {
+  expect(result.isError, result.content).to.equal(false)
+  return result.isError ? undefined : result.value
+}
+
+describe('run_code on the worker sandbox', () => {
+  let ctx: Context
+  let journal: Journal
+  beforeEach(async () => ({ ctx, journal } = await deploy()))
+  afterEach(() => ctx.stop())
+
+  it('returns what the program logs and returns, rendered for the model', async () => {
+    const result = await runCode(ctx, 'const a: number = 2\nconsole.log("two is", a)\nreturn { sum: a + 2 }')
+    expect(ok(result)).to.deep.equal({ logs: ['two is 2'], result: { sum: 4 } })
+    expect(result.content).to.equal('two is 2\n{\n  "sum": 4\n}')
+    expect((await runCode(ctx, 'return "plain text"')).content).to.equal('plain text')
+    expect((await runCode(ctx, 'const x = 1')).content).to.equal('(run_code completed with no output)')
+  })
+
+  it('binding calls return tool values; failures reject with ToolCallError', async () => {
+    const result = await runCode(
+      ctx,
+      `const { value } = await tools.peek({ key: 'a', ms: 0 })
+       try { await tools.explode({}) } catch (error) {
+         if (!(error instanceof ToolCallError)) throw error
+         return { value, name: error.name, toolName: error.toolName, code: error.code, message: error.message }
+       }`,
+    )
+    expect(ok(result)).to.deep.include({
+      result: { value: 'A', name: 'ToolCallError', toolName: 'explode', code: 'TOOL_FAILED', message: '"explode" failed: E_FUSE: the fuse was lit' },
+    })
+  })
+
+  it('every policy sees nested calls, with the outer call as parent', async () => {
+    const seen: Execution[] = []
+    ctx.on('tools/pre-execute', (exec) => {
+      seen.push(exec)
+      return exec.name === 'put' ? { kind: 'deny', reason: 'puts are frozen' } : undefined
+    })
+    const result = await runCode(ctx, `try { await tools.put({ key: 'k' }) } catch (e) { return [e.code, e.message] }`)
+    expect(ok(result)).to.deep.include({ result: ['DENIED', 'puts are frozen'] })
+    const [outer, nested] = seen
+    expect(outer.name).to.equal('run_code')
+    expect(nested.name).to.equal('put')
+    expect(nested.parent).to.equal(outer.token)
+    expect(journal.events).to.deep.equal([])
+  })
+
+  it('a bad argument rejects that call only', async () => {
+    const result = await runCode(
+      ctx,
+      `const errors = []
+       for (const bad of [{ key: 1n }, { key: undefined }, { key: () => 1 }]) {
+         try { await tools.peek(bad as any) } catch (e) { errors.push(e.constructor.name) }
+       }
+       const wrongType = await tools.peek({ key: 5 } as any).catch((e) => e.code)
+       const fine = await tools.peek({ key: 'ok', ms: 0 })
+       return { errors, wrongType, fine: fine.value }`,
+    )
+    expect(ok(result)).to.deep.include({ result: { errors: ['TypeError', 'TypeError', 'TypeError'], wrongType: 'INVALID_ARGUMENTS', fine: 'OK' } })
+  })
+
+  it('safe calls overlap; an exclusive call waits for the pool to drain and runs alone, in submission order', async () => {
+    ok(
+      await runCode(
+        ctx,
+        `await Promise.all([
+           tools.peek({ key: 'a' }), tools.peek({ key: 'b' }),
+           tools.put({ key: 'x' }),
+           tools.peek({ key: 'c' }), tools.peek({ key: 'd' }),
+         ])`,
+      ),
+    )
+    const at = (event: string) => journal.events.indexOf(event)
+    expect(Math.max(at('start a'), at('start b'))).to.be.below(Math.min(at('end a'), at('end b')))
+    expect(at('start put x')).to.be.above(Math.max(at('end a'), at('end b')))
+    expect(Math.min(at('start c'), at('start d'))).to.be.above(at('end put x'))
+    expect(Math.max(at('start c'), at('start d'))).to.be.below(Math.min(at('end c'), at('end d')))
+  })
+
+  it('maxParallelSubCalls bounds the overlap', async () => {
+    await ctx.stop()
+    ;({ ctx, journal } = await deploy({ maxParallelSubCalls: 2 }))
+    ok(await runCode(ctx, `await Promise.all(['a', 'b', 'c'].map((key) => tools.peek({ key })))`))
+    const at = (event: string) => journal.events.indexOf(event)
+    expect(at('start c')).to.be.above(Math.min(at('end a'), at('end b')))
+  })
+
+  it('settlement aborts and drains outstanding calls before run_code returns, and refuses later ones', async () => {
+    const settled: NestedCallSettle[] = []
+    ctx.on('code/call-settle', (event) => void settled.push(event))
+    const result = await runCode(
+      ctx,
+      `tools.peek({ key: 'slow', ms: 5000 }).then(() => tools.put({ key: 'late' }), () => tools.put({ key: 'late' }))
+       return 'left early'`,
+    )
+    expect(ok(result)).to.deep.include({ result: 'left early' })
+    expect(journal.signals.get('slow')?.aborted).to.equal(true)
+    expect(journal.events).to.include('aborted slow')
+    expect(settled.map((s) => s.name)).to.deep.equal(['peek'])
+    await sleep(50)
+    expect(journal.events.some((e) => e.includes('late'))).to.equal(false)
+  })
+
+  it('an approval wait holds only that call; the wall clock runs, the CPU budget does not count the wait', async () => {
+    const granted: number[] = []
+    ctx.on('tools/pre-execute', (exec) =>
+      exec.name === 'peek' && (exec.arguments as { key: string }).key === 'guarded' ? { kind: 'ask', reason: 'guarded key' } : undefined,
+    )
+    ctx.set('approval', {
+      request: async () => {
+        await sleep(1200)
+        granted.push(journal.events.length)
+        return 'allowed'
+      },
+    })
+    const result = await runCode(
+      ctx,
+      `const [guarded, a, b] = await Promise.all([
+         tools.peek({ key: 'guarded', ms: 0 }), tools.peek({ key: 'a', ms: 0 }), tools.peek({ key: 'b', ms: 0 }),
+       ])
+       return [guarded.value, a.value, b.value]`,
+    )
+    expect(ok(result)).to.deep.include({ result: ['GUARDED', 'A', 'B'] })
+    expect(journal.events.slice(0, granted[0])).to.deep.equal(['start a', 'start b', 'end a', 'end b'])
+  })
+
+  it('emits one start and one settle event per nested call', async () => {
+    const starts: NestedCallStart[] = []
+    const settles: NestedCallSettle[] = []
+    ctx.on('code/call-start', (e) => void starts.push(e))
+    ctx.on('code/call-settle', (e) => void settles.push(e))
+    await runCode(ctx, `await tools.peek({ key: 'a', ms: 0 }); await tools.explode({}).catch(() => {})`)
+    expect(starts.map((s) => [s.name, s.outerCallId === settles[0].outerCallId])).to.deep.equal([
+      ['peek', true],
+      ['explode', true],
+    ])
+    expect(settles.map((s) => [s.callId, s.result.isError])).to.deep.equal([
+      [starts[0].callId, false],
+      [starts[1].callId, true],
+    ])
+    expect(settles[0].durationMs).to.be.a('number')
+  })
+
+  it('failures come back as CODE_RUN_FAILED with the kind and the logs', async () => {
+    const thrown = await runCode(ctx, 'console.log("before")\nthrow new RangeError("out of range")')
+    expect(thrown.isError && thrown.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'exception', logs: ['before'] })
+    expect(thrown.content).to.contain('RangeError: out of range').and.to.contain('--- logs ---\nbefore')
+    const spun = await runCode(ctx, 'await tools.peek({ key: "a", ms: 0 })\nwhile (true) {}')
+    expect(spun.isError && spun.error.kind).to.equal('timeout')
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(), 50)
+    const aborted = await runCode(ctx, 'while (true) {}', { signal: controller.signal })
+    expect(aborted.isError && aborted.error.kind).to.equal('abort')
+    expect(ok(await runCode(ctx, 'return 1'))).to.deep.equal({ logs: [], result: 1 })
+  })
+
+  it('an agent program binds exactly the tools that agent can see', async () => {
+    const agent = createAgent(ctx, { name: 'narrow' })
+    agent.ctx.tools.restrict({ allow: ['peek'] })
+    const result = await runCode(ctx, 'return Object.keys(tools).sort()', { agent })
+    expect(ok(result)).to.deep.include({ result: ['peek'] })
+  })
+})
+
+describe('run_code on the isolate sandbox', () => {
+  let ctx: Context
+  let journal: Journal
+  before(async () => ({ ctx, journal } = await deploy({}, 'isolate')))
+  after(() => ctx.stop())
+
+  it('runs programs that call tools, overlapping safe calls', async () => {
+    const result = await runCode(ctx, `const r = await Promise.all([tools.peek({ key: 'a' }), tools.peek({ key: 'b' })])\nreturn r.map((x) => x.value)`)
+    expect(ok(result)).to.deep.include({ result: ['A', 'B'] })
+    expect(journal.events.slice(0, 2)).to.deep.equal(['start a', 'start b'])
+  })
+
+  it('stops a spinning program and stays healthy', async () => {
+    const spun = await runCode(ctx, 'while (true) {}')
+    expect(spun.isError && spun.error.kind).to.equal('timeout')
+    expect(ok(await runCode(ctx, 'return 2'))).to.deep.equal({ logs: [], result: 2 })
+  })
+})
