@@ -1,0 +1,126 @@
+// Code Mode's costs: a trivial run_code (first in process and warm) on each backend, per nested call (sequential
+// and under Promise.all), and the SDK for 10/100/1000 tools through the registry (fresh after a change, and
+// unchanged, served from the generation cache). each figure is printed against a floor measured in the same run.
+
+import { runInNewContext } from 'node:vm'
+import ToolRuntime, { defineTool, t } from '@faber/core'
+import WorkerSandboxService from '@faber/sandbox'
+import IsolateSandboxService from '@faber/sandbox-isolate'
+import { Context, Logger } from 'cordis'
+import { isMain, row, timeOp } from './harness.ts'
+
+Logger.levels.base = 0
+
+const nop = defineTool({
+  name: 'nop',
+  description: 'does nothing, safely',
+  parameters: t.object({ i: t.integer().optional() }),
+  output: { schema: t.null() },
+  isConcurrencySafe: () => true,
+  execute: () => null,
+})
+
+async function deployment(backend: 'worker' | 'isolate') {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'code', maxParallelSubCalls: 64 })
+  ctx.plugin(backend === 'worker' ? WorkerSandboxService : IsolateSandboxService, { poolSize: 2 })
+  await ctx.start()
+  ctx.tools.register(nop)
+  return ctx
+}
+
+let ids = 0
+// reading ctx.tools goes through cordis' service proxy (tens of µs); hot callers hold the reference, as the bench does
+const held = new WeakMap<Context, Context['tools']>()
+function toolsOf(ctx: Context) {
+  let tools = held.get(ctx)
+  if (!tools) held.set(ctx, (tools = ctx.tools))
+  return tools
+}
+async function run(ctx: Context, code: string) {
+  const result = await toolsOf(ctx).execute({
+    callId: `b${++ids}`,
+    name: 'run_code',
+    arguments: { code, description: 'bench' },
+    signal: new AbortController().signal,
+  })
+  if (result.isError) throw new Error(result.content)
+  return result
+}
+
+function syntheticTool(i: number) {
+  return defineTool({
+    name: `tool_${i}`,
+    description: `synthetic tool ${i} with a few typed arguments`,
+    parameters: t.object({ path: t.string(), limit: t.integer({ minimum: 1 }).optional(), mode: t.enum(['a', 'b', 'c']) }),
+    output: { schema: t.object({ lines: t.array(t.string()), truncated: t.boolean() }) },
+    execute: () => ({ lines: [], truncated: false }),
+  })
+}
+
+export async function benchCodeMode() {
+  const figures: Record<string, number> = {}
+  console.log('code mode')
+  const floorVm = await timeOp(() => runInNewContext('(async () => 1)()'), 200)
+  row('floor: vm.runInNewContext of a trivial program', floorVm, floorVm)
+
+  for (const backend of ['worker', 'isolate'] as const) {
+    const started = performance.now()
+    const ctx = await deployment(backend)
+    await run(ctx, 'return 1')
+    const first = (performance.now() - started) * 1000
+    const warm = await timeOp(() => run(ctx, 'return 1'), 50)
+    row(`${backend}: run_code trivial, first in process (incl. start)`, first, floorVm, '≤ 40 ms')
+    row(`${backend}: run_code trivial, warm`, warm, floorVm, backend === 'worker' ? '≤ 3 ms' : '≤ 1.5 ms')
+
+    const tools = toolsOf(ctx)
+    const signal = new AbortController().signal
+    const direct = await timeOp(() => tools.execute({ callId: 'd', name: 'nop', arguments: {}, signal }), 2000)
+    const sequential = ((await timeOp(() => run(ctx, 'for (let i = 0; i < 1000; i++) await tools.nop({ i })'), 3, 3)) - warm) / 1000
+    const parallel = ((await timeOp(() => run(ctx, 'await Promise.all(Array.from({ length: 1000 }, (_, i) => tools.nop({ i })))'), 3, 3)) - warm) / 1000
+    row(`${backend}: floor, one direct (collapsed) execute`, direct, direct)
+    row(`${backend}: per nested call, 1000 sequential`, sequential, direct, '≤ 40 µs')
+    row(`${backend}: per nested call, 1000 under Promise.all`, parallel, direct, '≤ 15 µs')
+    Object.assign(figures, {
+      [`${backend}.firstMs`]: first / 1000,
+      [`${backend}.warmMs`]: warm / 1000,
+      [`${backend}.nestedSequentialUs`]: sequential,
+      [`${backend}.nestedParallelUs`]: parallel,
+    })
+    await ctx.stop()
+  }
+
+  for (const size of [10, 100, 1000]) {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime, { mode: 'code' })
+    await ctx.start()
+    const definitions = Array.from({ length: size }, (_, i) => syntheticTool(i))
+    for (const tool of definitions) ctx.tools.register(tool)
+    const tools = toolsOf(ctx)
+    const schemas = tools.schemas()
+    const floor = await timeOp(() => JSON.stringify(schemas), 20)
+    // a registration and its disposal each start a new generation, after which the SDK is rendered afresh;
+    // the cost of the change itself (and of the view it forces) is measured alone and subtracted
+    const extra = syntheticTool(size + 1)
+    const change = await timeOp(() => {
+      tools.register(extra)()
+      tools.schemas()
+    }, 20)
+    const changeAndRender = await timeOp(() => {
+      tools.register(extra)()
+      tools.schemas()
+      tools.sdkDeclarations()
+    }, 20)
+    const fresh = Math.max(0, changeAndRender - change)
+    const unchanged = await timeOp(() => tools.sdkDeclarations(), 2000)
+    row(`SDK for ${size} tools, fresh after a change`, fresh, floor, size === 1000 ? '≤ 5 ms' : undefined)
+    row(`SDK for ${size} tools, unchanged (cached)`, unchanged, floor)
+    figures[`sdk.${size}.freshMs`] = fresh / 1000
+    figures[`sdk.${size}.unchangedUs`] = unchanged
+    await ctx.stop()
+  }
+  row('floor (above): JSON.stringify of the same schemas', 1, 1)
+  return figures
+}
+
+if (isMain(import.meta.url)) await benchCodeMode()
