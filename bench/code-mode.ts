@@ -90,6 +90,26 @@ export async function benchCodeMode() {
     await ctx.stop()
   }
 
+  // the optional pre-run type-check: a program checked against the SDK, against the same run unchecked
+  for (const typecheck of [false, true]) {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime, { mode: 'code', typecheck })
+    ctx.plugin(WorkerSandboxService, { poolSize: 2 })
+    await ctx.start()
+    for (let i = 0; i < 20; i++) ctx.tools.register(syntheticTool(i))
+    const program = 'const r = await tools.tool_1({ path: "a", mode: "b" })\nreturn r.lines.length'
+    const started = performance.now()
+    await run(ctx, program)
+    const first = (performance.now() - started) * 1000
+    const warm = await timeOp(() => run(ctx, program), 20, 3)
+    figures[`typecheck.${typecheck}.warmMs`] = warm / 1000
+    if (typecheck) {
+      row('run_code with typecheck on, first (loads the compiler)', first, figures['typecheck.false.warmMs'] * 1000)
+      row('run_code with typecheck on, warm (20-tool SDK)', warm, figures['typecheck.false.warmMs'] * 1000)
+    } else row('floor: the same run_code with typecheck off', warm, warm)
+    await ctx.stop()
+  }
+
   for (const size of [10, 100, 1000]) {
     const ctx = new Context()
     ctx.plugin(ToolRuntime, { mode: 'code' })
