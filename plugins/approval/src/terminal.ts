@@ -1,0 +1,131 @@
+// the terminal answerer: one prompt at a time on a TTY, showing the tool, its arguments and, for a call made inside
+// run_code, the program. without a TTY it does not answer, so the request ends unavailable unless another answerer
+// takes it.
+
+import type { Readable, Writable } from 'node:stream'
+import { type Context, Schema } from 'cordis'
+import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
+
+type Input = Readable & { isTTY?: boolean }
+type Output = Writable & { isTTY?: boolean }
+
+// control characters could move the cursor or recolour the prompt: show them instead of sending them
+function visible(text: string) {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
+function clip(text: string, max: number) {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
+}
+
+/** the next line typed, or undefined when the input ends or the request is abandoned */
+function readLine(input: Input, signal: AbortSignal): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    let buffer = ''
+    const done = (line: string | undefined) => {
+      input.off('data', onData)
+      input.off('end', onEnd)
+      input.off('close', onEnd)
+      signal.removeEventListener('abort', onAbort)
+      input.pause()
+      resolve(line)
+    }
+    const onData = (chunk: Buffer | string) => {
+      buffer += chunk.toString()
+      const end = buffer.indexOf('\n')
+      if (end >= 0) done(buffer.slice(0, end).replace(/\r$/, ''))
+    }
+    const onEnd = () => done(undefined)
+    const onAbort = () => done(undefined)
+    if (input.readableEnded || input.destroyed || signal.aborted) return done(undefined)
+    input.on('data', onData)
+    input.once('end', onEnd)
+    input.once('close', onEnd)
+    signal.addEventListener('abort', onAbort, { once: true })
+    input.resume()
+  })
+}
+
+const CHOICES: Record<string, ApprovalAnswer> = {
+  y: { decision: 'allow' },
+  yes: { decision: 'allow' },
+  s: { decision: 'allow', remember: 'session' },
+  session: { decision: 'allow', remember: 'session' },
+  a: { decision: 'allow', remember: 'always' },
+  always: { decision: 'allow', remember: 'always' },
+  n: { decision: 'reject' },
+  no: { decision: 'reject' },
+}
+
+export const name = 'approval-terminal'
+export const inject = ['approval']
+
+export interface Config {
+  input?: Input
+  output?: Output
+  maxArgumentChars: number
+  maxProgramLines: number
+}
+
+export const Config: Schema<Partial<Config>, Config> = Schema.object({
+  input: Schema.any().description('a readable stream; process.stdin by default'),
+  output: Schema.any().description('a writable stream; process.stdout by default'),
+  maxArgumentChars: Schema.natural().default(2000).description('longer arguments are cut'),
+  maxProgramLines: Schema.natural().default(40).description('longer programs are cut'),
+}) as Schema<Partial<Config>, Config>
+
+export function apply(ctx: Context, config: Config) {
+  const input: Input = config.input ?? process.stdin
+  const output: Output = config.output ?? process.stdout
+  if (!input.isTTY || !output.isTTY) {
+    ctx
+      .logger('approval')
+      .warn('the terminal answerer needs a TTY on its input and output; it will not answer, so approval requests it would get are unavailable')
+    return
+  }
+  let turn: Promise<unknown> = Promise.resolve()
+
+  const render = (query: ApprovalQuery, always: boolean) => {
+    const who = query.agent ? `agent "${query.agent.name}"` : 'the model'
+    const lines = ['', `── approval needed ── ${who} wants to call ${query.tool}`, `reason: ${visible(query.reason)}`, 'arguments:']
+    const args = clip(JSON.stringify(query.arguments, null, 2), config.maxArgumentChars)
+    lines.push(...args.split('\n').map((line) => `  ${line}`))
+    if (query.program !== undefined) {
+      const program = query.program.split('\n')
+      lines.push(`inside run_code (call ${query.callId}), program:`)
+      lines.push(...program.slice(0, config.maxProgramLines).map((line) => `  | ${visible(line)}`))
+      if (program.length > config.maxProgramLines) lines.push(`  | … (${program.length - config.maxProgramLines} more lines)`)
+    }
+    const options = ['[y] allow once', '[s] allow for this session', ...(always ? ['[a] always allow'] : []), '[n] reject']
+    return `${lines.join('\n')}\n${options.join('  ')}: `
+  }
+
+  const prompt = async (query: ApprovalQuery): Promise<ApprovalAnswer | undefined> => {
+    if (query.signal.aborted) return
+    const always = (ctx.approval as { persistent?: boolean }).persistent === true
+    // whatever was typed before the question is not an answer to it
+    while (input.read() !== null);
+    output.write(render(query, always))
+    for (;;) {
+      const line = await readLine(input, query.signal)
+      if (line === undefined) {
+        output.write(query.signal.aborted ? '\n(the call was cancelled; no answer needed)\n' : '\n(input closed; not answered)\n')
+        return
+      }
+      const choice = line.trim().toLowerCase()
+      const answer = choice === 'a' || choice === 'always' ? (always ? CHOICES[choice] : undefined) : CHOICES[choice]
+      if (answer) {
+        output.write(`→ ${answer.decision === 'allow' ? `allowed${answer.remember ? ` (${answer.remember})` : ' once'}` : 'rejected'}\n`)
+        return answer
+      }
+      output.write(`please answer ${always ? 'y, s, a or n' : 'y, s or n'}: `)
+    }
+  }
+
+  ctx.on('approval/request', (query) => {
+    const answer = turn.then(() => prompt(query))
+    turn = answer.catch(() => {})
+    return answer
+  })
+}
