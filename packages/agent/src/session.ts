@@ -167,22 +167,14 @@ export class AgentSession {
   }
 
   private approval(event: string, payload: unknown) {
-    const request = (payload as { request?: unknown })?.request ?? payload
-    const exec = (request as { exec?: { rootCallId?: string; agent?: Agent } })?.exec
-    const callId = (request as { callId?: unknown })?.callId
-    const agent = exec?.agent ?? (request as { agent?: Agent })?.agent
-    const root = exec?.rootCallId ?? (typeof callId === 'string' ? callId : '')
-    if (!this.mine(agent, root)) return
+    const request = payload as { agent?: Agent; callId?: unknown; tool?: unknown; exec?: { rootCallId?: string } }
+    const callId = typeof request?.callId === 'string' ? request.callId : undefined
+    if (!callId || request.agent !== this.agent) return
+    // a nested call was announced on code/call-start before any approval could be asked for it
+    if (!this.inflight.has(callId) && !this.nested.has(callId) && !this.inflight.has(request.exec?.rootCallId ?? '')) return
     const detail = project(payload) as Record<string, unknown>
-    const tool = (request as { tool?: unknown })?.tool
-    this.record({
-      type: 'approval',
-      turn: this.turn,
-      event,
-      callId: typeof callId === 'string' ? callId : undefined,
-      tool: typeof tool === 'string' ? tool : undefined,
-      detail,
-    })
+    const tool = typeof request.tool === 'string' ? request.tool : undefined
+    this.record({ type: 'approval', turn: this.turn, event, callId, tool, detail })
     this.emit({ type: 'approval', turn: this.turn, event, detail })
   }
 

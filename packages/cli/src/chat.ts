@@ -1,0 +1,92 @@
+// the interactive chat of `faber run` and `faber chat`: one user turn per line. on a TTY it prompts and Ctrl-C aborts
+// the running turn (a second Ctrl-C, or Ctrl-C at the prompt, leaves); piped, it runs each input line as a turn.
+
+import { createInterface } from 'node:readline'
+import { AgentSession, type Model, SessionLog } from '@faber/agent'
+import type { Deployed } from './deployment.ts'
+import type { Style } from './style.ts'
+import { Transcript } from './transcript.ts'
+
+export interface ChatOptions {
+  model: Model
+  style: Style
+  json?: boolean
+  input?: NodeJS.ReadableStream & { isTTY?: boolean }
+  output?: NodeJS.WritableStream & { isTTY?: boolean }
+  /** default persona and context when the deployment gives none */
+  persona?: string
+  context?: string
+}
+
+export const DEFAULT_PERSONA =
+  'You are a careful software engineering agent. Inspect before you change anything, make the smallest change that does the job, and say what you changed.'
+
+/** runs the chat until the input ends; resolves with the process exit code */
+export async function chat(deployed: Deployed, options: ChatOptions): Promise<number> {
+  const input = options.input ?? process.stdin
+  const output = options.output ?? process.stdout
+  const interactive = Boolean(input.isTTY)
+  const transcript = new Transcript(output, options.style, { json: options.json })
+  const { spec } = deployed
+  const log = spec.session.log ? await SessionLog.open(spec.session.log) : undefined
+  if (log?.truncated) transcript.note(`(the session log's last line was cut short by a crash and was skipped: line ${log.truncated.line})`)
+  const session = new AgentSession(deployed.ctx, {
+    model: options.model,
+    agent: deployed.agent,
+    persona: spec.session.persona ?? options.persona ?? DEFAULT_PERSONA,
+    context: spec.session.context ?? options.context,
+    maxSteps: spec.session.maxSteps,
+    log,
+    onEvent: (event) => {
+      if (event.type === 'turn-start' && interactive && !options.json) return
+      transcript.event(event)
+    },
+  })
+  if (log?.resumed) transcript.note(`(continuing the session in ${log.path}: ${session.turn} turn(s) so far)`)
+  const { paint } = options.style
+  const prompt = paint('you › ', 'bold', 'blue')
+  const lines = createInterface({ input, output: interactive ? output : undefined, terminal: interactive, prompt })
+  let running: AbortController | undefined
+  let exitCode = 0
+  let closing = false
+  lines.on('SIGINT', () => {
+    if (running && !running.signal.aborted) {
+      transcript.note('\n(cancelling the turn; Ctrl-C again to leave)')
+      running.abort(new Error('cancelled by the user'))
+    } else {
+      closing = true
+      lines.close()
+    }
+  })
+  try {
+    if (interactive) {
+      transcript.note(
+        `model ${options.model.name}${deployed.agent ? `, agent "${deployed.agent.name}"` : ''}, mode ${deployed.ctx.tools.modeFor(deployed.agent)}. /exit leaves.`,
+      )
+      lines.prompt()
+    }
+    for await (const raw of lines) {
+      const text = raw.trim()
+      if (text === '/exit' || text === '/quit') break
+      if (text) {
+        running = new AbortController()
+        try {
+          await session.send(text, { signal: running.signal })
+        } catch (error) {
+          transcript.line(paint(`error: ${error instanceof Error ? error.message : error}`, 'red'))
+          exitCode = 1
+          if (!interactive) break
+        } finally {
+          running = undefined
+        }
+      }
+      if (closing) break
+      if (interactive) lines.prompt()
+    }
+  } finally {
+    lines.close()
+    session.dispose()
+    await log?.close()
+  }
+  return exitCode
+}

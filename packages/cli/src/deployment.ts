@@ -1,0 +1,411 @@
+// deployment files: which plugins (by package name, each config validated by the plugin's own schemastery Config),
+// the mode, the agents, the model and the session. errors name the file, the line, the key path and what was expected.
+
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
+import ToolRuntime, { type Agent, createAgent, type Mask, type Mode } from '@faber/core'
+import { Context } from 'cordis'
+import { LineCounter, parseDocument } from 'yaml'
+
+export type Path = (string | number)[]
+
+export class DeploymentError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'DeploymentError'
+  }
+}
+
+export interface PluginSpec {
+  /** the key as written, e.g. `@faber/plugin-tools-fs` or `@faber/plugin-tools-fs:docs` */
+  key: string
+  /** what is imported: a package name, or a path relative to the deployment file */
+  use: string
+  config: unknown
+  /** a plugin object given directly (programmatic deployments) instead of `use` */
+  plugin?: unknown
+}
+
+export interface AgentSpec {
+  name: string
+  parent?: string
+  mode?: Mode
+  restrict?: Mask
+  plugins: PluginSpec[]
+}
+
+export type ModelSpec =
+  | { provider: 'scripted'; script: ScriptStep[]; latencyMs?: number }
+  | {
+      provider: 'openai'
+      baseURL: string
+      model: string
+      /** the name of the environment variable holding the API key; never the key itself */
+      apiKeyEnv?: string
+      timeoutMs?: number
+      maxRetries?: number
+      temperature?: number
+      stream?: boolean
+    }
+
+export interface SessionSpec {
+  /** the agent the chat speaks for; default: the first agent, or the global layer when there is none */
+  agent?: string
+  persona?: string
+  context?: string
+  maxSteps?: number
+  /** a JSONL session log; continued when it exists */
+  log?: string
+}
+
+export interface DeploymentSpec {
+  /** where it came from, for messages */
+  source: string
+  /** what relative paths resolve against */
+  dir: string
+  mode: Mode
+  core: Record<string, unknown>
+  plugins: PluginSpec[]
+  agents: AgentSpec[]
+  model?: ModelSpec
+  session: SessionSpec
+  /** the line a key path is written on, when the deployment came from a file */
+  locate: Locate
+}
+
+/** formats a key path: plugins["@faber/plugin-guards"].breaker.blockAfter */
+export function formatPath(path: Path): string {
+  let out = ''
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`
+    else if (/^[A-Za-z_$][\w$]*$/.test(key)) out += out ? `.${key}` : key
+    else out += `[${JSON.stringify(key)}]`
+  }
+  return out || '(top level)'
+}
+
+export type Locate = (path: Path) => number | undefined
+
+/** `file:line: key.path: what` */
+export function describe(source: string, locate: Locate, path: Path, what: string): string {
+  const line = locate(path)
+  return `${source}${line ? `:${line}` : ''}: ${formatPath(path)}: ${what}`
+}
+
+function fail(source: string, locate: Locate, path: Path, what: string): never {
+  throw new DeploymentError(describe(source, locate, path, what))
+}
+
+function typeName(value: unknown) {
+  return value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value === 'object' ? 'a mapping' : `${typeof value} ${JSON.stringify(value)}`
+}
+
+const MODES = ['native', 'code', 'both']
+const TOP = ['mode', 'core', 'plugins', 'agents', 'model', 'session']
+
+/** `${dir}`, `${cwd}` and `${env.NAME}` in string values */
+function interpolate(value: unknown, dir: string, at: Path, bad: (path: Path, what: string) => never): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{([^}]*)\}/g, (_, name: string) => {
+      if (name === 'dir') return dir
+      if (name === 'cwd') return process.cwd()
+      if (name.startsWith('env.')) {
+        const found = process.env[name.slice(4)]
+        if (found === undefined) bad(at, `the environment variable ${name.slice(4)} is not set`)
+        return found
+      }
+      return bad(at, `unknown substitution \${${name}}; use \${dir}, \${cwd} or \${env.NAME}`)
+    })
+  }
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, dir, [...at, i], bad))
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, dir, [...at, k], bad)]))
+  }
+  return value
+}
+
+/** reads a deployment file; throws DeploymentError with file, line and key path */
+export async function loadDeploymentFile(file: string): Promise<DeploymentSpec> {
+  const path = resolve(file)
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch (error) {
+    throw new DeploymentError(`${file}: cannot read the deployment file (${(error as NodeJS.ErrnoException).code ?? error})`)
+  }
+  return parseDeployment(text, file, dirname(path))
+}
+
+export function parseDeployment(text: string, source: string, dir: string): DeploymentSpec {
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true })
+  if (doc.errors.length) {
+    const error = doc.errors[0]
+    const { line } = lines.linePos(error.pos[0])
+    throw new DeploymentError(`${source}:${line}: not valid YAML: ${error.message.split('\n')[0]}`)
+  }
+  const locate: Locate = (at) => {
+    for (let n = at.length; n >= 0; n--) {
+      const node = doc.getIn(at.slice(0, n), true) as { range?: [number, number, number] } | undefined
+      if (node?.range) return lines.linePos(node.range[0]).line
+    }
+  }
+  return readDeployment(doc.toJS() ?? {}, source, dir, locate)
+}
+
+/** checks a deployment given as an object (a parsed file, or one built in code) */
+export function readDeployment(raw: unknown, source: string, dir: string, locate: Locate = () => undefined): DeploymentSpec {
+  const bad = (at: Path, what: string): never => fail(source, locate, at, what)
+  const mapping = (value: unknown, at: Path): Record<string, unknown> => {
+    if (value === undefined || value === null) return {}
+    if (typeof value !== 'object' || Array.isArray(value)) return bad(at, `expected a mapping but got ${typeName(value)}`)
+    return value as Record<string, unknown>
+  }
+  const only = (value: Record<string, unknown>, keys: string[], at: Path) => {
+    for (const key of Object.keys(value)) if (!keys.includes(key)) bad([...at, key], `unknown key; expected one of ${keys.join(', ')}`)
+  }
+  const string = (value: unknown, at: Path, required = false): string | undefined => {
+    if (value === undefined && !required) return undefined
+    if (typeof value !== 'string' || !value) return bad(at, `expected a non-empty string but got ${value === undefined ? 'nothing' : typeName(value)}`)
+    return value
+  }
+  const number = (value: unknown, at: Path): number | undefined => {
+    if (value === undefined) return undefined
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return bad(at, `expected a non-negative number but got ${typeName(value)}`)
+    return value
+  }
+  const mode = (value: unknown, at: Path): Mode | undefined => {
+    if (value === undefined) return undefined
+    if (!MODES.includes(value as string)) return bad(at, `expected one of ${MODES.join(', ')} but got ${typeName(value)}`)
+    return value as Mode
+  }
+  const plugins = (value: unknown, at: Path): PluginSpec[] =>
+    Object.entries(mapping(value, at))
+      .filter(([key]) => !key.startsWith('~'))
+      .map(([key, config]) => {
+        const instance = /^(.+?):[\w-]+$/.exec(key)
+        const use = instance && !instance[1].endsWith('/') && instance[1] !== '@' ? instance[1] : key
+        return { key, use, config: interpolate(config ?? {}, dir, [...at, key], bad) }
+      })
+
+  const top = mapping(raw, [])
+  only(top, TOP, [])
+  const core = mapping(top.core, ['core'])
+  const spec: DeploymentSpec = {
+    source,
+    dir,
+    mode: mode(top.mode, ['mode']) ?? mode(core.mode, ['core', 'mode']) ?? 'native',
+    core,
+    plugins: plugins(top.plugins, ['plugins']),
+    agents: [],
+    session: {},
+    locate,
+  }
+  const names = new Set<string>()
+  if (top.agents !== undefined && !Array.isArray(top.agents)) bad(['agents'], `expected a list of agents but got ${typeName(top.agents)}`)
+  for (const [index, entry] of ((top.agents as unknown[]) ?? []).entries()) {
+    const at = ['agents', index]
+    const agent = mapping(entry, at)
+    only(agent, ['name', 'parent', 'mode', 'restrict', 'plugins'], at)
+    const name = string(agent.name, [...at, 'name'], true)!
+    if (names.has(name)) bad([...at, 'name'], `agent "${name}" is defined twice`)
+    const parent = string(agent.parent, [...at, 'parent'])
+    if (parent && !names.has(parent)) bad([...at, 'parent'], `expected the name of an agent defined above, but "${parent}" is not one`)
+    let restrict: Mask | undefined
+    if (agent.restrict !== undefined) {
+      const r = mapping(agent.restrict, [...at, 'restrict'])
+      const keys = Object.keys(r)
+      if (keys.length !== 1 || !['allow', 'deny'].includes(keys[0])) bad([...at, 'restrict'], 'expected exactly one of allow: [names] or deny: [names]')
+      const list = r[keys[0]]
+      if (!Array.isArray(list) || list.some((n) => typeof n !== 'string'))
+        bad([...at, 'restrict', keys[0]], `expected a list of tool names but got ${typeName(list)}`)
+      restrict = (keys[0] === 'allow' ? { allow: list } : { deny: list }) as Mask
+    }
+    names.add(name)
+    spec.agents.push({ name, parent, mode: mode(agent.mode, [...at, 'mode']), restrict, plugins: plugins(agent.plugins, [...at, 'plugins']) })
+  }
+  if (top.model !== undefined) {
+    const model = interpolate(mapping(top.model, ['model']), dir, ['model'], bad) as Record<string, unknown>
+    const provider = model.provider ?? 'openai'
+    if (provider === 'scripted') {
+      only(model, ['provider', 'script', 'latencyMs'], ['model'])
+      if (!Array.isArray(model.script)) bad(['model', 'script'], `expected a list of model turns ({ text?, toolCalls? }) but got ${typeName(model.script)}`)
+      spec.model = { provider, script: model.script as ScriptStep[], latencyMs: number(model.latencyMs, ['model', 'latencyMs']) }
+    } else if (provider === 'openai') {
+      only(model, ['provider', 'baseURL', 'model', 'apiKeyEnv', 'timeoutMs', 'maxRetries', 'temperature', 'stream'], ['model'])
+      spec.model = {
+        provider,
+        baseURL: string(model.baseURL, ['model', 'baseURL'], true)!,
+        model: string(model.model, ['model', 'model'], true)!,
+        apiKeyEnv: string(model.apiKeyEnv, ['model', 'apiKeyEnv']),
+        timeoutMs: number(model.timeoutMs, ['model', 'timeoutMs']),
+        maxRetries: number(model.maxRetries, ['model', 'maxRetries']),
+        temperature: number(model.temperature, ['model', 'temperature']),
+        stream: model.stream === undefined ? undefined : Boolean(model.stream),
+      }
+    } else {
+      bad(['model', 'provider'], `expected openai or scripted but got ${typeName(provider)}`)
+    }
+  }
+  const session = interpolate(mapping(top.session, ['session']), dir, ['session'], bad) as Record<string, unknown>
+  only(session, ['agent', 'persona', 'context', 'maxSteps', 'log'], ['session'])
+  const agentName = string(session.agent, ['session', 'agent'])
+  if (agentName && !names.has(agentName)) bad(['session', 'agent'], `expected the name of an agent in agents, but "${agentName}" is not one`)
+  spec.session = {
+    agent: agentName,
+    persona: string(session.persona, ['session', 'persona']),
+    context: string(session.context, ['session', 'context']),
+    maxSteps: number(session.maxSteps, ['session', 'maxSteps']),
+    log: session.log === undefined ? undefined : resolve(dir, string(session.log, ['session', 'log'])!),
+  }
+  spec.core = { ...core, mode: spec.mode }
+  const checked = tryConfig(ToolRuntime, spec.core)
+  if (checked) bad(['core', ...checked.path], checked.message)
+  return spec
+}
+
+function tryConfig(plugin: unknown, config: unknown): { path: Path; message: string } | undefined {
+  const schema = (plugin as { Config?: (value: unknown) => unknown })?.Config
+  if (typeof schema !== 'function') return
+  try {
+    schema(config)
+  } catch (error) {
+    const path = ((error as { options?: { path?: Path } }).options?.path ?? []) as Path
+    const message = String((error as Error).message ?? error).replace(/^\$(\.[\w$]+|\[[^\]]*\])*\s*/, '')
+    return { path, message }
+  }
+}
+
+/** the plugin a module exports: its default export, or the module itself when it exports `apply` */
+function pluginOf(module: Record<string, unknown>): unknown {
+  const candidate = module.default ?? module
+  if (typeof candidate === 'function') return candidate
+  if (candidate && typeof (candidate as { apply?: unknown }).apply === 'function') {
+    // a module namespace is not extensible: give cordis a plain object with the same members
+    return candidate === module ? { ...module } : candidate
+  }
+}
+
+const modules = new Map<string, Promise<Record<string, unknown>>>()
+
+async function importPlugin(use: string, dir: string): Promise<Record<string, unknown>> {
+  let target: string
+  if (use.startsWith('.') || isAbsolute(use)) {
+    target = pathToFileURL(resolve(dir, use)).href
+  } else {
+    try {
+      // resolve from the deployment's directory first, so a deployment can use plugins installed next to it
+      target = pathToFileURL(createRequire(join(dir, 'deployment.js')).resolve(use)).href
+    } catch {
+      target = use
+    }
+  }
+  let loading = modules.get(target)
+  if (!loading) modules.set(target, (loading = import(target)))
+  return loading
+}
+
+export interface LoadedPlugin {
+  spec: PluginSpec
+  plugin: unknown
+  config: unknown
+}
+
+/** imports the plugins and validates each config against the plugin's Config */
+export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: LoadedPlugin[]; agents: Map<string, LoadedPlugin[]> }> {
+  const load = async (entry: PluginSpec, at: Path): Promise<LoadedPlugin> => {
+    let plugin = entry.plugin
+    if (!plugin) {
+      let module: Record<string, unknown>
+      try {
+        module = await importPlugin(entry.use, spec.dir)
+      } catch (error) {
+        const detail = (error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
+        throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${entry.use}": ${detail}`))
+      }
+      plugin = pluginOf(module)
+      if (!plugin) throw new DeploymentError(describe(spec.source, spec.locate, at, `"${entry.use}" does not export a cordis plugin (a default export, or apply)`))
+    }
+    const problem = tryConfig(plugin, entry.config)
+    if (problem) throw new DeploymentError(describe(spec.source, spec.locate, [...at, ...problem.path], problem.message))
+    const schema = (plugin as { Config?: (value: unknown) => unknown }).Config
+    return { spec: entry, plugin, config: typeof schema === 'function' ? schema(entry.config) : entry.config }
+  }
+  const global = await Promise.all(spec.plugins.map((p) => load(p, ['plugins', p.key])))
+  const agents = new Map<string, LoadedPlugin[]>()
+  for (const [index, agent] of spec.agents.entries()) {
+    agents.set(agent.name, await Promise.all(agent.plugins.map((p) => load(p, ['agents', index, 'plugins', p.key]))))
+  }
+  return { global, agents }
+}
+
+/** cordis logs a failing plugin instead of throwing: surface it, naming the plugin */
+export async function rethrowPluginErrors(ctx: Context) {
+  await ctx.lifecycle.flush()
+  for (const runtime of ctx.registry.values()) {
+    const failed = runtime.error ? runtime : [...runtime.children].find((fork) => fork.error)
+    if (failed?.error) {
+      const name = (runtime as { name?: string }).name ?? (runtime.plugin as { name?: string })?.name ?? 'a plugin'
+      throw new DeploymentError(`plugin "${name}" failed to start: ${(failed.error as Error).message ?? failed.error}`)
+    }
+  }
+}
+
+export interface Deployed {
+  ctx: Context
+  spec: DeploymentSpec
+  agents: Map<string, Agent>
+  /** the agent the session speaks for */
+  agent?: Agent
+  stop(): Promise<void>
+}
+
+/** composes and starts a deployment: the core, the global plugins, then the agents with their plugins, modes and masks */
+export async function compose(spec: DeploymentSpec, options: { context?: Context } = {}): Promise<Deployed> {
+  const loaded = await loadPlugins(spec)
+  const ctx = options.context ?? new Context()
+  ctx.plugin(ToolRuntime, spec.core)
+  for (const { plugin, config } of loaded.global) ctx.plugin(plugin as never, config)
+  await ctx.start()
+  await rethrowPluginErrors(ctx)
+
+  const agents = new Map<string, Agent>()
+  ctx.plugin({
+    name: 'deployment-agents',
+    inject: ['tools'],
+    apply(scope: Context) {
+      for (const agent of spec.agents) {
+        const made = createAgent(scope, { name: agent.name, parent: agent.parent ? agents.get(agent.parent) : undefined })
+        agents.set(agent.name, made)
+        for (const { plugin, config } of loaded.agents.get(agent.name) ?? []) made.ctx.plugin(plugin as never, config)
+      }
+    },
+  })
+  await rethrowPluginErrors(ctx)
+  for (const [index, agent] of spec.agents.entries()) {
+    const made = agents.get(agent.name)!
+    try {
+      if (agent.mode) made.ctx.tools.presentAs(agent.mode)
+      if (agent.restrict) made.ctx.tools.restrict(agent.restrict)
+    } catch (error) {
+      throw new DeploymentError(describe(spec.source, spec.locate, ['agents', index, agent.restrict ? 'restrict' : 'mode'], (error as Error).message))
+    }
+  }
+  const name = spec.session.agent ?? spec.agents[0]?.name
+  return { ctx, spec, agents, agent: name ? agents.get(name) : undefined, stop: () => ctx.stop() }
+}
+
+export function createModel(spec: ModelSpec | undefined, source: string): Model {
+  if (!spec) throw new DeploymentError(`${source}: model: no model is configured; add model: { baseURL, model, apiKeyEnv } (or provider: scripted)`)
+  if (spec.provider === 'scripted') return new ScriptedModel(spec.script, { latencyMs: spec.latencyMs })
+  let apiKey: string | undefined
+  if (spec.apiKeyEnv) {
+    apiKey = process.env[spec.apiKeyEnv]
+    if (!apiKey) throw new DeploymentError(`${source}: model.apiKeyEnv: the environment variable ${spec.apiKeyEnv} is not set (it should hold the API key)`)
+  }
+  const { baseURL, model, timeoutMs, maxRetries, temperature, stream } = spec
+  return new OpenAIChatModel({ baseURL, model, apiKey, timeoutMs, maxRetries, temperature, stream })
+}

@@ -1,0 +1,235 @@
+// the `faber` command. exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.
+
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { OpenAIChatModel } from '@faber/agent'
+import { Logger } from 'cordis'
+import { chat } from './chat.ts'
+import { runDemo } from './demo.ts'
+import { compose, createModel, type Deployed, DeploymentError, loadDeploymentFile, readDeployment } from './deployment.ts'
+import { standardStack } from './stack.ts'
+import { colorEnabled, createStyle, type Style } from './style.ts'
+
+const HELP: Record<string, string> = {
+  faber: `faber — a plugin-based runtime for the tools LLM agents call
+
+Usage: faber <command> [options]
+
+Commands:
+  demo                      the demo: a code-mode deployment played by a scripted model (no network)
+  run <deployment.yml>      compose a deployment file and chat with its model
+  chat                      chat with a model given by flags or environment, on the standard deployment
+  inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events
+  mcp <deployment.yml>      serve the deployment's agent over MCP on stdio
+
+Options:
+  -h, --help     help for faber or a command (faber <command> --help)
+  --no-color     plain output (also: NO_COLOR=1, or when piped)`,
+  demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
+
+Usage: faber demo [--json] [--keep]
+
+A temporary workspace with real files, the real sandbox, and every plugin of the standard stack. The scripted
+model first calls a tool directly (rejected by the core: under code mode only run_code is callable), then writes
+a run_code program that reads files in parallel, recovers from a policy refusal, gets an approval, and returns a
+summary. The transcript ends with the inspector's view and the call trace.
+
+Options:
+  --json      one JSON record per line (events, the report, the outcome) instead of the transcript
+  --keep      keep the temporary workspace and print its path
+  --no-color  plain output`,
+  run: `faber run <deployment.yml> — compose a deployment file and chat with its model
+
+Usage: faber run <deployment.yml> [--json]
+
+Each input line is a user turn. On a terminal: a prompt, Ctrl-C cancels the running turn, /exit leaves.
+Piped: every line of stdin is run as a turn, then the command exits.
+
+The file (YAML):
+  mode: code                       # native | code | both
+  core: { maxParallelSubCalls: 8 } # other @faber/core config
+  plugins:                         # by package name (or ./path), each config checked by the plugin's Config
+    '@faber/sandbox': {}
+    '@faber/plugin-tools-fs': { root: '\${dir}/workspace' }   # \${dir} is the file's directory; also \${cwd}, \${env.NAME}
+  agents:
+    - { name: main, mode: code, restrict: { deny: [write] }, plugins: {} }
+  model: { baseURL: https://api.deepseek.com, model: deepseek-chat, apiKeyEnv: DEEPSEEK_API_KEY }
+  session: { agent: main, persona: '…', maxSteps: 24, log: ./session.jsonl }
+
+Options:
+  --json      JSON lines instead of the transcript
+  --no-color  plain output`,
+  chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
+
+Usage: faber chat [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
+
+Options:
+  --base-url URL       an OpenAI-compatible endpoint (env FABER_BASE_URL; default https://api.openai.com/v1)
+  --model NAME         the model (env FABER_MODEL)
+  --api-key-env VAR    the environment variable holding the API key (default FABER_API_KEY, then OPENAI_API_KEY)
+  --root DIR           the workspace the fs tools work in (default: the current directory)
+  --mode MODE          native | code | both (default code)
+  --log FILE           a JSONL session log; continued when it exists
+  --json               JSON lines instead of the transcript
+  --no-color           plain output`,
+  inspect: `faber inspect <deployment.yml> — the inspector's report of a composed deployment
+
+Usage: faber inspect <deployment.yml> [--json]
+
+Composes the deployment (its model is not called) and prints plugins and their state, services and providers,
+tools per agent (visible, wire, mode and its origin, what collapses), and listeners per event.
+
+Options:
+  --json      the report as JSON
+  --no-color  plain output`,
+  mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio)
+
+Usage: faber mcp <deployment.yml> [--agent NAME]
+
+tools/list is exactly what the agent is shown (under code mode: run_code with the SDK); tools/call runs through
+the whole pipeline, so every policy applies.
+
+Options:
+  --agent NAME  the agent whose view is served (default: session.agent, else the first agent, else the global view)`,
+}
+
+class UsageError extends Error {}
+
+type Values = Record<string, string | boolean | undefined>
+
+function parse(command: string, args: string[], options: Record<string, { type: 'string' | 'boolean' }>): { values: Values; positionals: string[] } {
+  try {
+    return parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'no-color': { type: 'boolean' }, ...options } })
+  } catch (error) {
+    throw new UsageError(`faber ${command}: ${(error as Error).message}\nRun faber ${command} --help for its options.`)
+  }
+}
+
+function styleFor(values: Values, stream: NodeJS.WriteStream = process.stdout): Style {
+  return createStyle(values['no-color'] ? false : colorEnabled(stream))
+}
+
+function deploymentArg(command: string, positionals: string[]) {
+  if (positionals.length !== 1)
+    throw new UsageError(`faber ${command}: expected one deployment file, got ${positionals.length}\nUsage: faber ${command} <deployment.yml>`)
+  return positionals[0]
+}
+
+async function composeFile(file: string): Promise<Deployed> {
+  return compose(await loadDeploymentFile(file))
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  if (!command || command === '-h' || command === '--help' || command === 'help') {
+    process.stdout.write(`${HELP[rest[0] ?? ''] ?? HELP.faber}\n`)
+    return command ? 0 : 2
+  }
+  if (!(command in HELP) || command === 'faber') {
+    process.stderr.write(`faber: unknown command "${command}"\n\n${HELP.faber}\n`)
+    return 2
+  }
+  switch (command) {
+    case 'demo': {
+      const { values } = parse(command, rest, { json: { type: 'boolean' }, keep: { type: 'boolean' } })
+      if (values.help) break
+      return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), style: styleFor(values) })
+    }
+    case 'run': {
+      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' } })
+      if (values.help) break
+      const deployed = await composeFile(deploymentArg(command, positionals))
+      try {
+        const model = createModel(deployed.spec.model, deployed.spec.source)
+        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
+      } finally {
+        await deployed.stop()
+      }
+    }
+    case 'chat': {
+      const { values } = parse(command, rest, {
+        'base-url': { type: 'string' },
+        model: { type: 'string' },
+        'api-key-env': { type: 'string' },
+        root: { type: 'string' },
+        mode: { type: 'string' },
+        log: { type: 'string' },
+        json: { type: 'boolean' },
+      })
+      if (values.help) break
+      const env = process.env
+      const baseURL = (values['base-url'] as string | undefined) ?? env.FABER_BASE_URL ?? 'https://api.openai.com/v1'
+      const modelName = (values.model as string | undefined) ?? env.FABER_MODEL
+      if (!modelName) throw new UsageError('faber chat: no model given; pass --model NAME or set FABER_MODEL')
+      const keyEnv = (values['api-key-env'] as string | undefined) ?? (env.FABER_API_KEY ? 'FABER_API_KEY' : 'OPENAI_API_KEY')
+      const apiKey = env[keyEnv]
+      if (!apiKey && values['api-key-env']) throw new UsageError(`faber chat: the environment variable ${keyEnv} is not set`)
+      const root = resolve((values.root as string | undefined) ?? process.cwd())
+      const spec = readDeployment(
+        {
+          mode: values.mode ?? 'code',
+          session: { log: values.log, context: `Workspace: ${root}. Paths given to the fs tools are relative to it.` },
+        },
+        'faber chat',
+        process.cwd(),
+      )
+      spec.plugins = standardStack({ root, approval: { terminal: true } })
+      const deployed = await compose(spec)
+      try {
+        const model = new OpenAIChatModel({ baseURL, model: modelName, apiKey })
+        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
+      } finally {
+        await deployed.stop()
+      }
+    }
+    case 'inspect': {
+      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' } })
+      if (values.help) break
+      const deployed = await composeFile(deploymentArg(command, positionals))
+      try {
+        const { inspect, renderReport } = await import('@faber/plugin-tool-cordis')
+        const report = inspect(deployed.ctx)
+        process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReport(report)}\n`)
+        return 0
+      } finally {
+        await deployed.stop()
+      }
+    }
+    case 'mcp': {
+      const { values, positionals } = parse(command, rest, { agent: { type: 'string' } })
+      if (values.help) break
+      // stdout belongs to the protocol: logs go to stderr
+      const deployed = await composeFile(deploymentArg(command, positionals))
+      try {
+        const { serveMcp } = await import('@faber/plugin-mcp')
+        const serving = await serveMcp(deployed.ctx, { agent: (values.agent as string | undefined) ?? deployed.agent, transport: 'stdio' })
+        const stop = () => serving.close()
+        process.once('SIGINT', stop)
+        process.once('SIGTERM', stop)
+        await serving.closed
+        return 0
+      } finally {
+        await deployed.stop()
+      }
+    }
+  }
+  process.stdout.write(`${HELP[command]}\n`)
+  return 0
+}
+
+async function run() {
+  Logger.levels.base = Number(process.env.FABER_LOG_LEVEL ?? 1)
+  let code: number
+  try {
+    code = await main(process.argv.slice(2))
+  } catch (error) {
+    const known = error instanceof UsageError || error instanceof DeploymentError
+    process.stderr.write(`${known ? error.message : ((error as Error)?.stack ?? error)}\n`)
+    code = known ? 2 : 1
+  }
+  process.exitCode = code
+}
+
+// run only as the entry point, not when a test imports main
+const entry = process.argv[1] ?? ''
+if (/(?:^|[\\/])(main\.ts|faber(\.mjs)?)$/.test(entry)) await run()

@@ -1,0 +1,21 @@
+// the standard plugin stack of `faber chat` and `faber demo`: one line per plugin, in load order.
+
+import type { PluginSpec } from './deployment.ts'
+
+export interface StackOptions {
+  /** the workspace the fs tools work in */
+  root: string
+  /** the approval plugin's config: the demo answers by rules, chat asks the person at the terminal */
+  approval: Record<string, unknown>
+}
+
+const plugin = (use: string, config: unknown = {}): PluginSpec => ({ key: use, use, config })
+
+export function standardStack({ root }: StackOptions): PluginSpec[] {
+  return [
+    plugin('@faber/sandbox'),
+    plugin('@faber/plugin-tools-fs', { root }),
+    plugin('@faber/plugin-guards', { paths: [{ tools: ['read', 'write', 'edit', 'list', 'glob', 'grep'], roots: [root] }] }),
+    plugin('@faber/plugin-tool-cordis'),
+  ]
+}

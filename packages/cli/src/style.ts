@@ -1,0 +1,71 @@
+// terminal output: colors on a TTY (never when piped or under NO_COLOR), and a spinner line on a TTY only.
+
+// raw SGR codes: util.styleText decides on its own whether a stream gets color, and we decide it here
+const CODES = {
+  bold: [1, 22],
+  dim: [2, 22],
+  italic: [3, 23],
+  red: [31, 39],
+  green: [32, 39],
+  yellow: [33, 39],
+  blue: [34, 39],
+  magenta: [35, 39],
+  cyan: [36, 39],
+  gray: [90, 39],
+} as const
+
+export type Color = keyof typeof CODES
+
+export function colorEnabled(stream: NodeJS.WriteStream = process.stdout, env: NodeJS.ProcessEnv = process.env): boolean {
+  if ('NO_COLOR' in env && env.NO_COLOR !== '') return false
+  if (env.FORCE_COLOR && env.FORCE_COLOR !== '0') return true
+  return Boolean(stream.isTTY) && env.TERM !== 'dumb'
+}
+
+export interface Style {
+  readonly enabled: boolean
+  paint(text: string, ...colors: Color[]): string
+}
+
+export function createStyle(enabled: boolean): Style {
+  return {
+    enabled,
+    paint: (text, ...colors) => (enabled ? colors.reduce((out, color) => `\x1b[${CODES[color][0]}m${out}\x1b[${CODES[color][1]}m`, text) : text),
+  }
+}
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
+
+/** a one-line spinner on a TTY; a no-op elsewhere, so piped output stays clean */
+export class Spinner {
+  private timer?: NodeJS.Timeout
+  private frame = 0
+  private text = ''
+
+  constructor(private stream: NodeJS.WriteStream = process.stderr) {}
+
+  get active() {
+    return this.timer !== undefined
+  }
+
+  start(text: string) {
+    this.text = text
+    if (!this.stream.isTTY) return
+    if (!this.timer) {
+      this.timer = setInterval(() => this.render(), 80)
+      this.timer.unref()
+    }
+    this.render()
+  }
+
+  private render() {
+    this.stream.write(`\r\x1b[2K${FRAMES[this.frame++ % FRAMES.length]} ${this.text}`)
+  }
+
+  stop() {
+    if (!this.timer) return
+    clearInterval(this.timer)
+    this.timer = undefined
+    this.stream.write('\r\x1b[2K')
+  }
+}

@@ -1,0 +1,176 @@
+// renders a session's events: a readable transcript for people (colored on a TTY), or JSON lines for machines.
+
+import type { SessionEvent } from '@faber/agent'
+import type { ToolResult } from '@faber/core'
+import { Spinner, type Style } from './style.ts'
+
+export interface TranscriptOptions {
+  json?: boolean
+  /** lines of a tool result shown before "…" (default 8) */
+  maxLines?: number
+  /** show the program text of run_code calls (default true) */
+  showCode?: boolean
+}
+
+function clip(text: string, maxLines: number, width = 150): string[] {
+  const lines = text.split('\n').map((l) => (l.length > width ? `${l.slice(0, width - 1)}…` : l))
+  if (lines.length <= maxLines) return lines
+  return [...lines.slice(0, maxLines), `… (${lines.length - maxLines} more lines)`]
+}
+
+function args(text: string, width = 110) {
+  const flat = text.replace(/\s+/g, ' ')
+  return flat.length > width ? `${flat.slice(0, width - 1)}…` : flat
+}
+
+/** a JSON-safe form of a result, for --json */
+export function resultJson(result: ToolResult) {
+  return result.isError
+    ? { isError: true, code: result.error.code, message: result.error.message, deniedBy: result.error.deniedBy, content: result.content, trace: result.trace }
+    : { isError: false, content: result.content, trace: result.trace }
+}
+
+export class Transcript {
+  readonly spinner: Spinner
+  private streaming = false
+  private maxLines: number
+
+  constructor(
+    private out: NodeJS.WritableStream & { isTTY?: boolean },
+    private style: Style,
+    private options: TranscriptOptions = {},
+  ) {
+    this.spinner = new Spinner(process.stderr)
+    this.maxLines = options.maxLines ?? 8
+  }
+
+  /** a line of the transcript (or, with --json, a JSON record) */
+  line(text = '') {
+    this.spinner.stop()
+    this.out.write(`${text}\n`)
+  }
+
+  json(record: Record<string, unknown>) {
+    this.out.write(`${JSON.stringify(record)}\n`)
+  }
+
+  heading(text: string) {
+    if (this.options.json) return
+    this.line()
+    this.line(this.style.paint(`── ${text} `.padEnd(72, '─'), 'bold', 'cyan'))
+  }
+
+  note(text: string) {
+    if (this.options.json) return
+    for (const l of text.split('\n')) this.line(this.style.paint(l, 'gray'))
+  }
+
+  event(event: SessionEvent) {
+    if (this.options.json) return this.jsonEvent(event)
+    const { paint } = this.style
+    switch (event.type) {
+      case 'turn-start':
+        this.line()
+        this.line(`${paint('you ›', 'bold', 'blue')} ${event.user}`)
+        break
+      case 'model-start':
+        this.spinner.start(`the model is thinking (step ${event.step})`)
+        break
+      case 'text':
+        if (!this.streaming) {
+          this.spinner.stop()
+          this.out.write(`${paint('model ›', 'bold', 'magenta')} `)
+          this.streaming = true
+        }
+        this.out.write(event.delta)
+        break
+      case 'model-end': {
+        if (this.streaming) this.out.write('\n')
+        this.streaming = false
+        this.spinner.stop()
+        const usage = event.response.usage ? `${event.response.usage.totalTokens} tokens, ` : ''
+        this.line(paint(`  (step ${event.step}: ${usage}${event.response.toolCalls.length} tool call(s), ${Math.round(event.durationMs)} ms)`, 'gray'))
+        break
+      }
+      case 'call-start': {
+        const { call } = event
+        let parsed: { code?: unknown; description?: unknown } | undefined
+        try {
+          parsed = call.name === 'run_code' ? JSON.parse(call.arguments) : undefined
+        } catch {}
+        if (parsed && typeof parsed.code === 'string') {
+          this.line(`${paint('  → run_code', 'bold', 'yellow')} ${paint(String(parsed.description ?? ''), 'italic')}`)
+          if (this.options.showCode !== false) for (const l of parsed.code.split('\n')) this.line(paint(`    │ ${l}`, 'gray'))
+        } else {
+          this.line(
+            `${paint(`  → ${call.name}`, 'bold', 'yellow')}${paint(`(${args(call.arguments)})`, 'gray')}${event.mode === 'parallel' ? paint('  ∥', 'gray') : ''}`,
+          )
+        }
+        this.spinner.start(`running ${call.name}`)
+        break
+      }
+      case 'nested-start':
+        this.line(
+          `${paint('    ↳', 'cyan')} ${paint(`tools.${event.event.name}`, 'cyan')}${paint(`(${args(JSON.stringify(event.event.arguments), 90)})`, 'gray')}`,
+        )
+        break
+      case 'nested-end': {
+        const { result, name, durationMs } = event.event
+        this.line(`${paint('    ↲', 'cyan')} ${this.outcome(name, result)} ${paint(`${Math.round(durationMs)} ms`, 'gray')}`)
+        break
+      }
+      case 'approval': {
+        const d = event.detail as { tool?: string; outcome?: string; answeredBy?: string; reason?: string; nested?: boolean }
+        const tool = d.tool ?? 'a call'
+        if (event.event === 'approval/asked')
+          this.line(`${paint('    ?', 'magenta')} ${paint(`approval asked for ${tool}`, 'magenta')}${paint(` (${d.reason ?? ''})`, 'gray')}`)
+        else {
+          const outcome = d.outcome ?? 'decided'
+          this.line(
+            `${paint('    ?', 'magenta')} ${paint(`approval ${outcome}`, outcome === 'allowed' ? 'green' : 'red')}${d.answeredBy ? paint(` (answered by ${d.answeredBy})`, 'gray') : ''}`,
+          )
+        }
+        break
+      }
+      case 'call-end':
+        this.line(`  ${this.outcome(event.call.name, event.result)} ${paint(`${Math.round(event.durationMs)} ms`, 'gray')}`)
+        for (const l of clip(event.result.content, this.maxLines)) this.line(paint(`    ${l}`, event.result.isError ? 'red' : 'gray'))
+        break
+      case 'turn-end': {
+        const { outcome } = event
+        this.streaming = false
+        this.spinner.stop()
+        const usage = outcome.usage ? `, ${outcome.usage.totalTokens} tokens` : ''
+        this.line(paint(`  (turn ${outcome.turn} ${outcome.reason}: ${outcome.steps} model call(s)${usage})`, 'gray'))
+        break
+      }
+    }
+  }
+
+  private outcome(name: string, result: ToolResult) {
+    const { paint } = this.style
+    if (!result.isError) return `${paint('✓', 'green')} ${name}`
+    const by = result.error.deniedBy ? ` by ${result.error.deniedBy.plugin} (${result.error.deniedBy.stage})` : ''
+    return `${paint('✗', 'red')} ${name} ${paint(`${result.error.code}${by}`, 'red', 'bold')}`
+  }
+
+  private jsonEvent(event: SessionEvent) {
+    switch (event.type) {
+      case 'text':
+      case 'model-start':
+        return
+      case 'call-end':
+        return this.json({ type: 'call-end', turn: event.turn, call: event.call, durationMs: event.durationMs, result: resultJson(event.result) })
+      case 'nested-start': {
+        const { agent, ...rest } = event.event
+        return this.json({ type: 'nested-start', turn: event.turn, ...rest, agent: agent?.name })
+      }
+      case 'nested-end': {
+        const { agent, result, ...rest } = event.event
+        return this.json({ type: 'nested-end', turn: event.turn, ...rest, agent: agent?.name, result: resultJson(result) })
+      }
+      default:
+        return this.json(event as unknown as Record<string, unknown>)
+    }
+  }
+}
