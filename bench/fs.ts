@@ -41,16 +41,32 @@ async function parallelRead(root: string) {
   await Promise.all(Array.from({ length: 32 }, worker))
 }
 
-/** median milliseconds of fn over `runs` runs after one warm-up */
-async function measure(fn: () => Promise<unknown>, runs = 9): Promise<number> {
+const median = (values: number[]) => values.sort((x, y) => x - y)[Math.floor(values.length / 2)]
+
+async function time(fn: () => Promise<unknown>) {
+  const start = performance.now()
   await fn()
-  const times: number[] = []
+  return performance.now() - start
+}
+
+/**
+ * the subject and its baseline alternate run by run (this machine is shared and noisy), after one warm-up each;
+ * the ratio is the median of the per-run ratios
+ */
+async function compare(subject: () => Promise<unknown>, baseline: () => Promise<unknown>, runs = 11) {
+  await baseline()
+  await subject()
+  const ms: number[] = []
+  const base: number[] = []
+  const ratios: number[] = []
   for (let i = 0; i < runs; i++) {
-    const start = performance.now()
-    await fn()
-    times.push(performance.now() - start)
+    const b = await time(baseline)
+    const m = await time(subject)
+    base.push(b)
+    ms.push(m)
+    ratios.push(m / b)
   }
-  return times.sort((a, b) => a - b)[Math.floor(runs / 2)]
+  return { ms: median(ms), baseline: median(base), ratio: median(ratios) }
 }
 
 export async function benchFs(): Promise<Record<string, number>> {
@@ -68,26 +84,26 @@ export async function benchFs(): Promise<Record<string, number>> {
       if (result.isError) throw new Error(result.content)
       return result.value
     }
-    const walk = await measure(() => plainWalk(root, false, []))
-    const readAll = await measure(() => plainWalk(root, true, []))
-    const readParallel = await measure(() => parallelRead(root))
+    const walk = () => plainWalk(root, false, [])
+    const readAll = () => parallelRead(root)
+    const serial = await compare(readAll, () => plainWalk(root, true, []), 5)
     const results: Record<string, number> = {
       'fs.files': FILES,
-      'fs.baseline.readdir.ms': walk,
-      'fs.baseline.readdir+readFile.ms': readAll,
-      'fs.baseline.readdir+readFile.parallel.ms': readParallel,
+      'fs.baseline.readdir+readFile.serial.ms': serial.baseline,
+      'fs.baseline.readdir+readFile.parallel.ms': serial.ms,
     }
-    const cases: [string, string, object, number][] = [
+    const cases: [string, string, object, () => Promise<unknown>][] = [
       ['glob.name', 'glob', { pattern: '*.ts' }, walk],
       ['glob.path', 'glob', { pattern: 'pkg1/**/*.md' }, walk],
-      ['grep.rare', 'grep', { pattern: 'TODO: rare' }, readParallel],
-      ['grep.common.capped', 'grep', { pattern: 'value1\\d = ', limit: 200 }, readParallel],
-      ['grep.rare.glob', 'grep', { pattern: 'TODO', glob: '*.md' }, readParallel],
+      ['grep.rare', 'grep', { pattern: 'TODO: rare' }, readAll],
+      ['grep.common.capped', 'grep', { pattern: 'value1\\d = ', limit: 200 }, readAll],
+      ['grep.rare.glob', 'grep', { pattern: 'TODO', glob: '*.md' }, readAll],
     ]
     for (const [label, tool, args, baseline] of cases) {
-      const ms = await measure(() => call(tool, args))
-      results[`fs.${label}.ms`] = ms
-      results[`fs.${label}.ratio`] = ms / baseline
+      const figures = await compare(() => call(tool, args), baseline)
+      results[`fs.${label}.ms`] = figures.ms
+      results[`fs.${label}.baseline.ms`] = figures.baseline
+      results[`fs.${label}.ratio`] = figures.ratio
     }
     return results
   } finally {
@@ -100,10 +116,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const r = await benchFs()
   const ms = (key: string) => `${r[key].toFixed(1)} ms`
   console.log(
-    `${r['fs.files']} files; baselines: readdir ${ms('fs.baseline.readdir.ms')}, readdir+readFile ${ms('fs.baseline.readdir+readFile.ms')} serial, ${ms('fs.baseline.readdir+readFile.parallel.ms')} 32 at a time`,
+    `${r['fs.files']} files; reading them all: ${ms('fs.baseline.readdir+readFile.serial.ms')} one at a time, ${ms('fs.baseline.readdir+readFile.parallel.ms')} 32 at a time`,
   )
   for (const label of ['glob.name', 'glob.path', 'grep.rare', 'grep.common.capped', 'grep.rare.glob']) {
-    const against = label.startsWith('glob') ? 'readdir' : 'readdir+readFile (32 at a time)'
-    console.log(`${label.padEnd(20)} ${r[`fs.${label}.ms`].toFixed(1).padStart(7)} ms  ${r[`fs.${label}.ratio`].toFixed(2)}x ${against}`)
+    const against = label.startsWith('glob') ? 'recursive readdir' : 'readdir + readFile, 32 at a time'
+    console.log(`${label.padEnd(20)} ${ms(`fs.${label}.ms`).padStart(9)}  ${r[`fs.${label}.ratio`].toFixed(2)}x ${against} (${ms(`fs.${label}.baseline.ms`)})`)
   }
 }
