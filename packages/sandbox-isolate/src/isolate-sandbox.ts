@@ -101,7 +101,7 @@ export class IsolateSandbox implements CodeRuntime {
         reported = true
         context!.eval('0').then(
           () => finish(outcome, true),
-          () => {},
+          (error) => onRejected(error),
         )
       }
 

@@ -101,7 +101,7 @@
       if (array ? proto !== arrayPrototype : proto !== objectPrototype && proto !== null) {
         const type = typeName(value)
         const hint = type === 'Date' ? 'pass date.toISOString()' : type === 'Map' ? 'pass Object.fromEntries(map)' : 'pass a plain object or array'
-        throw notJson(label, path, `a ${type === 'Object' ? 'class instance' : type}`, hint)
+        throw notJson(label, path, type === 'Object' ? 'a class instance' : `${/^[AEIOU]/.test(type) ? 'an' : 'a'} ${type}`, hint)
       }
       ancestors[ancestors.length] = value
       ancestors[ancestors.length] = path
