@@ -332,6 +332,7 @@ export const inject = ['tools']
 // loaded once per agent that should see a server's tools
 export const reusable = true
 
+/** one server, as a deployer writes it */
 export interface McpClientServer {
   /** names the server in messages and, by default, in the tool-name prefix */
   name: string
@@ -343,20 +344,36 @@ export interface McpClientServer {
   url?: string
   /** put before each tool name; default `<name>__` */
   prefix?: string
-  timeoutMs: number
-  connectTimeoutMs: number
+  /** time budget of one request to the server; default 60 s */
+  timeoutMs?: number
+  connectTimeoutMs?: number
+}
+
+export interface McpRestart {
+  initialDelayMs: number
+  maxDelayMs: number
+  /** restarts in a row before a server is given up */
+  maxAttempts: number
+  /** uptime after which a server counts as recovered */
+  stableMs: number
 }
 
 export declare namespace McpClient {
-  type Server = McpClientServer
+  type Server = McpClientServer & { timeoutMs: number; connectTimeoutMs: number }
+  /** what a deployer writes: every key optional */
+  interface Input {
+    servers?: McpClientServer[]
+    restart?: Partial<McpRestart>
+    concurrentReadOnly?: boolean
+  }
   interface Config {
     servers: Server[]
-    restart: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number; stableMs: number }
+    restart: McpRestart
     concurrentReadOnly: boolean
   }
 }
 
-const ServerSchema: Schema<McpClientServer> = Schema.object({
+const ServerSchema = Schema.object({
   name: Schema.string().required().description('the server name, used in messages and the default tool-name prefix'),
   command: Schema.string().description('the executable of a stdio server'),
   args: Schema.array(Schema.string()).default([]),
@@ -366,21 +383,21 @@ const ServerSchema: Schema<McpClientServer> = Schema.object({
   prefix: Schema.string().description('put before each tool name; default `<name>__`'),
   timeoutMs: Schema.natural().min(1).default(60000).description('time budget of one request to the server'),
   connectTimeoutMs: Schema.natural().min(1).default(30000),
-}) as Schema<McpClientServer>
+})
 
-export const Config: Schema<McpClient.Config> = Schema.object({
+export const Config: Schema<McpClient.Input, McpClient.Config> = Schema.object({
   servers: Schema.array(ServerSchema).default([]),
   restart: Schema.object({
     initialDelayMs: Schema.natural().min(1).default(500),
     maxDelayMs: Schema.natural().min(1).default(30000),
     maxAttempts: Schema.natural().default(5).description('restarts in a row before a server is given up'),
     stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
-  }).default({} as McpClient.Config['restart']),
+  }).default({} as McpRestart),
   concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
-}) as Schema<McpClient.Config>
+}) as unknown as Schema<McpClient.Input, McpClient.Config>
 
-export async function apply(ctx: Context, config: McpClient.Config) {
-  config = Config(config)
+export async function apply(ctx: Context, input: McpClient.Input = {}) {
+  const config = Config(input)
   const logger = ctx.logger('mcp')
   const names = new Set<string>()
   for (const server of config.servers) {

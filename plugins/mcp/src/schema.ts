@@ -53,7 +53,7 @@ export function importSchema(input: unknown, options: { object?: boolean } = {})
     return isRecord(schema) ? annotationsOf(schema) : {}
   }
 
-  const visit = (schema: unknown, path: string, depth: number, refs: readonly string[]): JsonSchema => {
+  const visit = (schema: unknown, path: string, depth: number, ancestors: readonly unknown[]): JsonSchema => {
     if (schema === true) return {}
     if (!isRecord(schema)) return unknownAt(path, `not a schema object (${schema === null ? 'null' : typeof schema})`, schema)
     if (depth > MAX_DEPTH) return unknownAt(path, 'nested too deeply', schema)
@@ -62,18 +62,20 @@ export function importSchema(input: unknown, options: { object?: boolean } = {})
       const ref = schema.$ref
       const siblings = Object.keys(schema).filter((k) => k !== '$ref' && !ANNOTATIONS.includes(k) && !DEFINITIONS.has(k))
       if (siblings.length) return unknownAt(path, `"$ref" next to ${siblings.map((s) => `"${s}"`).join(', ')}`, schema)
-      if (refs.includes(ref)) return unknownAt(path, `recursive "$ref" ${ref}`, schema)
       const target = resolvePointer(input, ref)
       if (target === undefined) return unknownAt(path, `"$ref" ${ref} is not a local reference`, schema)
-      return { ...visit(target, path, depth + 1, [...refs, ref]), ...annotationsOf(schema) }
+      // a reference to a schema being expanded is a recursive type, which the subset cannot say
+      if (ancestors.includes(target)) return unknownAt(path, `recursive "$ref" ${ref}`, schema)
+      return { ...visit(target, path, depth + 1, ancestors), ...annotationsOf(schema) }
     }
 
     if (Array.isArray(schema.allOf) && schema.allOf.length === 1) {
       const { allOf, ...rest } = schema
       const structural = Object.keys(rest).filter((k) => !ANNOTATIONS.includes(k) && !DEFINITIONS.has(k))
-      if (!structural.length) return { ...visit(allOf[0], `${path}.allOf[0]`, depth + 1, refs), ...annotationsOf(schema) }
+      if (!structural.length) return { ...visit(allOf[0], `${path}.allOf[0]`, depth + 1, ancestors), ...annotationsOf(schema) }
     }
 
+    ancestors = [...ancestors, schema]
     const out: JsonSchema = {}
     for (const [keyword, value] of Object.entries(schema)) {
       if (DEFINITIONS.has(keyword) || keyword.startsWith('x-')) continue
@@ -86,21 +88,21 @@ export function importSchema(input: unknown, options: { object?: boolean } = {})
         case 'properties': {
           if (!isRecord(value)) return unknownAt(path, '"properties" is not an object', schema)
           const properties: Record<string, JsonSchema> = {}
-          for (const [name, sub] of Object.entries(value)) properties[name] = visit(sub, `${path}.properties.${name}`, depth + 1, refs)
+          for (const [name, sub] of Object.entries(value)) properties[name] = visit(sub, `${path}.properties.${name}`, depth + 1, ancestors)
           out.properties = properties
           break
         }
         case 'items':
           if (Array.isArray(value)) return unknownAt(path, 'tuple "items"', schema)
-          out.items = visit(value, `${path}.items`, depth + 1, refs)
+          out.items = visit(value, `${path}.items`, depth + 1, ancestors)
           break
         case 'additionalProperties':
-          out.additionalProperties = typeof value === 'boolean' ? value : visit(value, `${path}.additionalProperties`, depth + 1, refs)
+          out.additionalProperties = typeof value === 'boolean' ? value : visit(value, `${path}.additionalProperties`, depth + 1, ancestors)
           break
         case 'anyOf':
         case 'oneOf':
           if (!Array.isArray(value) || !value.length) return unknownAt(path, `"${keyword}" is not a non-empty array`, schema)
-          out[keyword] = value.map((branch, i) => visit(branch, `${path}.${keyword}[${i}]`, depth + 1, refs))
+          out[keyword] = value.map((branch, i) => visit(branch, `${path}.${keyword}[${i}]`, depth + 1, ancestors))
           break
         default:
           out[keyword] = value

@@ -1,0 +1,209 @@
+// the MCP server: one agent's view (or the global one) served to any MCP client. tools/list is exactly what the
+// registry's wire shows that agent; tools/call runs through `ctx.tools.execute`, so every policy applies.
+
+import { randomUUID } from 'node:crypto'
+import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, RUN_CODE } from '@faber/core'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js'
+import { type Context, Logger } from 'cordis'
+import { toCallToolResult } from './content.ts'
+
+export interface ServeOptions {
+  /** the agent (or its name) whose view is served; the global view when left out */
+  agent?: Agent | string
+  /** `stdio` (this process's stdin/stdout) or any MCP SDK transport; default `stdio` */
+  transport?: 'stdio' | Transport
+  /** the server name clients are shown; default `faber` */
+  name?: string
+  version?: string
+  /** route approval `ask`s of this client's calls to MCP elicitation when the client supports it; default true */
+  elicitation?: boolean
+  /** how long a person may take to answer an elicitation; default 10 minutes */
+  elicitationTimeoutMs?: number
+}
+
+export interface McpServing {
+  readonly server: Server
+  /** the tools/list answer as it stands */
+  listTools(): Tool[]
+  /** stops serving and detaches from the deployment */
+  close(): Promise<void>
+  /** resolves when the client goes away or close() is called */
+  readonly closed: Promise<void>
+}
+
+// what an MCP client shows next to a tool, from Faber's hints
+function mcpAnnotations(annotations: Record<string, unknown> | undefined): Tool['annotations'] {
+  const hints: NonNullable<Tool['annotations']> = {}
+  if (typeof annotations?.readOnly === 'boolean') hints.readOnlyHint = annotations.readOnly
+  if (typeof annotations?.destructive === 'boolean') hints.destructiveHint = annotations.destructive
+  if (typeof annotations?.idempotent === 'boolean') hints.idempotentHint = annotations.idempotent
+  if (typeof annotations?.openWorld === 'boolean') hints.openWorldHint = annotations.openWorld
+  return Object.keys(hints).length ? hints : undefined
+}
+
+// run_code's description must carry what the model needs to use it: the code-only rule and the SDK
+const RUN_CODE_SECTIONS = new Set(['tools:code-only', 'tools:sdk'])
+
+/** the tools/list answer for an agent: `wire(agent).tools`, run_code described with the SDK */
+export function wireTools(ctx: Context, agent?: Agent): Tool[] {
+  const wire = ctx.tools.wire(agent)
+  const sections = [...wire.sections]
+    .filter((s) => RUN_CODE_SECTIONS.has(s.id) && s.text)
+    .sort((a, b) => a.order - b.order)
+    .map((s) => s.text)
+  return wire.tools.map((tool) => {
+    const description = tool.name === RUN_CODE && sections.length ? [tool.description, ...sections].join('\n\n') : tool.description
+    const annotations = mcpAnnotations(ctx.tools.get(tool.name, agent)?.annotations)
+    return {
+      name: tool.name,
+      description,
+      inputSchema: tool.parameters as Tool['inputSchema'],
+      ...(annotations ? { annotations } : {}),
+    }
+  })
+}
+
+const APPROVAL_SCHEMA = {
+  type: 'object' as const,
+  properties: { approve: { type: 'boolean' as const, title: 'Approve', description: 'let this call run' } },
+  required: ['approve'],
+}
+
+/** asks the person behind an MCP client whether a call may run, through elicitation */
+export async function elicitApproval(
+  server: Server,
+  request: ApprovalRequest,
+  options: { timeoutMs?: number; relatedRequestId?: string | number } = {},
+): Promise<ApprovalOutcome> {
+  if (!server.getClientCapabilities()?.elicitation) return 'unavailable'
+  const lines = [`Allow the call to "${request.tool}"? It needs approval: ${request.reason}`, `Arguments: ${JSON.stringify(request.arguments)}`]
+  if (request.program !== undefined) lines.push(`It was made by this run_code program:\n${request.program}`)
+  try {
+    const answer = await server.elicitInput(
+      { message: lines.join('\n'), requestedSchema: APPROVAL_SCHEMA },
+      { signal: request.signal, timeout: options.timeoutMs ?? 600_000, relatedRequestId: options.relatedRequestId },
+    )
+    if (answer.action === 'cancel') return 'cancelled'
+    return answer.action === 'accept' && answer.content?.approve === true ? 'allowed' : 'rejected'
+  } catch {
+    return request.signal.aborted ? 'cancelled' : 'unavailable'
+  }
+}
+
+/** while stdout carries the protocol, logs must go to stderr */
+function divertLogs() {
+  const targets = Logger.targets.map((target) => [target, target.print] as const)
+  for (const [target] of targets) target.print = (text: string) => process.stderr.write(`${text}\n`)
+  const log = console.log
+  console.log = console.error
+  return () => {
+    for (const [target, print] of targets) target.print = print
+    console.log = log
+  }
+}
+
+/**
+ * serves a deployment's tools over MCP. Compose the deployment (ToolRuntime, plugins, agents) and start it first;
+ * the served view follows later changes of the tool set (clients get `notifications/tools/list_changed`).
+ */
+export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promise<McpServing> {
+  const tools = ctx.get('tools')
+  if (!tools) throw new TypeError('serveMcp: no ToolRuntime is mounted at ctx.tools; load @faber/core and start the context first')
+  const agent = typeof options.agent === 'string' ? tools.agent(options.agent) : options.agent
+  if (typeof options.agent === 'string' && !agent) {
+    const known = tools.agents().map((a) => `"${a.name}"`)
+    throw new TypeError(`serveMcp: no agent named "${options.agent}"; agents: ${known.join(', ') || 'none'}`)
+  }
+  if (agent !== undefined && !(agent instanceof Agent)) throw new TypeError('serveMcp: agent must be an Agent or an agent name')
+
+  const logger = ctx.logger('mcp')
+  const session = randomUUID().slice(0, 8)
+  const server = new Server({ name: options.name ?? 'faber', version: options.version ?? '0.1.0' }, { capabilities: { tools: { listChanged: true } } })
+  const disposers: (() => void)[] = []
+  // calls of this client in flight, by call id, for the elicitation approver
+  const inflight = new Map<string, string | number>()
+  let sequence = 0
+
+  let listed: { generation: number; tools: Tool[]; text: string } | undefined
+  const listTools = () => {
+    if (listed?.generation !== tools.generation) {
+      const list = wireTools(ctx, agent)
+      listed = { generation: tools.generation, tools: list, text: JSON.stringify(list) }
+    }
+    return listed.tools
+  }
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }))
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const callId = `mcp-${session}-${++sequence}`
+    inflight.set(callId, extra.requestId)
+    try {
+      const result = await tools.execute({ callId, name: request.params.name, arguments: request.params.arguments ?? {}, signal: extra.signal, agent })
+      return toCallToolResult(result)
+    } finally {
+      inflight.delete(callId)
+    }
+  })
+
+  // tell the client when what it was shown changed; bursts of registry changes coalesce into one notification
+  let pending = false
+  disposers.push(
+    ctx.on('tools/changed', () => {
+      if (pending || !server.getClientCapabilities()) return
+      pending = true
+      queueMicrotask(() => {
+        pending = false
+        const before = listed?.text
+        listTools()
+        if (before !== undefined && before !== listed?.text) server.sendToolListChanged().catch(() => {})
+      })
+    }),
+  )
+
+  if (options.elicitation !== false) {
+    const elicit = (request: ApprovalRequest) =>
+      elicitApproval(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
+    const mounted = ctx.get('approval') as ApprovalService | undefined
+    if (!mounted) {
+      // no approval service in the deployment: answer this client's asks by elicitation, deny everyone else's
+      const service: ApprovalService = {
+        request: async (request) => (inflight.has(request.exec.rootCallId) ? elicit(request) : 'unavailable'),
+      }
+      disposers.push(ctx.set('approval', service))
+    }
+  }
+
+  const transport = options.transport === undefined || options.transport === 'stdio' ? new StdioServerTransport() : options.transport
+  if (transport instanceof StdioServerTransport) disposers.push(divertLogs())
+
+  let resolveClosed!: () => void
+  const closed = new Promise<void>((resolve) => (resolveClosed = resolve))
+  let done = false
+  const detach = () => {
+    if (done) return
+    done = true
+    for (const dispose of disposers.splice(0).reverse()) dispose()
+    resolveClosed()
+  }
+  server.onclose = detach
+  await server.connect(transport)
+  if (transport instanceof StdioServerTransport) {
+    // the client closing our stdin is how stdio clients hang up
+    const hangUp = () => server.close()
+    process.stdin.once('end', hangUp)
+    disposers.push(() => process.stdin.off('end', hangUp))
+  }
+  logger.debug('serving %s over MCP (session %s)', agent ? String(agent) : 'the global view', session)
+  return {
+    server,
+    listTools,
+    closed,
+    async close() {
+      await server.close()
+      detach()
+    },
+  }
+}

@@ -1,0 +1,248 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { createAgent } from '@faber/core'
+import WorkerSandbox from '@faber/sandbox'
+import { expect } from 'chai'
+import type { Context } from 'cordis'
+import * as mcp from '../src/index.ts'
+import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, rethrow, signal, tempDir } from './helpers.ts'
+
+async function load(ctx: Context, config: mcp.McpClient.Input) {
+  const fork = ctx.plugin(mcp, config)
+  await rethrow(ctx)
+  return fork
+}
+
+describe('mcp client: the npm servers', () => {
+  const dir = tempDir()
+  let ctx: Context
+
+  before(async () => {
+    ctx = await deployment('both')
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    await load(ctx, { servers: [npmServer('everything', dir), npmServer('filesystem', dir, { prefix: 'fs.' }), npmServer('memory', dir)] })
+  })
+  after(() => ctx.stop())
+
+  it('registers every tool under a per-server prefix', () => {
+    const names = ctx.tools.schemas().map((s) => s.name)
+    expect(names).to.include.members([
+      'everything__echo',
+      'everything__get-sum',
+      'fs.read_text_file',
+      'fs.write_file',
+      'memory__read_graph',
+      'memory__create_entities',
+    ])
+    // a task-only tool cannot be called with tools/call, so it is left out
+    expect(names).not.to.include('everything__simulate-research-query')
+  })
+
+  it('keeps input schemas and types outputs where the server declares them', () => {
+    const write = ctx.tools.schemas().find((s) => s.name === 'fs.write_file')!
+    expect(write.parameters).to.deep.include({ type: 'object', required: ['path', 'content'] })
+    expect(write.parameters).not.to.have.property('$schema')
+    const sdk = ctx.tools.sdkDeclarations()
+    expect(sdk).to.match(/type MemoryReadGraphOutput = \{\n {2}entities: \{/)
+    expect(sdk).to.include('type EverythingEchoOutput = unknown')
+  })
+
+  it('maps MCP annotations onto Faber hints', () => {
+    expect(ctx.tools.get('fs.write_file')!.annotations).to.deep.equal({ readOnly: false, destructive: true, idempotent: true, openWorld: false })
+    expect(ctx.tools.get('memory__read_graph')!.annotations).to.include({ readOnly: true })
+  })
+
+  it('calls tools natively, rendering the MCP content', async () => {
+    const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'hi' }, signal: signal() })
+    expect(echo).to.include({ isError: false, value: 'Echo: hi', content: 'Echo: hi' })
+    const file = join(dir, 'a.txt')
+    const write = await ctx.tools.execute({ callId: callId(), name: 'fs.write_file', arguments: { path: file, content: 'hello' }, signal: signal() })
+    expect(write.isError).to.equal(false)
+    expect(readFileSync(file, 'utf8')).to.equal('hello')
+    const read = await ctx.tools.execute({ callId: callId(), name: 'fs.read_text_file', arguments: { path: file }, signal: signal() })
+    expect(read).to.deep.include({ value: { content: 'hello' }, content: 'hello' })
+    const image = await ctx.tools.execute({ callId: callId(), name: 'everything__get-tiny-image', arguments: {}, signal: signal() })
+    expect(image.content).to.match(/\[image image\/png, \d+ bytes\]/)
+  })
+
+  it('validates arguments against the imported schema before the server sees them', async () => {
+    const result = await ctx.tools.execute({ callId: callId(), name: 'everything__get-sum', arguments: { a: 1 }, signal: signal() })
+    expect(result.isError && result.error.code).to.equal('INVALID_ARGUMENTS')
+  })
+
+  it('turns a tool error into TOOL_FAILED with the server text', async () => {
+    const result = await ctx.tools.execute({ callId: callId(), name: 'fs.read_text_file', arguments: { path: '/etc/hostname' }, signal: signal() })
+    expect(result.isError && result.error).to.include({ code: 'TOOL_FAILED', toolCode: 'MCP_TOOL_ERROR' })
+    expect(result.content).to.match(/Access denied - path outside allowed directories/)
+  })
+
+  it('calls them from run_code programs', async () => {
+    const code = [
+      `await tools['fs.write_file']({ path: ${JSON.stringify(join(dir, 'b.txt'))}, content: 'from code' })`,
+      `const [sum, file] = await Promise.all([tools['everything__get-sum']({ a: 2, b: 3 }), tools['fs.read_text_file']({ path: ${JSON.stringify(join(dir, 'b.txt'))} })])`,
+      `await tools.memory__create_entities({ entities: [{ name: 'faber', entityType: 'project', observations: ['speaks MCP'] }] })`,
+      'const graph = await tools.memory__search_nodes({ query: "faber" })',
+      'return { sum, text: file.content, entities: graph.entities.map((e) => e.name) }',
+    ].join('\n')
+    const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code, description: 'uses three servers' }, signal: signal() })
+    expect(result.isError === false && result.value, result.content).to.deep.equal({
+      logs: [],
+      result: { sum: 'The sum of 2 and 3 is 5.', text: 'from code', entities: ['faber'] },
+    })
+  })
+})
+
+describe('mcp client: policies', () => {
+  it('applies guards and listeners to server tools, direct and nested', async () => {
+    const dir = tempDir()
+    const ctx = await deployment('both')
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.tools.guard((exec) => (exec.tool.annotations.destructive ? `"${exec.name}" is destructive` : undefined))
+    ctx.on('tools/pre-execute', (exec) => (exec.name === 'filesystem__list_allowed_directories' ? { kind: 'deny', reason: 'not today' } : undefined))
+    await load(ctx, { servers: [npmServer('filesystem', dir)] })
+    const file = join(dir, 'x.txt')
+    const direct = await ctx.tools.execute({ callId: callId(), name: 'filesystem__write_file', arguments: { path: file, content: 'x' }, signal: signal() })
+    expect(direct.isError && direct.error).to.deep.include({ code: 'DENIED', message: '"filesystem__write_file" is destructive' })
+    const listed = await ctx.tools.execute({ callId: callId(), name: 'filesystem__list_allowed_directories', arguments: {}, signal: signal() })
+    expect(listed.isError && listed.error.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'root' })
+    const code = `try { await tools.filesystem__write_file({ path: ${JSON.stringify(file)}, content: 'x' }) } catch (e) { return e.message }`
+    const nested = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code, description: 'tries a write' }, signal: signal() })
+    expect(nested.isError === false && nested.value).to.deep.equal({ logs: [], result: '"filesystem__write_file" is destructive' })
+    await ctx.stop()
+  })
+})
+
+describe('mcp client: schemas outside the subset, names, list changes, timeouts', () => {
+  let ctx: Context
+
+  before(async () => {
+    ctx = await deployment('native')
+    await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts', { timeoutMs: 400 })] })
+  })
+  after(() => ctx.stop())
+
+  it('keeps a tool whose schemas use unsupported constructs, typed unknown there', async () => {
+    const tool = ctx.tools.schemas().find((s) => s.name === 'odd__odd_schema')!
+    const properties = tool.parameters.properties!
+    expect(properties.at).to.deep.equal({
+      type: 'object',
+      properties: { x: { type: 'number' }, y: { type: 'number' } },
+      required: ['x', 'y'],
+      description: 'where',
+    })
+    expect(properties.both).to.deep.equal({})
+    expect(properties.not_five).to.deep.equal({})
+    expect(properties.pair).to.deep.equal({})
+    expect(properties.code).to.deep.equal({})
+    expect(properties.tree).to.deep.equal({})
+    expect(ctx.tools.sdkDeclarations()).to.include('type OddOddSchemaOutput = {\n  echoed: unknown\n}')
+    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__odd_schema', arguments: { at: { x: 1, y: 2 }, not_five: 6 }, signal: signal() })
+    expect(result.isError === false && result.value).to.deep.equal({ echoed: { at: { x: 1, y: 2 }, not_five: 6 } })
+  })
+
+  it('rewrites names Faber does not allow', async () => {
+    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__has_space_', arguments: {}, signal: signal() })
+    expect(result.isError === false && result.value).to.equal('"has space!"')
+  })
+
+  it('re-registers on tools/list_changed', async () => {
+    const grown = nextStatus(ctx, 'odd', (s) => s.tools.includes('odd__extra_5'))
+    await ctx.tools.execute({ callId: callId(), name: 'odd__grow', arguments: {}, signal: signal() })
+    await grown
+    expect(ctx.tools.get('odd__extra_5')?.description).to.equal('Added at run time.')
+  })
+
+  it('cancels the MCP request when the call is aborted', async () => {
+    const controller = new AbortController()
+    const pending = ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: controller.signal })
+    setTimeout(() => controller.abort(), 50)
+    const result = await pending
+    expect(result.isError && result.error.code).to.equal('ABORTED')
+    const stats = await ctx.tools.execute({ callId: callId(), name: 'odd__stats', arguments: {}, signal: signal() })
+    expect(stats.isError === false && stats.value).to.equal('{"cancelled":1}')
+  })
+
+  it('reports a timeout as TOOL_FAILED and keeps a server that still answers pings', async () => {
+    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: signal() })
+    expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_TIMEOUT' })
+    expect(result.content).to.include('did not answer within 400 ms')
+    const after = await ctx.tools.execute({ callId: callId(), name: 'odd__has_space_', arguments: {}, signal: signal() })
+    expect(after.isError).to.equal(false)
+  })
+})
+
+describe('mcp client: a server that dies', () => {
+  it('fails the call in flight clearly and restarts the server', async () => {
+    const dir = tempDir()
+    const ctx = await deployment()
+    const ready = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
+    await load(ctx, { servers: [npmServer('everything', dir)], restart: { initialDelayMs: 50, maxDelayMs: 1000, maxAttempts: 3, stableMs: 60000 } })
+    const { pid } = await ready
+    const call = ctx.tools.execute({
+      callId: callId(),
+      name: 'everything__trigger-long-running-operation',
+      arguments: { duration: 5, steps: 5 },
+      signal: signal(),
+    })
+    const restarting = nextStatus(ctx, 'everything', (s) => s.state === 'restarting')
+    const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
+    setTimeout(() => process.kill(pid!, 'SIGKILL'), 100)
+    const result = await call
+    expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_SERVER_EXITED' })
+    expect(result.content).to.include('MCP server "everything" exited while the call ran; it is being restarted')
+    expect((await restarting).attempt).to.equal(1)
+    const down = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'x' }, signal: signal() })
+    expect(down.isError && down.error.toolCode).to.equal('MCP_SERVER_UNAVAILABLE')
+    expect((await back).pid)
+      .to.be.a('number')
+      .and.not.equal(pid)
+    const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'again' }, signal: signal() })
+    expect(echo.isError === false && echo.value).to.equal('Echo: again')
+    await ctx.stop()
+  })
+
+  it('gives up after the configured attempts, without throwing', async () => {
+    const ctx = await deployment()
+    const failed = nextStatus(ctx, 'broken', (s) => s.state === 'failed')
+    await load(ctx, {
+      servers: [{ name: 'broken', command: process.execPath, args: ['-e', 'process.exit(3)'] }],
+      restart: { initialDelayMs: 5, maxDelayMs: 20, maxAttempts: 2, stableMs: 60000 },
+    })
+    const status = await failed
+    expect(status).to.deep.include({ attempt: 2, tools: [] })
+    expect(status.error).to.match(/could not connect/)
+    await ctx.stop()
+  })
+})
+
+describe('mcp client: scopes and disposal', () => {
+  it('loads per agent, each agent seeing only its servers', async () => {
+    const dir = tempDir()
+    const ctx = await deployment()
+    const a = createAgent(ctx, { name: 'a' })
+    const b = createAgent(ctx, { name: 'b' })
+    a.ctx.plugin(mcp, { servers: [npmServer('memory', dir)] })
+    b.ctx.plugin(mcp, { servers: [npmServer('everything', dir)] })
+    await rethrow(ctx)
+    expect(ctx.tools.get('memory__read_graph', a)).to.not.equal(undefined)
+    expect(ctx.tools.get('memory__read_graph', b)).to.equal(undefined)
+    expect(ctx.tools.get('everything__echo', b)).to.not.equal(undefined)
+    expect(ctx.tools.get('everything__echo')).to.equal(undefined)
+    await ctx.stop()
+  })
+
+  it('closes the servers and removes their tools when disposed', async () => {
+    const dir = tempDir()
+    const ctx = await deployment()
+    const ready = nextStatus(ctx, 'memory', (s) => s.state === 'ready')
+    const fork = await load(ctx, { servers: [npmServer('memory', dir)] })
+    const { pid } = await ready
+    expect(ctx.tools.schemas()).to.have.length(9)
+    fork.dispose()
+    expect(ctx.tools.schemas()).to.have.length(0)
+    const deadline = Date.now() + 5000
+    while (alive(pid!) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(alive(pid!)).to.equal(false)
+    await ctx.stop()
+  })
+})

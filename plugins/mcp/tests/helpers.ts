@@ -1,0 +1,75 @@
+// test helpers: deployments with the client plugin, the servers under test, and waiting for a server's state
+
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import ToolRuntime, { type Mode } from '@faber/core'
+import { Context, Logger } from 'cordis'
+import type * as mcp from '../src/index.ts'
+import { type ServerName, serverScript } from './fixtures/servers.ts'
+
+Logger.levels.base = 0
+
+export const repoRoot = join(import.meta.dirname, '../../..')
+
+export function tempDir() {
+  return mkdtempSync(join(tmpdir(), 'faber-mcp-'))
+}
+
+/** the config of one npm server started with this node */
+export function npmServer(name: ServerName, dir: string, extra: Partial<mcp.McpClientServer> = {}) {
+  const args = name === 'filesystem' ? [serverScript(name), dir] : [serverScript(name)]
+  const env = name === 'memory' ? { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') } : undefined
+  return { name, command: process.execPath, args, env, ...extra }
+}
+
+/** the config of a TypeScript fixture server run through tsx */
+export function fixtureServer(name: string, file: string, extra: Partial<mcp.McpClientServer> = {}) {
+  return { name, command: process.execPath, args: ['--import', 'tsx', join(import.meta.dirname, 'fixtures', file)], cwd: repoRoot, ...extra }
+}
+
+/** cordis logs a failing plugin instead of throwing: surface it */
+export async function rethrow(ctx: Context) {
+  await ctx.lifecycle.flush()
+  for (const runtime of ctx.registry.values()) {
+    if (runtime.error) throw runtime.error
+    for (const fork of runtime.children) if (fork.error) throw fork.error
+  }
+}
+
+export async function deployment(mode: Mode = 'native') {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode })
+  await ctx.start()
+  return ctx
+}
+
+/** resolves with the next status of `server` that satisfies `test` */
+export function nextStatus(ctx: Context, server: string, test: (status: mcp.McpStatus) => boolean, timeoutMs = 10000) {
+  return new Promise<mcp.McpStatus>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      dispose()
+      reject(new Error(`server "${server}" did not reach the expected status within ${timeoutMs} ms`))
+    }, timeoutMs)
+    const dispose = ctx.on('mcp/status', (status) => {
+      if (status.server !== server || !test(status)) return
+      clearTimeout(timer)
+      dispose()
+      resolve(status)
+    })
+  })
+}
+
+let calls = 0
+export const callId = () => `call-${++calls}`
+export const signal = () => new AbortController().signal
+
+/** true while a process with this id exists */
+export function alive(pid: number) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

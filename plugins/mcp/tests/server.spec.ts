@@ -1,0 +1,256 @@
+import { join } from 'node:path'
+import { createAgent, defineTool, t } from '@faber/core'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import { type ElicitRequest, ElicitRequestSchema, type ElicitResult, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { expect } from 'chai'
+import type { Context } from 'cordis'
+import { serveMcp } from '../src/index.ts'
+import { deployment, repoRoot, tempDir } from './helpers.ts'
+
+type Elicit = (request: ElicitRequest) => ElicitResult
+
+/** the official SDK client connected to the fixture deployment, served over stdio by a child process */
+async function connect(mode: string, options: { agent?: string; elicit?: Elicit } = {}) {
+  const dir = tempDir()
+  const args = ['--import', 'tsx', join(import.meta.dirname, 'fixtures/serve.ts'), mode, ...(options.agent ? [options.agent] : [])]
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args,
+    cwd: repoRoot,
+    stderr: 'pipe',
+    env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+  })
+  const client = new Client({ name: 'test', version: '1.0.0' }, { capabilities: options.elicit ? { elicitation: {} } : {} })
+  if (options.elicit) client.setRequestHandler(ElicitRequestSchema, options.elicit)
+  await client.connect(transport)
+  return client
+}
+
+function text(result: Awaited<ReturnType<Client['callTool']>>) {
+  return (result.content as { text: string }[]).map((part) => part.text).join('\n')
+}
+
+const MEMORY_TOOLS = [
+  'memory__add_observations',
+  'memory__create_entities',
+  'memory__create_relations',
+  'memory__delete_entities',
+  'memory__delete_observations',
+  'memory__delete_relations',
+  'memory__open_nodes',
+  'memory__read_graph',
+  'memory__search_nodes',
+]
+
+describe('mcp server: native', () => {
+  let client: Client
+  before(async () => (client = await connect('native')))
+  after(() => client.close())
+
+  it('lists every visible tool and no run_code', async () => {
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).to.deep.equal(['add', ...MEMORY_TOOLS, 'read_secret', 'wipe'])
+    const add = tools.find((tool) => tool.name === 'add')!
+    expect(add).to.deep.include({ description: 'Adds two numbers.', annotations: { readOnlyHint: true } })
+    expect(add.inputSchema).to.deep.include({ type: 'object', required: ['a', 'b'] })
+  })
+
+  it('runs calls through the pipeline', async () => {
+    const result = await client.callTool({ name: 'add', arguments: { a: 2, b: 40 } })
+    expect(result).to.deep.include({ isError: false, structuredContent: { sum: 42 } })
+    expect(text(result)).to.equal('42')
+    const invalid = await client.callTool({ name: 'add', arguments: { a: 'two' } })
+    expect(invalid.isError).to.equal(true)
+    expect(text(invalid)).to.match(/^Error: invalid arguments for "add"/)
+  })
+
+  it('answers a denied call with an MCP tool error', async () => {
+    const result = await client.callTool({ name: 'read_secret', arguments: {} })
+    expect(result).to.deep.include({ isError: true, _meta: { 'faber/error': { code: 'DENIED' } } })
+    expect(text(result)).to.equal('Error: secrets are not served over MCP')
+  })
+
+  it('denies an ask when the client cannot elicit and no approver is mounted', async () => {
+    const result = await client.callTool({ name: 'wipe', arguments: { store: 'a' } })
+    expect(result.isError).to.equal(true)
+    expect(text(result)).to.match(/needs approval \(wipe destroys data\) but no approver answered/)
+  })
+})
+
+describe('mcp server: code mode', () => {
+  const asked: ElicitRequest[] = []
+  let answer: ElicitResult = { action: 'accept', content: { approve: true } }
+  let client: Client
+  before(
+    async () =>
+      (client = await connect('code', {
+        elicit: (request) => {
+          asked.push(request)
+          return answer
+        },
+      })),
+  )
+  after(() => client.close())
+
+  it('lists only run_code, described with the code-only rule and the SDK', async () => {
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).to.deep.equal(['run_code'])
+    const description = tools[0].description!
+    expect(description).to.match(/^Run a TypeScript program/)
+    expect(description).to.include('## How to call tools here')
+    expect(description).to.include('## The tools SDK (for run_code programs)')
+    expect(description).to.include('memory__read_graph(args?: MemoryReadGraphArgs): Promise<MemoryReadGraphOutput>')
+    expect(description.indexOf('How to call tools here')).to.be.lessThan(description.indexOf('The tools SDK'))
+  })
+
+  it('rejects a direct call to a collapsed tool with the route message', async () => {
+    const result = await client.callTool({ name: 'add', arguments: { a: 1, b: 2 } })
+    expect(result).to.deep.include({ isError: true, _meta: { 'faber/error': { code: 'UNKNOWN_TOOL' } } })
+    expect(text(result)).to.equal(
+      'Error: unknown tool "add": under code mode only run_code can be called directly; call tools.add(...) inside a run_code program',
+    )
+  })
+
+  it('runs a program that uses several tools', async () => {
+    const code = [
+      'const { sum } = await tools.add({ a: 20, b: 22 })',
+      "await tools.memory__create_entities({ entities: [{ name: 'answer', entityType: 'number', observations: [String(sum)] }] })",
+      "const found = await tools.memory__search_nodes({ query: 'answer' })",
+      "console.log('found ' + found.entities.length)",
+      'return found.entities[0].observations[0]',
+    ].join('\n')
+    const result = await client.callTool({ name: 'run_code', arguments: { code, description: 'stores and finds the answer' } })
+    expect(result.isError, text(result)).to.equal(false)
+    expect(result.structuredContent).to.deep.equal({ logs: ['found 1'], result: '42' })
+    expect(text(result)).to.equal('found 1\n42')
+  })
+
+  it('applies policies to nested calls', async () => {
+    const code = "try { return await tools.read_secret({}) } catch (e) { return e.code + ': ' + e.message }"
+    const result = await client.callTool({ name: 'run_code', arguments: { code, description: 'tries the secret' } })
+    expect(result.structuredContent).to.deep.equal({ logs: [], result: 'DENIED: secrets are not served over MCP' })
+  })
+
+  it('asks the client by elicitation when a nested call needs approval', async () => {
+    answer = { action: 'accept', content: { approve: true } }
+    const code = "return await tools.wipe({ store: 'cache' })"
+    const allowed = await client.callTool({ name: 'run_code', arguments: { code, description: 'wipes the cache' } })
+    expect(allowed.structuredContent).to.deep.equal({ logs: [], result: 'wiped cache' })
+    expect(asked).to.have.length(1)
+    expect(asked[0].params.message).to.include('Allow the call to "wipe"? It needs approval: wipe destroys data')
+    expect(asked[0].params.message).to.include(code)
+
+    answer = { action: 'decline' }
+    const declined = await client.callTool({ name: 'run_code', arguments: { code: `try { ${code} } catch (e) { return e.code }`, description: 'wipes again' } })
+    expect(declined.structuredContent).to.deep.equal({ logs: [], result: 'DENIED' })
+    expect(asked).to.have.length(2)
+  })
+})
+
+describe('mcp server: both and agent views', () => {
+  it('under both, lists the tools and run_code, without the code-only rule', async () => {
+    const client = await connect('both')
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).to.deep.equal(['add', ...MEMORY_TOOLS, 'read_secret', 'run_code', 'wipe'])
+    const runCode = tools.find((tool) => tool.name === 'run_code')!
+    expect(runCode.description).to.include('## The tools SDK').and.not.include('## How to call tools here')
+    const direct = await client.callTool({ name: 'add', arguments: { a: 1, b: 1 } })
+    expect(direct.structuredContent).to.deep.equal({ sum: 2 })
+    await client.close()
+  })
+
+  it("serves one agent's view", async () => {
+    const client = await connect('native', { agent: 'ops' })
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).to.deep.equal(['run_code'])
+    const direct = await client.callTool({ name: 'memory__read_graph', arguments: {} })
+    expect(text(direct)).to.match(/^Error: unknown tool "memory__read_graph": under code mode only run_code/)
+    await client.close()
+  })
+})
+
+describe('mcp server: in process', () => {
+  async function linked(ctx: Context, agent?: string) {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+    const serving = await serveMcp(ctx, { transport: serverSide, agent })
+    const client = new Client({ name: 'test', version: '1.0.0' })
+    await client.connect(clientSide)
+    return { client, serving }
+  }
+
+  const ping = defineTool({
+    name: 'ping',
+    description: 'Answers pong.',
+    parameters: t.object({}),
+    output: { schema: t.string() },
+    execute: () => 'pong',
+  })
+
+  it('lists exactly what wire(agent) shows', async () => {
+    const ctx = await deployment('both')
+    ctx.tools.register(ping)
+    const agent = createAgent(ctx, { name: 'x' })
+    agent.ctx.tools.presentAs('native')
+    const { client, serving } = await linked(ctx, 'x')
+    const { tools } = await client.listTools()
+    const wire = ctx.tools.wire(agent).tools
+    expect(tools.map(({ name, description, inputSchema }) => ({ name, description, parameters: inputSchema }))).to.deep.equal(wire)
+    await serving.close()
+    await ctx.stop()
+  })
+
+  it('notifies the client when the served view changes', async () => {
+    const ctx = await deployment('native')
+    const { client, serving } = await linked(ctx)
+    expect((await client.listTools()).tools).to.deep.equal([])
+    const changed = new Promise<void>((resolve) => client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()))
+    ctx.tools.register(ping)
+    await changed
+    expect((await client.listTools()).tools.map((tool) => tool.name)).to.deep.equal(['ping'])
+    await serving.close()
+    await ctx.stop()
+  })
+
+  it('aborts the execution when the client cancels the request', async () => {
+    const ctx = await deployment('native')
+    let aborted = false
+    ctx.tools.register(
+      defineTool({
+        name: 'wait',
+        description: 'Waits until cancelled.',
+        parameters: t.object({}),
+        output: { schema: t.string() },
+        execute: (_, run) =>
+          new Promise<string>((resolve) =>
+            run.signal.addEventListener('abort', () => {
+              aborted = true
+              resolve('stopped')
+            }),
+          ),
+      }),
+    )
+    const { client, serving } = await linked(ctx)
+    const controller = new AbortController()
+    const call = client.callTool({ name: 'wait', arguments: {} }, undefined, { signal: controller.signal })
+    setTimeout(() => controller.abort(), 20)
+    const error = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).to.be.instanceOf(Error)
+    const deadline = Date.now() + 2000
+    while (!aborted && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(aborted).to.equal(true)
+    await serving.close()
+    await ctx.stop()
+  })
+
+  it('refuses an unknown agent by name', async () => {
+    const ctx = await deployment('native')
+    const error = await serveMcp(ctx, { agent: 'nobody', transport: InMemoryTransport.createLinkedPair()[1] }).catch((e: Error) => e)
+    expect((error as Error).message).to.equal('serveMcp: no agent named "nobody"; agents: none')
+    await ctx.stop()
+  })
+})
