@@ -1,0 +1,39 @@
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+
+const child = fileURLToPath(new URL('./pty-child.ts', import.meta.url))
+
+// util-linux `script` gives the child a real pseudo-terminal; no native pty module needed
+function underPty(answer: string) {
+  const command = `${JSON.stringify(process.execPath)} --import tsx ${JSON.stringify(child)}`
+  const proc = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] })
+  let output = ''
+  return new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (chunk) => {
+      const before = output
+      output += chunk.toString()
+      if (!before.includes('reject: ') && output.includes('reject: ')) proc.stdin.write(`${answer}\n`)
+    })
+    proc.on('error', reject)
+    proc.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`exit ${code}: ${output}`))))
+  })
+}
+
+describe('approval: the terminal answerer on a real pseudo-terminal', function () {
+  this.timeout(20000)
+
+  it('prompts on the TTY and takes the answer typed there', async () => {
+    const allowed = await underPty('y')
+    expect(allowed).to.contain('wants to call write')
+    expect(allowed).to.contain('"path": "notes.md"')
+    expect(allowed).to.contain('→ allowed once')
+    expect(allowed).to.contain('RESULT wrote notes.md')
+  })
+
+  it('a rejection typed there denies the call', async () => {
+    const rejected = await underPty('n')
+    expect(rejected).to.contain('→ rejected')
+    expect(rejected).to.contain('RESULT Error: the call to "write" was rejected by the approver')
+  })
+})
