@@ -150,7 +150,8 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       transcript.heading('the session (a scripted model; no network)')
       const events: SessionEvent[] = []
       const session = new AgentSession(ctx, {
-        model: new ScriptedModel(DEMO_SCRIPT),
+        // on a terminal the model takes a moment, so a person can follow; piped, it answers at once
+        model: new ScriptedModel(DEMO_SCRIPT, { latencyMs: out.isTTY && !options.json ? 600 : 0 }),
         agent,
         persona: 'You are a careful coding agent working in a small TypeScript repository.',
         context: `Workspace: ${root}. Paths are relative to it.`,

@@ -327,7 +327,8 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
         throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${entry.use}": ${detail}`))
       }
       plugin = pluginOf(module)
-      if (!plugin) throw new DeploymentError(describe(spec.source, spec.locate, at, `"${entry.use}" does not export a cordis plugin (a default export, or apply)`))
+      if (!plugin)
+        throw new DeploymentError(describe(spec.source, spec.locate, at, `"${entry.use}" does not export a cordis plugin (a default export, or apply)`))
     }
     const problem = tryConfig(plugin, entry.config)
     if (problem) throw new DeploymentError(describe(spec.source, spec.locate, [...at, ...problem.path], problem.message))

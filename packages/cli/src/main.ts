@@ -228,6 +228,8 @@ async function run() {
     code = known ? 2 : 1
   }
   process.exitCode = code
+  // the deployment is stopped by now; a handle some plugin left open must not keep the command alive
+  setTimeout(() => process.exit(code), 2000).unref()
 }
 
 // run only as the entry point, not when a test imports main

@@ -1,0 +1,7 @@
+export { type ChatOptions, chat, DEFAULT_PERSONA } from './chat.ts'
+export { DEMO_SCRIPT, type DemoOptions, runDemo } from './demo.ts'
+export * from './deployment.ts'
+export { main } from './main.ts'
+export { type StackOptions, standardStack } from './stack.ts'
+export * from './style.ts'
+export { resultJson, Transcript, type TranscriptOptions } from './transcript.ts'

@@ -1,0 +1,63 @@
+// the demo, run as a person would (`faber demo`, a real child process), and its key outcomes checked.
+
+import { expect } from 'chai'
+import { faber, jsonLines, type Ran } from '../packages/cli/tests/helpers.ts'
+
+describe('faber demo', () => {
+  let json: Ran
+  let records: Record<string, any>[]
+  before(async function () {
+    this.timeout(60_000)
+    json = await faber(['demo', '--json'])
+    records = jsonLines(json.stdout)
+  })
+
+  const find = (type: string) => records.filter((r) => r.type === type)
+
+  it('exits 0 within a few seconds', () => {
+    expect(json.code, json.stderr).to.equal(0)
+    expect(json.ms).to.be.lessThan(10_000)
+  })
+
+  it('composes a code-mode deployment with the standard plugins', () => {
+    const [deployment] = find('deployment')
+    expect(deployment.mode).to.equal('code')
+    expect(deployment.plugins).to.include.members(['@faber/sandbox', '@faber/plugin-tools-fs', '@faber/plugin-guards', '@faber/plugin-tool-cordis'])
+  })
+
+  it('rejects the direct native call in the core, with the route, before any policy', () => {
+    const [first] = find('call-end')
+    expect(first.call.name).to.equal('write')
+    expect(first.result.code).to.equal('UNKNOWN_TOOL')
+    expect(first.result.message).to.include('call tools.write(...) inside a run_code program')
+    expect(first.result.trace).to.deep.equal([{ stage: 'create', decision: 'collapsed', by: 'core' }])
+    const [report] = find('report')
+    const traced = report.report.calls.find((c: any) => c.callId === first.call.id)
+    expect(traced.reachedPolicy).to.equal(false)
+    expect(traced.note).to.match(/no policy saw it/)
+  })
+
+  it('runs the program: parallel reads, nested calls through the pipeline, a summary', () => {
+    const ends = find('call-end')
+    expect(ends[1].call.name).to.equal('run_code')
+    expect(ends[1].result.isError).to.equal(false)
+    const nested = find('nested-start').map((r) => r.name)
+    expect(nested.slice(0, 3).sort()).to.deep.equal(['list', 'read', 'read'])
+    const [{ outcome, facts, files }] = find('outcome')
+    expect(facts.overlapped).to.be.at.least(2)
+    expect(outcome).to.include({ reason: 'done', steps: 3 })
+    expect(files['src/greet.ts']).to.include('config.greeting')
+    expect(files['TODO.md']).to.include('- [x] make the greeting configurable')
+    expect(files['CHANGELOG.md']).to.match(/^# Changelog/)
+  })
+
+  it('prints a plain transcript when piped', async function () {
+    this.timeout(60_000)
+    const plain = await faber(['demo'])
+    expect(plain.code, plain.stderr).to.equal(0)
+    expect(plain.stdout).not.to.include('\x1b[')
+    expect(plain.stdout).to.include('UNKNOWN_TOOL')
+    expect(plain.stdout).to.include("the inspector's view of agent main")
+    expect(plain.stdout).to.include('what happened')
+  })
+})
