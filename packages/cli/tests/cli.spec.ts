@@ -68,7 +68,7 @@ describe('faber (the command)', function () {
     const ends = events.filter((e) => e.type === 'call-end')
     expect(ends[0].result.code).to.equal('UNKNOWN_TOOL')
     expect(ends[1].result.content).to.include('hello')
-    expect(events.find((e) => e.type === 'turn-end').outcome).to.include({ reason: 'done', text: 'the notes say hello' })
+    expect(events.find((e) => e.type === 'turn-end')?.outcome).to.include({ reason: 'done', text: 'the notes say hello' })
     const log = jsonLines(await readFile(join(dir, 'session.jsonl'), 'utf8'))
     expect(log.filter((r) => r.type === 'nested-call').map((r) => r.name)).to.deep.equal(['read'])
 

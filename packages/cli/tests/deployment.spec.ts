@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: deployment files use ${dir} and ${env.NAME} substitutions
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { expect } from 'chai'
