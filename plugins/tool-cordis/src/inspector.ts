@@ -1,11 +1,11 @@
 // the inspector service (`ctx.inspector`): records the call trace and disposals, builds the report on
 // demand, and registers the `cordis_inspect` tool. it observes only: its pre-execute listener abstains.
 
-import { agentOf, defineTool, type Json, t } from '@faber/core'
+import { type Agent, agentOf, defineTool, type Execution, type Json, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { onDisposed, pluginOf } from './cordis-adapter.ts'
+import { observe, onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
-import { buildReport, type DisposedPluginReport, type Report } from './report.ts'
+import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
 import { CallTrace, type Clock } from './trace.ts'
 
 declare module 'cordis' {
@@ -16,12 +16,57 @@ declare module 'cordis' {
 
 export const INSPECT_TOOL = 'cordis_inspect'
 
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const item of Object.values(value)) deepFreeze(item)
+  }
+  return value
+}
+
+/** what the inspector keeps; a plain object, so that the per-call observers never go through cordis' service proxy */
+class Records {
+  readonly trace: CallTrace
+  private disposed: DisposedPluginReport[] = []
+  // tool views depend only on the tool set: computed once per generation of it
+  private layers = new Map<Agent | undefined, ToolsReport>()
+  private generation = -1
+
+  constructor(
+    private root: Context,
+    private tools: ToolRuntime,
+    private config: Inspector.Config,
+  ) {
+    this.trace = new CallTrace(config.maxCalls, config.clock)
+  }
+
+  disposal(entry: DisposedPluginReport) {
+    this.disposed.push(entry)
+    if (this.disposed.length > this.config.maxDisposed) this.disposed.shift()
+  }
+
+  report(): Report {
+    const live = new Set(this.tools.agents())
+    return buildReport(this.root, { calls: this.trace.all((agent) => live.has(agent)), disposed: [...this.disposed], tools: (agent) => this.layer(agent) })
+  }
+
+  private layer(agent: Agent | undefined): ToolsReport {
+    const { generation } = this.tools
+    if (generation !== this.generation) {
+      this.layers.clear()
+      this.generation = generation
+    }
+    let layer = this.layers.get(agent)
+    if (!layer) this.layers.set(agent, (layer = deepFreeze(toolsOf(this.tools, agent))))
+    return layer
+  }
+}
+
 class Inspector extends Service {
   static inject = ['tools']
 
   declare ctx: Context
-  private trace: CallTrace
-  private disposed: DisposedPluginReport[] = []
+  private records: Records
 
   constructor(
     ctx: Context,
@@ -29,62 +74,64 @@ class Inspector extends Service {
   ) {
     super(ctx, 'inspector', true)
     this.config = Inspector.Config(config ?? {})
-    this.trace = new CallTrace(this.config.maxCalls, this.config.clock)
+    const records = new Records(ctx.root, untraced(ctx.tools), this.config)
+    this.records = records
+    const { trace } = records
 
     // prepended so that it runs before any deciding listener and sees every call that reaches policy; abstains
-    ctx.on(
+    observe(
+      ctx,
       'tools/pre-execute',
-      (exec) => {
-        this.trace.enter(exec)
+      (exec: Execution) => {
+        trace.enter(exec)
       },
       { prepend: true },
     )
-    ctx.on('tools/result', (exec, result) => this.trace.record(exec, result))
+    observe(ctx, 'tools/result', (exec: Execution, result: ToolResult) => trace.record(exec, result))
+    const wall = this.config.clock?.wall ?? Date.now
     onDisposed(ctx, ({ name, context }) => {
-      const entry: DisposedPluginReport = { name, loadedBy: pluginOf(context), at: new Date(this.config.clock?.wall() ?? Date.now()).toISOString() }
+      const entry: DisposedPluginReport = { name, loadedBy: pluginOf(context), at: new Date(wall()).toISOString() }
       const agent = agentOf(context)
       if (agent) entry.agent = agent.name
-      this.disposed.push(entry)
-      if (this.disposed.length > this.config.maxDisposed) this.disposed.shift()
+      records.disposal(entry)
     })
 
-    if (this.config.tool) {
-      ctx.tools.register(
-        defineTool({
-          name: INSPECT_TOOL,
-          description:
-            'Inspect this live deployment. what: plugins (tree and state), services (and who provides them), tools (what an agent can see, ' +
-            'what the model is shown, the mode and where it came from, collapsed names, masks), events (listeners and their plugins), ' +
-            'calls (recent calls with each stage decision), agent (one agent in full). name narrows: a plugin, service, event, agent, tool or call id. ' +
-            'Without a name, tools, calls and agent describe the calling agent.',
-          parameters: t.object({
-            what: t.enum(SECTIONS).describe('the section to show'),
-            name: t.string({ minLength: 1 }).optional().describe('narrow to this name (see the description)'),
-          }),
-          output: {
-            schema: t.object({ what: t.string(), text: t.string(), data: t.unknown() }),
-            render: (_, value) => value.text,
-          },
-          execute: (args, run) => {
-            const selection = this.select(args.what, args.name, run.exec.agent?.name)
-            return { what: selection.what, text: capText(selection.text, this.config.maxChars), data: JSON.parse(JSON.stringify(selection.data)) as Json }
-          },
-          isConcurrencySafe: () => true,
-          annotations: { readOnly: true },
+    if (!this.config.tool) return
+    const maxChars = this.config.maxChars
+    ctx.tools.register(
+      defineTool({
+        name: INSPECT_TOOL,
+        description:
+          'Inspect this live deployment. what: plugins (tree and state), services (and who provides them), tools (what an agent can see, ' +
+          'what the model is shown, the mode and where it came from, collapsed names, masks), events (listeners and their plugins), ' +
+          'calls (recent calls with each stage decision), agent (one agent in full). name narrows: a plugin, service, event, agent, tool or call id. ' +
+          'Without a name, tools, calls and agent describe the calling agent.',
+        parameters: t.object({
+          what: t.enum(SECTIONS).describe('the section to show'),
+          name: t.string({ minLength: 1 }).optional().describe('narrow to this name (see the description)'),
         }),
-      )
-    }
+        output: {
+          schema: t.object({ what: t.string(), text: t.string(), data: t.unknown() }),
+          render: (_, value) => value.text,
+        },
+        execute: (args, run) => {
+          const selection = select(records.report(), args.what, args.name, run.exec.agent?.name)
+          return { what: selection.what, text: capText(selection.text, maxChars), data: JSON.parse(JSON.stringify(selection.data)) as Json }
+        },
+        isConcurrencySafe: () => true,
+        annotations: { readOnly: true },
+      }),
+    )
   }
 
-  /** the whole report, JSON-serializable */
+  /** the whole report, JSON-serializable; tool views in it are frozen and shared between reports */
   report(): Report {
-    const live = new Set(this.ctx.root.tools.agents())
-    return buildReport(this.ctx, { calls: this.trace.all((agent) => live.has(agent)), disposed: [...this.disposed] })
+    return this.records.report()
   }
 
   /** one section, narrowed by name; `caller` is the agent name that tools, calls and agent default to */
   select(what: What, name?: string, caller?: string): Selection {
-    return select(this.report(), what, name, caller)
+    return select(this.records.report(), what, name, caller)
   }
 }
 

@@ -111,8 +111,8 @@ function modeText(layer: ToolsReport) {
   return `${layer.mode} (inherited from ${layer.modeAgent}'s presentAs)`
 }
 
-function layerLines(layer: ToolsReport, lines: string[]) {
-  lines.push(layer.agent ? `agent ${layer.agent}: mode ${modeText(layer)}` : `global layer: mode ${modeText(layer)}`)
+function layerLines(layer: ToolsReport, lines: string[], title = layer.agent ? `agent ${layer.agent}` : 'global layer') {
+  lines.push(`${title}: mode ${modeText(layer)}`)
   const visible = layer.visible.map((t) => (t.owner === GLOBAL || t.owner === 'core' ? t.name : `${t.name}@${t.owner}`))
   lines.push(`  visible (${visible.length}): ${list(visible)}`)
   lines.push(
@@ -215,7 +215,7 @@ function agent(report: Report, name?: string, caller?: string): Selection {
     .filter((e) => e.listeners.length)
   const ring = report.calls.filter((c) => c.agent === found.name)
   const lines = [`agent ${agentLine(found)}`]
-  layerLines(layer, lines)
+  layerLines(layer, lines, 'tools')
   if (listeners.length) {
     lines.push('listeners scoped to this agent or its ancestors:')
     for (const e of listeners) lines.push(`  ${eventLine(e).slice(2)}`)

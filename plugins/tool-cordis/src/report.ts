@@ -1,7 +1,7 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import { type Agent, agentOf, RUN_CODE } from '@faber/core'
+import { type Agent, agentOf, RUN_CODE, type ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots } from './cordis-adapter.ts'
 import type { CallRecord } from './trace.ts'
@@ -98,6 +98,8 @@ export interface Report {
 export interface ReportSources {
   calls?: CallRecord[]
   disposed?: DisposedPluginReport[]
+  /** the tool view of one layer; the inspector passes one cached per tool-set generation */
+  tools?: (agent: Agent | undefined) => ToolsReport
 }
 
 function plugin(node: ScopeNode): PluginReport {
@@ -110,8 +112,8 @@ function plugin(node: ScopeNode): PluginReport {
   return report
 }
 
-export function toolsOf(ctx: Context, agent: Agent | undefined): ToolsReport {
-  const tools = ctx.tools
+/** the tool view of one layer (undefined: the global one) */
+export function toolsOf(tools: ToolRuntime, agent: Agent | undefined): ToolsReport {
   const origin = tools.modeOrigin(agent)
   const wire = tools.wire(agent)
   const visibility = tools.visibility(agent)
@@ -153,7 +155,9 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
     if (!list) events.set(entry.event, (list = []))
     list.push(listener)
   }
-  const agents = root.tools.agents()
+  // every service read through a context costs cordis a stack capture: read it once
+  const tools = root.tools
+  const agents = tools.agents()
   return {
     plugins: plugin(pluginTree(root)),
     disposed: sources.disposed ?? [],
@@ -168,7 +172,7 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
       .map(([event, list]) => ({ event, listeners: list }))
       .sort((a, b) => (a.event < b.event ? -1 : 1)),
     agents: agents.map(agentReport),
-    tools: [undefined, ...agents].map((agent) => toolsOf(root, agent)),
+    tools: [undefined, ...agents].map((agent) => (sources.tools ? sources.tools(agent) : toolsOf(tools, agent))),
     calls: sources.calls ?? [],
     tracing: sources.calls !== undefined,
   }

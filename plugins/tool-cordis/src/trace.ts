@@ -1,7 +1,7 @@
 // the call trace: a bounded ring of recent calls per agent, filled from tools/pre-execute (when a call
 // reached policy) and tools/result (every call, collapsed ones included). it only observes.
 
-import type { Agent, Execution, ExecutionToken, StageRecord, ToolResult } from '@faber/core'
+import type { Agent, Execution, ExecutionToken, Json, StageRecord, ToolResult } from '@faber/core'
 
 export interface CallError {
   code: string
@@ -59,6 +59,35 @@ function cut(text: string, max: number) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
+/** the JSON text of a value cut to `max` characters, without serializing more of a large value than it shows */
+export function preview(value: Json, max: number): string {
+  let out = ''
+  const walk = (v: Json): boolean => {
+    if (v === null || typeof v !== 'object') {
+      out += typeof v === 'string' ? JSON.stringify(v.length > max ? v.slice(0, max) : v) : String(v)
+    } else if (Array.isArray(v)) {
+      out += '['
+      for (let i = 0; i < v.length; i++) {
+        if (i) out += ','
+        if (!walk(v[i])) return false
+      }
+      out += ']'
+    } else {
+      out += '{'
+      let first = true
+      for (const key of Object.keys(v)) {
+        out += `${first ? '' : ','}${JSON.stringify(key)}:`
+        first = false
+        if (!walk((v as Record<string, Json>)[key])) return false
+      }
+      out += '}'
+    }
+    return out.length <= max
+  }
+  walk(value)
+  return cut(out, max)
+}
+
 export class CallTrace {
   private started = new WeakMap<ExecutionToken, { at: number; wall: number }>()
   private rings = new Map<Agent | undefined, CallRecord[]>()
@@ -89,7 +118,7 @@ export class CallTrace {
       agent: exec.agent?.name ?? null,
       nested: exec.parent !== undefined,
       rootCallId: exec.rootCallId,
-      arguments: cut(JSON.stringify(exec.arguments) ?? 'null', ARGUMENTS_PREVIEW),
+      arguments: preview(exec.arguments, ARGUMENTS_PREVIEW),
       reachedPolicy,
       stages,
       outcome: result.isError ? 'error' : 'ok',

@@ -1,6 +1,6 @@
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
-import { listeners, onDisposed, pluginOf, pluginTree, type ScopeNode, serviceSlots } from '../src/cordis-adapter.ts'
+import { Context, Logger, Service } from 'cordis'
+import { listeners, observe, onDisposed, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
 
 Logger.levels.base = 0
 
@@ -134,5 +134,49 @@ describe('cordis adapter: listeners', () => {
     await ctx.start()
     fork.dispose()
     expect(listeners(ctx).filter((entry) => entry.event === 'custom/event')).to.deep.equal([])
+  })
+})
+
+describe('cordis adapter: observers', () => {
+  it('registers a listener owned by the plugin, in order, that leaves with it', async () => {
+    const ctx = new Context()
+    const seen: string[] = []
+    ctx.plugin({ name: 'plain', apply: (c: Context) => c.on('custom/event' as any, () => seen.push('plain')) })
+    const fork = ctx.plugin({
+      name: 'watcher',
+      apply(c: Context) {
+        observe(c, 'custom/event', (value: string) => seen.push(`first ${value}`), { prepend: true })
+        observe(c, 'custom/event', (value: string) => seen.push(`last ${value}`))
+      },
+    })
+    await ctx.start()
+    ;(ctx.emit as any)('custom/event', 'x')
+    expect(seen).to.deep.equal(['first x', 'plain', 'last x'])
+    expect(
+      listeners(ctx)
+        .filter((e) => e.event === 'custom/event')
+        .map((e) => e.plugin),
+    ).to.deep.equal(['watcher', 'plain', 'watcher'])
+    fork.dispose()
+    seen.length = 0
+    ;(ctx.emit as any)('custom/event', 'y')
+    expect(seen).to.deep.equal(['plain'])
+  })
+
+  it('reaches the object behind a service proxy', async () => {
+    class Thing extends Service {
+      constructor(ctx: Context) {
+        super(ctx, 'thing', true)
+      }
+    }
+    const ctx = new Context()
+    ctx.plugin(Thing)
+    await ctx.start()
+    const traced = ctx.get('thing')
+    expect(traced).to.not.equal(ctx.get('thing'))
+    expect(untraced(traced)).to.equal(untraced(ctx.get('thing')))
+    expect(untraced(traced)).to.be.instanceOf(Thing)
+    const plain = { count: 1 }
+    expect(untraced(plain)).to.equal(plain)
   })
 })

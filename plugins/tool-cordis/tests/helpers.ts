@@ -1,6 +1,6 @@
 // test helpers: a deployment with plugin errors surfaced, small tools, and a CodeRuntime whose "program" makes
-// scripted binding calls through the real run_code bridge (@faber/sandbox is not in the tree yet; the bridge,
-// scheduler and nested pipeline exercised here are the core's own)
+// scripted binding calls, in a fixed order, through the core's real run_code bridge (one test also runs a real
+// program in @faber/sandbox)
 
 import ToolRuntime, { type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
 import { Context, Logger } from 'cordis'

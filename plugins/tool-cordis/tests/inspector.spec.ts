@@ -1,4 +1,5 @@
 import { type Agent, createAgent, type ToolResult } from '@faber/core'
+import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import Inspector, { COLLAPSED_NOTE, inspect, type PluginReport, type Report, renderReport } from '../src/index.ts'
@@ -425,5 +426,32 @@ describe('the cordis_inspect tool', () => {
     const [reply] = (viaCode as any).value.result
     expect(reply.ok).to.equal(true)
     expect(JSON.parse(reply.value).text).to.contain('agent coder (chain coder → preset), created by team')
+  })
+})
+
+describe('call trace with the real sandbox', () => {
+  it('links the calls a program makes to its run_code call', async () => {
+    const ctx = await teamDeployment()
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    await rethrow(ctx)
+    try {
+      const coder = agent(ctx, 'coder')
+      const program = [
+        "const [a, b] = await Promise.all([tools.echo({ text: 'a' }), tools.echo({ text: 'b' })])",
+        'const seen = await tools.cordis_inspect({ what: "calls" })',
+        'return [a.echoed, b.echoed, seen.data.length]',
+      ].join('\n')
+      const result = await call(ctx, 'prog', 'run_code', { code: program, description: 'two echoes and a look' }, coder)
+      expect(result.isError, result.content).to.equal(false)
+      // when the program looked, its two echoes had already ended and were in the ring
+      expect((result as any).value.result).to.deep.equal(['a', 'b', 2])
+      const calls = ctx.inspector.report().calls
+      expect(calls.map((c) => c.name)).to.deep.equal(['echo', 'echo', 'cordis_inspect', 'run_code'])
+      for (const nested of calls.slice(0, 3))
+        expect(nested).to.deep.include({ nested: true, outerCallId: 'prog', rootCallId: 'prog', agent: 'coder', reachedPolicy: true })
+      expect(calls[3]).to.deep.include({ nested: false, rootCallId: 'prog', outcome: 'ok' })
+    } finally {
+      await ctx.stop()
+    }
   })
 })
