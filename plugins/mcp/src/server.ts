@@ -66,6 +66,9 @@ export function wireTools(ctx: Context, agent?: Agent): Tool[] {
   })
 }
 
+// the answer shape of @faber/plugin-approval's `approval/request` answerers
+type ElicitedAnswer = { decision: 'allow' | 'reject'; note: string } | undefined
+
 const APPROVAL_SCHEMA = {
   type: 'object' as const,
   properties: { approve: { type: 'boolean' as const, title: 'Approve', description: 'let this call run' } },
@@ -148,33 +151,49 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     }
   })
 
-  // tell the client when what it was shown changed; bursts of registry changes coalesce into one notification
-  let pending = false
-  disposers.push(
-    ctx.on('tools/changed', () => {
-      if (pending || !server.getClientCapabilities()) return
-      pending = true
-      queueMicrotask(() => {
-        pending = false
-        const before = listed?.text
-        listTools()
-        if (before !== undefined && before !== listed?.text) server.sendToolListChanged().catch(() => {})
+  // the listeners and the fallback approver live in a plugin of their own, so inspectors and audit events name it
+  // and closing disposes them all
+  const scope = ctx.plugin({
+    name: 'mcp-serve',
+    reusable: true,
+    apply(inner: Context) {
+      // tell the client when what it was shown changed; bursts of registry changes coalesce into one notification
+      let pending = false
+      inner.on('tools/changed', () => {
+        if (pending || !server.getClientCapabilities()) return
+        pending = true
+        queueMicrotask(() => {
+          pending = false
+          const before = listed?.text
+          listTools()
+          if (before !== undefined && before !== listed?.text) server.sendToolListChanged().catch(() => {})
+        })
       })
-    }),
-  )
-
-  if (options.elicitation !== false) {
-    const elicit = (request: ApprovalRequest) =>
-      elicitApproval(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
-    const mounted = ctx.get('approval') as ApprovalService | undefined
-    if (!mounted) {
-      // no approval service in the deployment: answer this client's asks by elicitation, deny everyone else's
-      const service: ApprovalService = {
-        request: async (request) => (inflight.has(request.exec.rootCallId) ? elicit(request) : 'unavailable'),
+      if (options.elicitation === false) return
+      const elicit = (request: ApprovalRequest) =>
+        elicitApproval(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
+      const ours = (request: ApprovalRequest) => inflight.has(request.exec.rootCallId)
+      if (inner.get('approval')) {
+        // @faber/plugin-approval: answer this client's requests after the rules answerer (standing rules and grants
+        // come first); what elicitation cannot answer is left to the answerers after this one
+        const on = inner.on.bind(inner) as unknown as (event: string, listener: (query: ApprovalRequest) => Promise<ElicitedAnswer>) => () => void
+        on('approval/request', async (query) => {
+          if (!ours(query) || !server.getClientCapabilities()?.elicitation) return
+          const outcome = await elicit(query)
+          if (outcome === 'allowed') return { decision: 'allow', note: 'answered through MCP elicitation' }
+          if (outcome === 'rejected') return { decision: 'reject', note: 'declined through MCP elicitation' }
+          if (outcome === 'cancelled') return { decision: 'reject', note: 'the MCP elicitation was dismissed' }
+        })
+      } else {
+        // no approval service in the deployment: answer this client's asks by elicitation, and nobody else's
+        const service: ApprovalService = { request: async (request) => (ours(request) ? elicit(request) : 'unavailable') }
+        inner.set('approval', service)
       }
-      disposers.push(ctx.set('approval', service))
-    }
-  }
+    },
+  })
+  await ctx.lifecycle.flush()
+  if (scope.error) throw scope.error
+  disposers.push(() => scope.dispose())
 
   const transport = options.transport === undefined || options.transport === 'stdio' ? new StdioServerTransport() : options.transport
   if (transport instanceof StdioServerTransport) disposers.push(divertLogs())

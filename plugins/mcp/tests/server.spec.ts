@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { createAgent, defineTool, t } from '@faber/core'
+import Approval from '@faber/plugin-approval'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -172,10 +173,11 @@ describe('mcp server: both and agent views', () => {
 })
 
 describe('mcp server: in process', () => {
-  async function linked(ctx: Context, agent?: string) {
+  async function linked(ctx: Context, agent?: string, elicit?: Elicit) {
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
     const serving = await serveMcp(ctx, { transport: serverSide, agent })
-    const client = new Client({ name: 'test', version: '1.0.0' })
+    const client = new Client({ name: 'test', version: '1.0.0' }, { capabilities: elicit ? { elicitation: {} } : {} })
+    if (elicit) client.setRequestHandler(ElicitRequestSchema, elicit)
     await client.connect(clientSide)
     return { client, serving }
   }
@@ -243,6 +245,30 @@ describe('mcp server: in process', () => {
     const deadline = Date.now() + 2000
     while (!aborted && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
     expect(aborted).to.equal(true)
+    await serving.close()
+    await ctx.stop()
+  })
+
+  it("answers @faber/plugin-approval's requests by elicitation, after its rules", async () => {
+    const ctx = await deployment('native')
+    ctx.plugin(Approval, { require: ['ping', 'pong'], rules: [{ tool: 'pong', decision: 'reject' }] })
+    await ctx.start()
+    ctx.tools.register(ping)
+    ctx.tools.register({ ...ping, name: 'pong' })
+    const decided: string[] = []
+    ctx.on('approval/decided', (event) => decided.push(`${event.tool}: ${event.outcome} by ${event.answeredBy}`))
+    const asked: string[] = []
+    const { client, serving } = await linked(ctx, undefined, (request) => {
+      asked.push(request.params.message)
+      return { action: 'accept', content: { approve: true } }
+    })
+    const allowed = await client.callTool({ name: 'ping', arguments: {} })
+    expect(text(allowed)).to.equal('pong')
+    const rejected = await client.callTool({ name: 'pong', arguments: {} })
+    expect(rejected.isError).to.equal(true)
+    expect(asked).to.have.length(1)
+    expect(asked[0]).to.match(/^Allow the call to "ping"\?/)
+    expect(decided).to.deep.equal(['ping: allowed by mcp-serve', 'pong: rejected by approval-rules'])
     await serving.close()
     await ctx.stop()
   })
