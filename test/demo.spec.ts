@@ -1,15 +1,25 @@
 // the demo, run as a person would (`faber demo`, a real child process), and its key outcomes checked.
 
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { expect } from 'chai'
 import { faber, jsonLines, type Ran } from '../packages/cli/tests/helpers.ts'
 
 describe('faber demo', () => {
   let json: Ran
   let records: Record<string, any>[]
+  let log: Record<string, any>[]
   before(async function () {
     this.timeout(60_000)
-    json = await faber(['demo', '--json'])
-    records = jsonLines(json.stdout)
+    const dir = await mkdtemp(join(tmpdir(), 'faber-demo-test-'))
+    try {
+      json = await faber(['demo', '--json', '--log', join(dir, 'session.jsonl')])
+      records = jsonLines(json.stdout)
+      log = jsonLines(await readFile(join(dir, 'session.jsonl'), 'utf8'))
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   const find = (type: string) => records.filter((r) => r.type === type)
@@ -22,7 +32,14 @@ describe('faber demo', () => {
   it('composes a code-mode deployment with the standard plugins', () => {
     const [deployment] = find('deployment')
     expect(deployment.mode).to.equal('code')
-    expect(deployment.plugins).to.include.members(['@faber/sandbox', '@faber/plugin-tools-fs', '@faber/plugin-guards', '@faber/plugin-tool-cordis'])
+    expect(deployment.plugins).to.include.members([
+      '@faber/sandbox',
+      '@faber/plugin-tools-fs',
+      '@faber/plugin-fs-observation',
+      '@faber/plugin-guards',
+      '@faber/plugin-approval',
+      '@faber/plugin-tool-cordis',
+    ])
   })
 
   it('rejects the direct native call in the core, with the route, before any policy', () => {
@@ -49,6 +66,33 @@ describe('faber demo', () => {
     expect(files['src/greet.ts']).to.include('config.greeting')
     expect(files['TODO.md']).to.include('- [x] make the greeting configurable')
     expect(files['CHANGELOG.md']).to.match(/^# Changelog/)
+  })
+
+  it('has fs-observation refuse the edit of an unread file, and the program recover', () => {
+    const nested = find('nested-end').map((r) => ({ name: r.name, path: r.arguments.path, code: r.result.code, by: r.result.deniedBy?.plugin }))
+    const refused = nested.findIndex((n) => n.name === 'edit' && n.path === 'TODO.md' && n.code === 'DENIED')
+    expect(refused, JSON.stringify(nested)).to.be.at.least(0)
+    expect(nested[refused].by).to.equal('fs-observation')
+    expect(nested.slice(refused + 1, refused + 3)).to.deep.equal([
+      { name: 'read', path: 'TODO.md', code: undefined, by: undefined },
+      { name: 'edit', path: 'TODO.md', code: undefined, by: undefined },
+    ])
+  })
+
+  it('asks approval for the write, granted by the rules answerer', () => {
+    const approvals = find('approval').map((r) => ({ event: r.event, tool: r.detail.tool, outcome: r.detail.outcome, by: r.detail.answeredBy }))
+    expect(approvals).to.deep.equal([
+      { event: 'approval/asked', tool: 'write', outcome: undefined, by: undefined },
+      { event: 'approval/decided', tool: 'write', outcome: 'allowed', by: 'approval-rules' },
+    ])
+  })
+
+  it('logs the session: nested calls with their outer call, the denial, the approval', () => {
+    const nested = log.filter((r) => r.type === 'nested-result')
+    expect(nested.map((r) => r.outerCallId)).to.satisfy((ids: string[]) => ids.length === 8 && ids.every((id) => id === 'call_2'))
+    expect(nested.find((r) => r.code === 'DENIED')?.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'fs-observation' })
+    expect(log.filter((r) => r.type === 'approval').map((r) => r.event)).to.deep.equal(['approval/asked', 'approval/decided'])
+    expect(log.at(-1)).to.include({ type: 'turn-end', reason: 'done' })
   })
 
   it('prints a plain transcript when piped', async function () {

@@ -4,7 +4,7 @@
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { AgentSession, ScriptedModel, type ScriptStep, type SessionEvent } from '@faber/agent'
+import { AgentSession, ScriptedModel, type ScriptStep, type SessionEvent, SessionLog } from '@faber/agent'
 import { compose, readDeployment } from './deployment.ts'
 import { standardStack } from './stack.ts'
 import type { Style } from './style.ts'
@@ -13,6 +13,8 @@ import { Transcript } from './transcript.ts'
 export interface DemoOptions {
   json: boolean
   keep: boolean
+  /** write the session log (JSONL) here */
+  log?: string
   style: Style
   output?: NodeJS.WritableStream & { isTTY?: boolean }
 }
@@ -133,7 +135,15 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       await writeFile(join(root, path), text)
     }
     const spec = readDeployment({ mode: 'code', agents: [{ name: 'main' }] }, 'faber demo', root)
-    spec.plugins = standardStack({ root, approval: {} })
+    spec.plugins = standardStack({
+      root,
+      // creating or replacing a file needs approval; a standing rule allows the changelog
+      approval: {
+        policy: 'auto',
+        require: ['write'],
+        rules: [{ name: 'changelog', tool: 'write', arguments: { '$.path': '^CHANGELOG\\.md$' }, decision: 'allow' }],
+      },
+    })
     const deployed = await compose(spec)
     const { ctx } = deployed
     const agent = deployed.agents.get('main')!
@@ -149,7 +159,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
       transcript.heading('the session (a scripted model; no network)')
       const events: SessionEvent[] = []
+      const log = options.log ? await SessionLog.open(options.log) : undefined
       const session = new AgentSession(ctx, {
+        log,
         // on a terminal the model takes a moment, so a person can follow; piped, it answers at once
         model: new ScriptedModel(DEMO_SCRIPT, { latencyMs: out.isTTY && !options.json ? 600 : 0 }),
         agent,
@@ -160,7 +172,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
           transcript.event(event)
         },
       })
-      const outcome = await session.send(USER)
+      const outcome = await session.send(USER).finally(() => log?.close())
       session.dispose()
 
       const { inspect, select } = await import('@faber/plugin-tool-cordis')

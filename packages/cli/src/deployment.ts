@@ -22,7 +22,7 @@ export class DeploymentError extends Error {
 export interface PluginSpec {
   /** the key as written, e.g. `@faber/plugin-tools-fs` or `@faber/plugin-tools-fs:docs` */
   key: string
-  /** what is imported: a package name, or a path relative to the deployment file */
+  /** what is imported: a package name or a path relative to the deployment file, with `#Name` for a named export */
   use: string
   config: unknown
   /** a plugin object given directly (programmatic deployments) instead of `use` */
@@ -279,9 +279,9 @@ function tryConfig(plugin: unknown, config: unknown): { path: Path; message: str
   }
 }
 
-/** the plugin a module exports: its default export, or the module itself when it exports `apply` */
-function pluginOf(module: Record<string, unknown>): unknown {
-  const candidate = module.default ?? module
+/** the plugin a module exports: the named export asked for, its default export, or the module itself when it exports `apply` */
+function pluginOf(module: Record<string, unknown>, name?: string): unknown {
+  const candidate = name ? module[name] : (module.default ?? module)
   if (typeof candidate === 'function') return candidate
   if (candidate && typeof (candidate as { apply?: unknown }).apply === 'function') {
     // a module namespace is not extensible: give cordis a plain object with the same members
@@ -320,11 +320,12 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
     let plugin = entry.plugin
     if (!plugin) {
       let module: Record<string, unknown>
+      const [specifier, exported] = entry.use.split('#')
       try {
-        module = await importPlugin(entry.use, spec.dir)
+        module = await importPlugin(specifier, spec.dir)
       } catch (error) {
         const detail = (error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
-        throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${entry.use}": ${detail}`))
+        throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${specifier}": ${detail}`))
       }
       plugin = pluginOf(module)
       if (!plugin)

@@ -27,7 +27,7 @@ Options:
   --no-color     plain output (also: NO_COLOR=1, or when piped)`,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 
-Usage: faber demo [--json] [--keep]
+Usage: faber demo [--json] [--keep] [--log FILE]
 
 A temporary workspace with real files, the real sandbox, and every plugin of the standard stack. The scripted
 model first calls a tool directly (rejected by the core: under code mode only run_code is callable), then writes
@@ -37,6 +37,7 @@ summary. The transcript ends with the inspector's view and the call trace.
 Options:
   --json      one JSON record per line (events, the report, the outcome) instead of the transcript
   --keep      keep the temporary workspace and print its path
+  --log FILE  write the session log (JSONL) to FILE
   --no-color  plain output`,
   run: `faber run <deployment.yml> — compose a deployment file and chat with its model
 
@@ -131,9 +132,10 @@ export async function main(argv: string[]): Promise<number> {
   }
   switch (command) {
     case 'demo': {
-      const { values } = parse(command, rest, { json: { type: 'boolean' }, keep: { type: 'boolean' } })
+      const { values } = parse(command, rest, { json: { type: 'boolean' }, keep: { type: 'boolean' }, log: { type: 'string' } })
       if (values.help) break
-      return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), style: styleFor(values) })
+      const log = typeof values.log === 'string' ? resolve(values.log) : undefined
+      return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), log, style: styleFor(values) })
     }
     case 'run': {
       const { values, positionals } = parse(command, rest, { json: { type: 'boolean' } })
@@ -173,7 +175,7 @@ export async function main(argv: string[]): Promise<number> {
         'faber chat',
         process.cwd(),
       )
-      spec.plugins = standardStack({ root, approval: { terminal: true } })
+      spec.plugins = standardStack({ root, approval: { policy: 'auto', require: ['write', 'edit'] }, terminal: true })
       const deployed = await compose(spec)
       try {
         const model = new OpenAIChatModel({ baseURL, model: modelName, apiKey })
