@@ -285,7 +285,7 @@ function pluginOf(module: Record<string, unknown>, name?: string): unknown {
   if (typeof candidate === 'function') return candidate
   if (candidate && typeof (candidate as { apply?: unknown }).apply === 'function') {
     // a module namespace is not extensible: give cordis a plain object with the same members
-    return candidate === module ? { ...module } : candidate
+    return Object.prototype.toString.call(candidate) === '[object Module]' ? { ...candidate } : candidate
   }
 }
 
@@ -327,9 +327,11 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
         const detail = (error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
         throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${specifier}": ${detail}`))
       }
-      plugin = pluginOf(module)
-      if (!plugin)
-        throw new DeploymentError(describe(spec.source, spec.locate, at, `"${entry.use}" does not export a cordis plugin (a default export, or apply)`))
+      plugin = pluginOf(module, exported)
+      if (!plugin) {
+        const what = exported ? `has no export named ${exported} that is a cordis plugin` : 'does not export a cordis plugin (a default export, or apply)'
+        throw new DeploymentError(describe(spec.source, spec.locate, at, `"${specifier}" ${what}`))
+      }
     }
     const problem = tryConfig(plugin, entry.config)
     if (problem) throw new DeploymentError(describe(spec.source, spec.locate, [...at, ...problem.path], problem.message))

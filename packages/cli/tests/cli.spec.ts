@@ -144,3 +144,44 @@ describe('terminal style', () => {
     expect(createStyle(false).paint('x', 'red')).to.equal('x')
   })
 })
+
+describe('faber chat', function () {
+  this.timeout(60_000)
+
+  it('talks to an OpenAI-compatible server on the standard deployment', async () => {
+    const { createServer } = await import('node:http')
+    const bodies: any[] = []
+    const server = createServer(async (req, res) => {
+      let text = ''
+      for await (const chunk of req) text += chunk
+      bodies.push({ auth: req.headers.authorization, body: JSON.parse(text) })
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hello from the server' }, finish_reason: 'stop' }] })}\n\n`)
+      res.end('data: [DONE]\n\n')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as import('node:net').AddressInfo
+    const root = await mkdtemp(join(tmpdir(), 'faber-chat-'))
+    try {
+      const ran = await faber(['chat', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm1', '--root', root], {
+        input: 'hi\n',
+        env: { FABER_API_KEY: 'sk-chat' },
+      })
+      expect(ran.code, ran.stderr).to.equal(0)
+      expect(ran.stdout).to.include('hello from the server')
+      expect(bodies[0].auth).to.equal('Bearer sk-chat')
+      expect(bodies[0].body.model).to.equal('m1')
+      expect(bodies[0].body.tools.map((t: { function: { name: string } }) => t.function.name)).to.deep.equal(['run_code'])
+      expect(bodies[0].body.messages[0].content).to.include(root)
+    } finally {
+      server.close()
+      await rm(root, { recursive: true, force: true })
+    }
+  })
+
+  it('says what is missing without a model', async () => {
+    const ran = await faber(['chat'], { env: { FABER_MODEL: undefined } })
+    expect(ran.code).to.equal(2)
+    expect(ran.stderr).to.include('no model given')
+  })
+})
