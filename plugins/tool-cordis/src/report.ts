@@ -3,7 +3,7 @@
 
 import { type Agent, agentOf, RUN_CODE, type ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
-import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots } from './cordis-adapter.ts'
+import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
 import type { CallRecord } from './trace.ts'
 
 export interface PluginReport {
@@ -155,8 +155,8 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
     if (!list) events.set(entry.event, (list = []))
     list.push(listener)
   }
-  // every service read through a context costs cordis a stack capture: read it once
-  const tools = root.tools
+  const tools = untraced(root.get('tools'))
+  if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
   const agents = tools.agents()
   return {
     plugins: plugin(pluginTree(root)),

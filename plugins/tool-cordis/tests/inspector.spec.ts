@@ -1,7 +1,7 @@
 import { type Agent, createAgent, type ToolResult } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
+import { Context } from 'cordis'
 import Inspector, { COLLAPSED_NOTE, inspect, type PluginReport, type Report, renderReport } from '../src/index.ts'
 import { deployment, echoTool, failingTool, rethrow, ScriptedCodeRuntime, signal } from './helpers.ts'
 
@@ -185,6 +185,10 @@ describe('report: what is loaded', () => {
     expect(JSON.parse(JSON.stringify(report))).to.deep.equal(report)
     expect(report.tracing).to.equal(true)
     expect(report.calls.map((c) => c.callId)).to.deep.equal(['j1'])
+  })
+
+  it('inspect() says what is missing without a ToolRuntime', () => {
+    expect(() => inspect(new Context())).to.throw(TypeError, /no ToolRuntime is mounted/)
   })
 
   it('without the inspector, inspect() still reports the deployment, with no trace', async () => {
