@@ -1,6 +1,8 @@
-import { type Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, agentOf, type Execution, type Json, RUN_CODE } from '@faber/core'
-import { type Context, type Events, Schema, Service } from 'cordis'
-import { compileMatcher, type Decision, type Grant, GrantFile, GrantFileError, type GrantInput, type GrantScope, type Matcher, newGrant } from './grants.ts'
+import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution, Json } from '@faber/core'
+import { RUN_CODE } from '@faber/core'
+import { type Context, Schema, Service } from 'cordis'
+import { Broker } from './broker.ts'
+import type { Decision, Grant, GrantFileError, GrantInput, GrantScope } from './grants.ts'
 import * as RulesAnswerer from './rules.ts'
 
 export * from './grants.ts'
@@ -61,67 +63,13 @@ declare module 'cordis' {
   }
 }
 
-// a listener's context comes typed from @cordisjs/core; only its scope is read here
-type Hook = { ctx: any; callback: (...args: any[]) => any }
+type Hook = { ctx: unknown; callback: (...args: any[]) => any }
 
-function pluginName(ctx: any): string {
-  const runtime = ctx.scope?.runtime
-  return runtime?.name || runtime?.plugin?.name || 'anonymous'
-}
-
-function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
-}
-
-function nameMatcher(patterns: readonly string[]) {
-  const compiled = patterns.map((pattern) => compileMatcher({ tool: pattern }))
-  return (name: string) => compiled.some((matches) => matches(name, undefined, null))
-}
-
-const SCOPES: readonly unknown[] = ['once', 'session', 'always']
-
-/** why an answer is not one, or undefined */
-function malformed(answer: unknown): string | undefined {
-  if (typeof answer !== 'object') return `it answered ${JSON.stringify(answer)}, not { decision }`
-  const { decision, remember, grant, note } = answer as ApprovalAnswer
-  if (note !== undefined && typeof note !== 'string') return 'its note is not a string'
-  if (decision !== 'allow' && decision !== 'reject') return `its decision ${JSON.stringify(decision)} is neither "allow" nor "reject"`
-  if (remember !== undefined && !SCOPES.includes(remember)) return `its remember ${JSON.stringify(remember)} is not once, session or always`
-  if (grant !== undefined) {
-    try {
-      compileMatcher({ tool: grant.tool ?? 'x', arguments: grant.arguments })
-    } catch (error) {
-      return `its grant is invalid (${messageOf(error)})`
-    }
-  }
-}
-
-interface Rule {
-  name: string
-  matches: Matcher
-  decision: Decision
-}
-
-interface Verdict {
-  outcome: ApprovalOutcome
-  answeredBy: string
-  remember?: GrantScope
-  grant?: string
-  note?: string
-}
-
+/** `ctx.approval`: asks answerers, remembers grants, audits; the work is done by a Broker */
 class Approval extends Service implements ApprovalService {
   static name = 'approval'
   declare ctx: Context
-  private sequence = 0
-  private rules: Rule[]
-  private requires: (name: string) => boolean
-  private memory: { grant: Grant; matches: Matcher }[] = []
-  private persisted: { grant: Grant; matches: Matcher }[] = []
-  private file?: GrantFile
-  private loading: Promise<void>
-  /** why the grant file is not in use, when it is not */
-  fileError?: GrantFileError
+  private broker: Broker
 
   constructor(
     ctx: Context,
@@ -129,223 +77,51 @@ class Approval extends Service implements ApprovalService {
   ) {
     super(ctx, 'approval', true)
     this.config = config = Approval.Config(config ?? {})
-    this.rules = config.rules.map((rule, index) => {
-      const name = rule.name || `rules[${index}]`
-      try {
-        return { name, matches: compileMatcher(rule), decision: rule.decision }
-      } catch (error) {
-        throw new TypeError(`approval: rule "${name}": ${messageOf(error)}`)
-      }
-    })
-    const required = nameMatcher(config.require)
-    const except = nameMatcher(config.except)
-    this.requires = (name) => required(name) && !except(name)
-    if (config.file) this.file = new GrantFile(config.file)
-    this.loading = this.reload()
-
+    const broker = new Broker(config, (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks, ctx.logger('approval'))
+    this.broker = broker
     ctx.on('tools/pre-execute', (exec: Execution) => {
-      if (this.requires(exec.name)) return { kind: 'ask', reason: `this deployment requires approval for "${exec.name}"` }
+      if (broker.requires(exec.name)) return { kind: 'ask', reason: `this deployment requires approval for "${exec.name}"` }
     })
-    ctx.plugin(RulesAnswerer)
+    ctx.plugin(RulesAnswerer, { match: (query) => broker.match(query) })
+  }
+
+  request(request: ApprovalRequest): Promise<ApprovalOutcome> {
+    return this.broker.request(request)
   }
 
   /** true when `always` grants can be written to the grant file */
-  get persistent() {
-    return !!this.file && !this.fileError
+  get persistent(): boolean {
+    return this.broker.persistent
+  }
+
+  /** why the grant file is not in use, when it is not */
+  get fileError(): GrantFileError | undefined {
+    return this.broker.fileError
   }
 
   /** reads the grant file again; a problem is kept in `fileError` and logged, and the file is left as it is */
-  async reload(): Promise<void> {
-    if (!this.file) return
-    try {
-      this.persisted = (await this.file.read()).map((grant) => ({ grant, matches: compileMatcher(grant) }))
-      this.fileError = undefined
-    } catch (error) {
-      this.persisted = []
-      this.fileError = error instanceof GrantFileError ? error : new GrantFileError(this.file.path, messageOf(error))
-      this.ctx.logger('approval').error(this.fileError.message)
-    }
+  reload(): Promise<void> {
+    return this.broker.reload()
   }
 
   /** every remembered grant: once and session ones in memory, always ones from the file */
   grants(): Grant[] {
-    return [...this.memory, ...this.persisted].map((entry) => entry.grant)
+    return this.broker.grants()
   }
 
   /** records a grant; an `always` grant is written to the grant file, and fails when there is none or it is unusable */
-  async grant(input: GrantInput, by = 'api'): Promise<Grant> {
-    if (!SCOPES.includes(input?.scope)) throw new TypeError('approval.grant: scope must be "once", "session" or "always"')
-    if (input.decision !== undefined && input.decision !== 'allow' && input.decision !== 'reject') {
-      throw new TypeError('approval.grant: decision must be "allow" or "reject"')
-    }
-    const matches = compileMatcher(input)
-    const grant = newGrant(input, by)
-    if (input.scope !== 'always') {
-      this.memory.push({ grant, matches })
-      return grant
-    }
-    await this.loading
-    if (!this.file) throw new TypeError('approval.grant: "always" needs a grant file; set the `file` config')
-    if (this.fileError) throw this.fileError
-    await this.writeFile((grants) => [...grants, grant])
-    return grant
+  grant(input: GrantInput): Promise<Grant> {
+    return this.broker.grant(input)
   }
 
   /** removes a grant by id; true when there was one */
-  async revoke(id: string): Promise<boolean> {
-    const index = this.memory.findIndex((entry) => entry.grant.id === id)
-    if (index >= 0) {
-      this.memory.splice(index, 1)
-      return true
-    }
-    await this.loading
-    if (!this.file || !this.persisted.some((entry) => entry.grant.id === id)) return false
-    if (this.fileError) throw this.fileError
-    await this.writeFile((grants) => grants.filter((grant) => grant.id !== id))
-    return true
+  revoke(id: string): Promise<boolean> {
+    return this.broker.revoke(id)
   }
 
-  private async writeFile(change: (grants: Grant[]) => Grant[]) {
-    try {
-      const grants = await this.file!.update(change)
-      this.persisted = grants.map((grant) => ({ grant, matches: compileMatcher(grant) }))
-    } catch (error) {
-      if (error instanceof GrantFileError) {
-        this.fileError = error
-        this.ctx.logger('approval').error(error.message)
-      }
-      throw error
-    }
-  }
-
-  /**
-   * what the configured rules and the remembered grants say about a request: reject wins over allow, and a once grant
-   * is used up only when nothing longer-lived allows the call. the rules answerer answers with it.
-   */
-  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'>): { decision: Decision; by: string } | undefined {
-    const agent = query.agent?.name
-    const hits: { decision: Decision; by: string; grant?: Grant }[] = [
-      ...this.rules.filter((rule) => rule.matches(query.tool, agent, query.arguments)).map((rule) => ({ decision: rule.decision, by: `rule ${rule.name}` })),
-      ...[...this.persisted, ...this.memory]
-        .filter((entry) => entry.matches(query.tool, agent, query.arguments))
-        .map((entry) => ({ decision: entry.grant.decision, by: `grant ${entry.grant.id}`, grant: entry.grant })),
-    ]
-    const reject = hits.find((hit) => hit.decision === 'reject')
-    if (reject?.grant?.scope === 'once') this.memory = this.memory.filter((entry) => entry.grant !== reject.grant)
-    if (reject) return { decision: 'reject', by: reject.by }
-    const allow = hits.find((hit) => hit.grant?.scope !== 'once') ?? hits[0]
-    if (!allow) return
-    if (allow.grant?.scope === 'once') this.memory = this.memory.filter((entry) => entry.grant !== allow.grant)
-    return { decision: 'allow', by: allow.by }
-  }
-
-  async request(request: ApprovalRequest): Promise<ApprovalOutcome> {
-    if (typeof request !== 'object' || request === null || typeof request.tool !== 'string' || !(request.signal instanceof AbortSignal)) {
-      throw new TypeError('approval.request: pass { tool, arguments, callId, reason, signal, agent?, program?, exec? }')
-    }
-    const started = performance.now()
-    const query: ApprovalQuery = Object.freeze({ ...request, id: `approval-${++this.sequence}`, nested: request.exec?.parent !== undefined })
-    this.audit('approval/asked', query.agent, {
-      id: query.id,
-      agent: query.agent,
-      tool: query.tool,
-      arguments: query.arguments,
-      callId: query.callId,
-      reason: query.reason,
-      program: query.program,
-      nested: query.nested,
-    })
-    const verdict = await this.decide(query)
-    this.audit('approval/decided', query.agent, {
-      id: query.id,
-      agent: query.agent,
-      tool: query.tool,
-      callId: query.callId,
-      ...verdict,
-      durationMs: performance.now() - started,
-    })
-    return verdict.outcome
-  }
-
-  private async decide(query: ApprovalQuery): Promise<Verdict> {
-    if (query.signal.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
-    const { policy } = this.config
-    if (policy === 'never') return { outcome: 'rejected', answeredBy: 'policy', note: 'the approval policy is never' }
-    if (policy === 'auto' && query.exec?.tool.annotations.readOnly === true) {
-      return { outcome: 'allowed', answeredBy: 'policy', note: `the approval policy is auto and "${query.tool}" is read-only` }
-    }
-    await this.loading
-    let onAbort!: () => void
-    const aborted = new Promise<Verdict>((resolve) => {
-      onAbort = () => resolve({ outcome: 'cancelled', answeredBy: 'caller' })
-      query.signal.addEventListener('abort', onAbort, { once: true })
-    })
-    try {
-      // a late answer loses the race and is discarded: nothing it asked to remember is recorded
-      return await Promise.race([aborted, this.ask(query)])
-    } finally {
-      query.signal.removeEventListener('abort', onAbort)
-    }
-  }
-
-  /** the answerers in order; the first answer counts */
-  private async ask(query: ApprovalQuery): Promise<Verdict> {
-    const hooks = ((this.ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks['approval/request'] ?? []).filter((hook) => {
-      const owner = agentOf(hook.ctx)
-      return owner === undefined || query.agent?.isWithin(owner) === true
-    })
-    for (const hook of hooks) {
-      const plugin = pluginName(hook.ctx)
-      let answer: unknown
-      try {
-        answer = await hook.callback(query)
-      } catch (error) {
-        this.ctx.logger('approval').warn('the answerer of plugin "%s" threw on "%s" (denied): %s', plugin, query.tool, messageOf(error))
-        return { outcome: 'unavailable', answeredBy: plugin, note: `the answerer threw: ${messageOf(error)}` }
-      }
-      if (answer === undefined || answer === null) continue
-      const problem = malformed(answer)
-      if (problem) return { outcome: 'unavailable', answeredBy: plugin, note: `the answer was malformed: ${problem}` }
-      if (query.signal.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
-      return this.answered(query, answer as ApprovalAnswer, plugin)
-    }
-    return { outcome: 'unavailable', answeredBy: 'none', note: 'no answerer answered' }
-  }
-
-  private async answered(query: ApprovalQuery, answer: ApprovalAnswer, plugin: string): Promise<Verdict> {
-    const outcome = answer.decision === 'allow' ? 'allowed' : 'rejected'
-    const remember = answer.remember ?? 'once'
-    if (remember === 'once') return { outcome, answeredBy: plugin, note: answer.note }
-    const input: GrantInput = {
-      tool: answer.grant?.tool ?? query.tool,
-      arguments: answer.grant?.arguments,
-      agent: query.agent?.name,
-      decision: answer.decision,
-      scope: remember,
-    }
-    try {
-      const grant = await this.grant(input, plugin)
-      return { outcome, answeredBy: plugin, remember, grant: grant.id, note: answer.note }
-    } catch (error) {
-      // the answer stands; only remembering it for good failed
-      const grant = await this.grant({ ...input, scope: 'session' }, plugin)
-      const note = `the grant was kept for this session only: ${messageOf(error)}`
-      this.ctx.logger('approval').warn(note)
-      return { outcome, answeredBy: plugin, remember: 'session', grant: grant.id, note }
-    }
-  }
-
-  private audit<K extends 'approval/asked' | 'approval/decided'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
-    const hooks = (this.ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks[event] ?? []
-    for (const hook of hooks) {
-      const owner = agentOf(hook.ctx)
-      if (owner !== undefined && !agent?.isWithin(owner)) continue
-      try {
-        hook.callback(payload)
-      } catch (error) {
-        this.ctx.logger('approval').warn('an %s observer of plugin "%s" threw (ignored): %s', event, pluginName(hook.ctx), messageOf(error))
-      }
-    }
+  /** what the configured rules and the remembered grants say about a request (what the rules answerer answers) */
+  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'>) {
+    return this.broker.match(query)
   }
 }
 

@@ -97,16 +97,16 @@ function denyRuleReason(rule: CompiledDeny, exec: Execution): string | undefined
   }
 }
 
-async function pathRuleReason(rule: CompiledPaths, exec: Execution): Promise<string | undefined> {
+function pathRuleReason(rule: CompiledPaths, exec: Execution): string | undefined {
   if (!rule.matches(exec.name)) return
   const where = `the allowed root${rule.roots.length > 1 ? 's' : ''} ${rule.roots.map((r) => JSON.stringify(r)).join(', ')}`
-  const roots = await Promise.all(rule.roots.map((root) => resolveReal(root)))
+  const roots = rule.roots.map((root) => resolveReal(root))
   for (const { text, path } of rule.arguments) {
     for (const value of selectJson(exec.arguments, path)) {
       if (typeof value !== 'string') return `guard rule "${rule.name}" denied "${exec.name}": ${text} should be a path string, got ${quote(textOf(value))}`
       let real: string
       try {
-        real = await resolveReal(value, rule.base)
+        real = resolveReal(value, rule.base)
       } catch (error) {
         return `guard rule "${rule.name}" denied "${exec.name}": ${text} ${quote(value)} could not be resolved (${(error as Error).message})`
       }
@@ -231,9 +231,8 @@ export function apply(ctx: Context, config: Config) {
   const reminders = new WeakMap<ExecutionToken, number>()
   const exempt = nameMatcher(config.timeout.exempt)
 
-  ctx.on('tools/pre-execute', async (exec) => {
+  ctx.on('tools/pre-execute', (exec) => {
     const slot = slotOf(exec.agent)
-    // counted on arrival, before anything async, so concurrent nested calls keep their order
     const streak =
       remindAfter || blockAfter ? breaker.record(slot, exec.name === RUN_CODE ? 'transport' : 'calls', `${exec.name}\0${canonicalJson(exec.arguments)}`) : 0
     for (const rule of denyRules) {
@@ -241,7 +240,7 @@ export function apply(ctx: Context, config: Config) {
       if (reason) return { kind: 'deny', reason }
     }
     for (const rule of pathRules) {
-      const reason = await pathRuleReason(rule, exec)
+      const reason = pathRuleReason(rule, exec)
       if (reason) return { kind: 'deny', reason }
     }
     if (blockAfter && streak >= blockAfter) {
