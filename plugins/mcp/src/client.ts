@@ -280,8 +280,13 @@ export class McpConnection {
       throw new McpCallError('MCP_SERVER_UNAVAILABLE', `${where} ${why}${this.lastError ? ` (${this.lastError})` : ''}; the call was not sent`)
     }
     let result: Awaited<ReturnType<Client['callTool']>>
+    // the SDK never removes its abort listener, and run_code shares one signal across a program's calls: give it its own
+    const own = new AbortController()
+    const forward = () => own.abort(signal.reason)
+    if (signal.aborted) forward()
+    else signal.addEventListener('abort', forward, { once: true })
     try {
-      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.config.timeoutMs })
+      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: this.config.timeoutMs })
     } catch (error) {
       if (signal.aborted) {
         throw new ToolResultError(errorResult('ABORTED', `the call to "${this.prefix}${tool}" was cancelled while it ran; the MCP request was cancelled`))
@@ -294,6 +299,8 @@ export class McpConnection {
         throw new McpCallError('MCP_SERVER_EXITED', `${where} exited while the call ran; it is being restarted${this.stderrTail()}`)
       }
       throw new McpCallError('MCP_ERROR', `${where}: ${messageOf(error)}`)
+    } finally {
+      signal.removeEventListener('abort', forward)
     }
     const text = renderContent(result.content)
     if (result.isError) throw new McpCallError('MCP_TOOL_ERROR', text || 'the tool reported an error without a message')

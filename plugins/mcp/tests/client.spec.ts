@@ -5,7 +5,7 @@ import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
-import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, rethrow, signal, tempDir } from './helpers.ts'
+import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, rethrow, signal, stopAll, tempDir } from './helpers.ts'
 
 async function load(ctx: Context, config: mcp.McpClient.Input) {
   const fork = ctx.plugin(mcp, config)
@@ -22,7 +22,7 @@ describe('mcp client: the npm servers', () => {
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
     await load(ctx, { servers: [npmServer('everything', dir), npmServer('filesystem', dir, { prefix: 'fs.' }), npmServer('memory', dir)] })
   })
-  after(() => ctx.stop())
+  after(stopAll)
 
   it('registers every tool under a per-server prefix', () => {
     const names = ctx.tools.schemas().map((s) => s.name)
@@ -93,6 +93,8 @@ describe('mcp client: the npm servers', () => {
 })
 
 describe('mcp client: policies', () => {
+  afterEach(stopAll)
+
   it('applies guards and listeners to server tools, direct and nested', async () => {
     const dir = tempDir()
     const ctx = await deployment('both')
@@ -108,7 +110,6 @@ describe('mcp client: policies', () => {
     const code = `try { await tools.filesystem__write_file({ path: ${JSON.stringify(file)}, content: 'x' }) } catch (e) { return e.message }`
     const nested = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code, description: 'tries a write' }, signal: signal() })
     expect(nested.isError === false && nested.value).to.deep.equal({ logs: [], result: '"filesystem__write_file" is destructive' })
-    await ctx.stop()
   })
 })
 
@@ -119,7 +120,7 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     ctx = await deployment('native')
     await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts', { timeoutMs: 400 })] })
   })
-  after(() => ctx.stop())
+  after(stopAll)
 
   it('keeps a tool whose schemas use unsupported constructs, typed unknown there', async () => {
     const tool = ctx.tools.schemas().find((s) => s.name === 'odd__odd_schema')!
@@ -172,6 +173,8 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
 })
 
 describe('mcp client: a server that dies', () => {
+  afterEach(stopAll)
+
   it('fails the call in flight clearly and restarts the server', async () => {
     const dir = tempDir()
     const ctx = await deployment()
@@ -185,7 +188,7 @@ describe('mcp client: a server that dies', () => {
       signal: signal(),
     })
     const restarting = nextStatus(ctx, 'everything', (s) => s.state === 'restarting')
-    const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
+    const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready' && s.pid !== pid)
     setTimeout(() => process.kill(pid!, 'SIGKILL'), 100)
     const result = await call
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_SERVER_EXITED' })
@@ -198,7 +201,6 @@ describe('mcp client: a server that dies', () => {
       .and.not.equal(pid)
     const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'again' }, signal: signal() })
     expect(echo.isError === false && echo.value).to.equal('Echo: again')
-    await ctx.stop()
   })
 
   it('gives up after the configured attempts, without throwing', async () => {
@@ -211,11 +213,12 @@ describe('mcp client: a server that dies', () => {
     const status = await failed
     expect(status).to.deep.include({ attempt: 2, tools: [] })
     expect(status.error).to.match(/could not connect/)
-    await ctx.stop()
   })
 })
 
 describe('mcp client: scopes and disposal', () => {
+  afterEach(stopAll)
+
   it('loads per agent, each agent seeing only its servers', async () => {
     const dir = tempDir()
     const ctx = await deployment()
@@ -228,7 +231,6 @@ describe('mcp client: scopes and disposal', () => {
     expect(ctx.tools.get('memory__read_graph', b)).to.equal(undefined)
     expect(ctx.tools.get('everything__echo', b)).to.not.equal(undefined)
     expect(ctx.tools.get('everything__echo')).to.equal(undefined)
-    await ctx.stop()
   })
 
   it('closes the servers and removes their tools when disposed', async () => {
@@ -243,6 +245,5 @@ describe('mcp client: scopes and disposal', () => {
     const deadline = Date.now() + 5000
     while (alive(pid!) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
     expect(alive(pid!)).to.equal(false)
-    await ctx.stop()
   })
 })

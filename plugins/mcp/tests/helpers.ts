@@ -37,8 +37,18 @@ export async function rethrow(ctx: Context) {
   }
 }
 
+const live = new Set<Context>()
+
+/** stops every deployment a test made, passed or failed, so no server process outlives it */
+export async function stopAll() {
+  const contexts = [...live]
+  live.clear()
+  await Promise.all(contexts.map((ctx) => ctx.stop()))
+}
+
 export async function deployment(mode: Mode = 'native') {
   const ctx = new Context()
+  live.add(ctx)
   ctx.plugin(ToolRuntime, { mode })
   await ctx.start()
   return ctx

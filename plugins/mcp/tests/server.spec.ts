@@ -8,7 +8,7 @@ import { type ElicitRequest, ElicitRequestSchema, type ElicitResult, ToolListCha
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { serveMcp } from '../src/index.ts'
-import { deployment, repoRoot, tempDir } from './helpers.ts'
+import { deployment, repoRoot, stopAll, tempDir } from './helpers.ts'
 
 type Elicit = (request: ElicitRequest) => ElicitResult
 
@@ -26,7 +26,15 @@ async function connect(mode: string, options: { agent?: string; elicit?: Elicit 
   const client = new Client({ name: 'test', version: '1.0.0' }, { capabilities: options.elicit ? { elicitation: {} } : {} })
   if (options.elicit) client.setRequestHandler(ElicitRequestSchema, options.elicit)
   await client.connect(transport)
+  clients.add(client)
   return client
+}
+
+const clients = new Set<Client>()
+async function closeAll() {
+  const open = [...clients]
+  clients.clear()
+  await Promise.all(open.map((client) => client.close()))
 }
 
 function text(result: Awaited<ReturnType<Client['callTool']>>) {
@@ -48,7 +56,7 @@ const MEMORY_TOOLS = [
 describe('mcp server: native', () => {
   let client: Client
   before(async () => (client = await connect('native')))
-  after(() => client.close())
+  after(closeAll)
 
   it('lists every visible tool and no run_code', async () => {
     const { tools } = await client.listTools()
@@ -93,7 +101,7 @@ describe('mcp server: code mode', () => {
         },
       })),
   )
-  after(() => client.close())
+  after(closeAll)
 
   it('lists only run_code, described with the code-only rule and the SDK', async () => {
     const { tools } = await client.listTools()
@@ -151,6 +159,8 @@ describe('mcp server: code mode', () => {
 })
 
 describe('mcp server: both and agent views', () => {
+  afterEach(closeAll)
+
   it('under both, lists the tools and run_code, without the code-only rule', async () => {
     const client = await connect('both')
     const { tools } = await client.listTools()
@@ -159,7 +169,6 @@ describe('mcp server: both and agent views', () => {
     expect(runCode.description).to.include('## The tools SDK').and.not.include('## How to call tools here')
     const direct = await client.callTool({ name: 'add', arguments: { a: 1, b: 1 } })
     expect(direct.structuredContent).to.deep.equal({ sum: 2 })
-    await client.close()
   })
 
   it("serves one agent's view", async () => {
@@ -168,11 +177,12 @@ describe('mcp server: both and agent views', () => {
     expect(tools.map((tool) => tool.name)).to.deep.equal(['run_code'])
     const direct = await client.callTool({ name: 'memory__read_graph', arguments: {} })
     expect(text(direct)).to.match(/^Error: unknown tool "memory__read_graph": under code mode only run_code/)
-    await client.close()
   })
 })
 
 describe('mcp server: in process', () => {
+  afterEach(stopAll)
+
   async function linked(ctx: Context, agent?: string, elicit?: Elicit) {
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
     const serving = await serveMcp(ctx, { transport: serverSide, agent })
@@ -200,7 +210,6 @@ describe('mcp server: in process', () => {
     const wire = ctx.tools.wire(agent).tools
     expect(tools.map(({ name, description, inputSchema }) => ({ name, description, parameters: inputSchema }))).to.deep.equal(wire)
     await serving.close()
-    await ctx.stop()
   })
 
   it('notifies the client when the served view changes', async () => {
@@ -212,7 +221,6 @@ describe('mcp server: in process', () => {
     await changed
     expect((await client.listTools()).tools.map((tool) => tool.name)).to.deep.equal(['ping'])
     await serving.close()
-    await ctx.stop()
   })
 
   it('aborts the execution when the client cancels the request', async () => {
@@ -246,7 +254,6 @@ describe('mcp server: in process', () => {
     while (!aborted && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
     expect(aborted).to.equal(true)
     await serving.close()
-    await ctx.stop()
   })
 
   it("answers @faber/plugin-approval's requests by elicitation, after its rules", async () => {
@@ -270,13 +277,11 @@ describe('mcp server: in process', () => {
     expect(asked[0]).to.match(/^Allow the call to "ping"\?/)
     expect(decided).to.deep.equal(['ping: allowed by mcp-serve', 'pong: rejected by approval-rules'])
     await serving.close()
-    await ctx.stop()
   })
 
   it('refuses an unknown agent by name', async () => {
     const ctx = await deployment('native')
     const error = await serveMcp(ctx, { agent: 'nobody', transport: InMemoryTransport.createLinkedPair()[1] }).catch((e: Error) => e)
     expect((error as Error).message).to.equal('serveMcp: no agent named "nobody"; agents: none')
-    await ctx.stop()
   })
 })
