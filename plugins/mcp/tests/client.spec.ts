@@ -1,10 +1,13 @@
+import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { createAgent } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
+import { serverScript } from './fixtures/servers.ts'
 import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, rethrow, signal, stopAll, tempDir } from './helpers.ts'
 
 async function load(ctx: Context, config: mcp.McpClient.Input) {
@@ -213,6 +216,35 @@ describe('mcp client: a server that dies', () => {
     const status = await failed
     expect(status).to.deep.include({ attempt: 2, tools: [] })
     expect(status.error).to.match(/could not connect/)
+  })
+})
+
+describe('mcp client: streamable HTTP', () => {
+  afterEach(stopAll)
+
+  it('imports and calls the tools of a server at a URL', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, () => {
+        const { port } = probe.address() as AddressInfo
+        probe.close(() => resolve(port))
+      })
+    })
+    const child = spawn(process.execPath, [serverScript('everything'), 'streamableHttp'], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stderr.on('data', (chunk: Buffer) => chunk.toString().includes('listening on port') && resolve())
+        child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}`)))
+      })
+      const ctx = await deployment()
+      await load(ctx, { servers: [{ name: 'web', url: `http://127.0.0.1:${port}/mcp` }] })
+      const echo = await ctx.tools.execute({ callId: callId(), name: 'web__echo', arguments: { message: 'over http' }, signal: signal() })
+      expect(echo.isError === false && echo.value).to.equal('Echo: over http')
+    } finally {
+      child.kill()
+    }
   })
 })
 
