@@ -9,8 +9,8 @@ class FaberReporter extends Mocha.reporters.Spec {
     runner.once(EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats
       const skipped = pending ? `, ${pending} skipped` : ''
-      // after mocha's own epilogue, which is also printed on run end
-      setImmediate(() => process.stdout.write(`${passes} passed, ${failures} failed${skipped}\n`))
+      // registered after the spec reporter's own run-end listener, so this is the last line mocha prints
+      process.stdout.write(`${passes} passed, ${failures} failed${skipped}\n`)
     })
   }
 }
