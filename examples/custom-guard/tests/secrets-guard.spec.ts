@@ -135,7 +135,7 @@ describe('secrets-guard', () => {
     await rethrow(ctx)
     const replies: BridgeReply[] = []
     const runtime: CodeRuntime = {
-      name: 'scripted',
+      backend: 'scripted',
       async run(request: CodeRunRequest) {
         replies.push(await request.call('fetch', JSON.stringify({ url: 'https://x', headers: { key: KEY } })))
         replies.push(await request.call('fetch', JSON.stringify({ url: 'https://x', reply: 'leak' })))

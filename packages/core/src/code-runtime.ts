@@ -41,8 +41,8 @@ export type CodeRunOutcome =
   | { ok: false; kind: CodeFailureKind; message: string; logs: string[]; line?: number; column?: number }
 
 export interface CodeRuntime {
-  /** a short name for reports, e.g. `worker-vm` or `isolated-vm` */
-  readonly name: string
+  /** a short name for reports, e.g. `worker-vm` or `isolated-vm` (not `name`: cordis services own that) */
+  readonly backend: string
   run(request: CodeRunRequest): Promise<CodeRunOutcome>
 }
 

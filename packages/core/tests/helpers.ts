@@ -31,7 +31,7 @@ export type Step = { name: string; args: unknown } | ((request: CodeRunRequest) 
 
 /** a CodeRuntime whose "program" is a list of binding calls made in order; replies are recorded */
 export class ScriptedCodeRuntime implements CodeRuntime {
-  readonly name = 'scripted'
+  readonly backend = 'scripted'
   replies: BridgeReply[] = []
   requests: CodeRunRequest[] = []
 

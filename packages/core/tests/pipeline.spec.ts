@@ -511,7 +511,7 @@ describe('error codes', () => {
     const none = await call(ctx, 'run_code', { code: 'return 1', description: 'one' })
     expect(none.isError && none.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'unavailable' })
     expect(none.content).to.contain('no code runtime is mounted')
-    ctx.set('codeRuntime', { name: 'never', run: () => Promise.reject(new Error('must not run')) })
+    ctx.set('codeRuntime', { backend: 'never', run: () => Promise.reject(new Error('must not run')) })
     const enumerated = await call(ctx, 'run_code', { code: 'enum Color { Red }\nreturn Color.Red', description: 'enum' })
     expect(enumerated.isError && enumerated.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'syntax', line: 1 })
     expect(enumerated.content).to.contain('enum is not supported')

@@ -9,13 +9,12 @@ export * from './types.ts'
 class IsolateSandboxService extends Service implements CodeRuntime {
   declare ctx: Context
   declare config: IsolateSandboxService.Config
+  readonly backend = 'isolated-vm'
   readonly sandbox: IsolateSandbox
 
   constructor(ctx: Context, config: IsolateSandboxService.Input = {}) {
     super(ctx, 'codeRuntime', true)
     this.config = IsolateSandboxService.Config(config)
-    // cordis registered the service under `codeRuntime` already; `name` is now the CodeRuntime's report name
-    this.name = 'isolated-vm'
     this.sandbox = new IsolateSandbox(this.config)
   }
 

@@ -1,6 +1,6 @@
 import ivm from 'isolated-vm'
-import { failure, limitMessages, messageOf, Output } from '../../sandbox/src/outcome.ts'
-import { preludeSource, wrapProgram } from '../../sandbox/src/prelude.ts'
+import { failure, limitMessages, messageOf, Output } from '@faber/sandbox/outcome'
+import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import {
   type BridgeReply,
   type CodeFailureKind,
@@ -31,7 +31,7 @@ const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
  * an isolate that hit a limit, was aborted or misbehaved is disposed and replaced, never reused.
  */
 export class IsolateSandbox implements CodeRuntime {
-  readonly name = 'isolated-vm'
+  readonly backend = 'isolated-vm'
   readonly poolSize: number
   readonly limits: CodeRunLimits
   private idle: Slot[] = []

@@ -1,6 +1,6 @@
 import { expect } from 'chai'
 import { Context } from 'cordis'
-import { describeHazards, hazardLimits } from '../../sandbox/tests/hazards.ts'
+import { describeHazards, hazardLimits } from '@faber/sandbox/hazards'
 import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))
@@ -38,7 +38,7 @@ describe('isolated-vm: plugin', () => {
     const ctx = new Context()
     const fork = ctx.plugin(IsolateSandboxService, { poolSize: 1, limits: { memoryMb: 32 } })
     await ctx.start()
-    expect(ctx.codeRuntime.name).to.equal('isolated-vm')
+    expect(ctx.codeRuntime.backend).to.equal('isolated-vm')
     const outcome = await ctx.codeRuntime.run({
       code: 'return 40 + 2',
       tools: [],

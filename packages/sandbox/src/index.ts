@@ -9,13 +9,12 @@ export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 class WorkerSandboxService extends Service implements CodeRuntime {
   declare ctx: Context
   declare config: WorkerSandboxService.Config
+  readonly backend = 'worker-vm'
   readonly sandbox: WorkerSandbox
 
   constructor(ctx: Context, config: WorkerSandboxService.Input = {}) {
     super(ctx, 'codeRuntime', true)
     this.config = WorkerSandboxService.Config(config)
-    // cordis registered the service under `codeRuntime` already; `name` is now the CodeRuntime's report name
-    this.name = 'worker-vm'
     this.sandbox = new WorkerSandbox(this.config)
   }
 

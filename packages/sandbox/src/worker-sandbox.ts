@@ -43,7 +43,7 @@ type Message =
  * cpu time is the worker's event-loop active time (waits on the host are idle time), polled from the host.
  */
 export class WorkerSandbox implements CodeRuntime {
-  readonly name = 'worker-vm'
+  readonly backend = 'worker-vm'
   readonly poolSize: number
   readonly limits: CodeRunLimits
   private idle: Slot[] = []

@@ -54,7 +54,7 @@ describe('worker-vm: plugin', () => {
     const ctx = new Context()
     const fork = ctx.plugin(WorkerSandboxService, { poolSize: 1, limits: { memoryMb: 32 } })
     await ctx.start()
-    expect(ctx.codeRuntime.name).to.equal('worker-vm')
+    expect(ctx.codeRuntime.backend).to.equal('worker-vm')
     const outcome = await ctx.codeRuntime.run({
       code: 'return 40 + 2',
       tools: [],

@@ -53,7 +53,7 @@ export function failingTool(name = 'explode') {
 
 /** a CodeRuntime whose program makes these binding calls in order and returns the replies */
 export class ScriptedCodeRuntime implements CodeRuntime {
-  readonly name = 'scripted'
+  readonly backend = 'scripted'
 
   constructor(public calls: { name: string; args: unknown }[]) {}
 
