@@ -152,7 +152,13 @@ export class McpConnection {
       this.lost(`the server closed the connection (its process exited or its stream ended)${this.stderrTail()}`)
     }
     this.client = client
-    await this.syncTools(client)
+    try {
+      await this.syncTools(client)
+    } catch (error) {
+      this.client = undefined
+      await client.close().catch(() => {})
+      throw error
+    }
     this.state = 'ready'
     this.lastError = undefined
     clearTimeout(this.stableTimer)

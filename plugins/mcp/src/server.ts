@@ -96,6 +96,18 @@ export async function elicitApproval(
   }
 }
 
+type Ours = (request: ApprovalRequest) => boolean
+
+/** the approver serveMcp mounts when the deployment has none: each serving session answers its own calls' requests */
+class ElicitingApprover implements ApprovalService {
+  sessions = new Map<Ours, (request: ApprovalRequest) => Promise<ApprovalOutcome>>()
+
+  async request(request: ApprovalRequest): Promise<ApprovalOutcome> {
+    for (const [ours, elicit] of this.sessions) if (ours(request)) return elicit(request)
+    return 'unavailable'
+  }
+}
+
 /** while stdout carries the protocol, logs must go to stderr */
 function divertLogs() {
   const targets = Logger.targets.map((target) => [target, target.print] as const)
@@ -129,6 +141,7 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
   // calls of this client in flight, by call id, for the elicitation approver
   const inflight = new Map<string, string | number>()
   let sequence = 0
+  let done = false
 
   let listed: { generation: number; tools: Tool[]; text: string } | undefined
   const listTools = () => {
@@ -164,16 +177,23 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
         pending = true
         queueMicrotask(() => {
           pending = false
+          if (done || !inner.get('tools')) return
           const before = listed?.text
           listTools()
           if (before !== undefined && before !== listed?.text) server.sendToolListChanged().catch(() => {})
         })
       })
+      // the deployment stopping ends the session
+      inner.effect(() => () => void server.close().catch(() => {}))
       if (options.elicitation === false) return
       const elicit = (request: ApprovalRequest) =>
         elicitApproval(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
       const ours = (request: ApprovalRequest) => inflight.has(request.exec.rootCallId)
-      if (inner.get('approval')) {
+      const mounted = inner.get('approval') as ApprovalService | undefined
+      if (mounted instanceof ElicitingApprover) {
+        mounted.sessions.set(ours, elicit)
+        inner.effect(() => () => mounted.sessions.delete(ours))
+      } else if (mounted) {
         // @faber/plugin-approval: answer this client's requests after the rules answerer (standing rules and grants
         // come first); what elicitation cannot answer is left to the answerers after this one
         const on = inner.on.bind(inner) as unknown as (event: string, listener: (query: ApprovalRequest) => Promise<ElicitedAnswer>) => () => void
@@ -185,9 +205,10 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
           if (outcome === 'cancelled') return { decision: 'reject', note: 'the MCP elicitation was dismissed' }
         })
       } else {
-        // no approval service in the deployment: answer this client's asks by elicitation, and nobody else's
-        const service: ApprovalService = { request: async (request) => (ours(request) ? elicit(request) : 'unavailable') }
-        inner.set('approval', service)
+        // no approval service in the deployment: answer MCP clients' asks by elicitation, and nobody else's
+        const approver = new ElicitingApprover()
+        approver.sessions.set(ours, elicit)
+        inner.set('approval', approver)
       }
     },
   })
@@ -200,7 +221,6 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
 
   let resolveClosed!: () => void
   const closed = new Promise<void>((resolve) => (resolveClosed = resolve))
-  let done = false
   const detach = () => {
     if (done) return
     done = true

@@ -279,6 +279,25 @@ describe('mcp server: in process', () => {
     await serving.close()
   })
 
+  it('without an approval service, asks each client about its own calls', async () => {
+    const ctx = await deployment('native')
+    ctx.tools.register(ping)
+    ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'every call asks' }))
+    const asked: string[] = []
+    const answering = (name: string, answer: ElicitResult) => () => {
+      asked.push(name)
+      return answer
+    }
+    const a = await linked(ctx, undefined, answering('a', { action: 'accept', content: { approve: true } }))
+    const b = await linked(ctx, undefined, answering('b', { action: 'decline' }))
+    expect(text(await a.client.callTool({ name: 'ping', arguments: {} }))).to.equal('pong')
+    expect(text(await b.client.callTool({ name: 'ping', arguments: {} }))).to.match(/was rejected by the approver/)
+    expect(asked).to.deep.equal(['a', 'b'])
+    const direct = await ctx.tools.execute({ callId: 'local', name: 'ping', arguments: {}, signal: new AbortController().signal })
+    expect(direct.isError && direct.error.code).to.equal('DENIED')
+    expect(asked).to.have.length(2)
+  })
+
   it('refuses an unknown agent by name', async () => {
     const ctx = await deployment('native')
     const error = await serveMcp(ctx, { agent: 'nobody', transport: InMemoryTransport.createLinkedPair()[1] }).catch((e: Error) => e)
