@@ -37,7 +37,7 @@ export interface JsonSchema {
 const TYPES = new Set<string>(['string', 'number', 'integer', 'boolean', 'null', 'array', 'object'])
 
 // keywords that only describe; they are kept and never validated
-const ANNOTATIONS = new Set([
+export const ANNOTATION_KEYWORDS: ReadonlySet<string> = new Set([
   '$schema',
   '$id',
   '$comment',
@@ -53,7 +53,8 @@ const ANNOTATIONS = new Set([
   'contentMediaType',
 ])
 
-const NUMERIC = ['minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'minItems', 'maxItems']
+/** constraints on values that a TypeScript type does not express */
+export const VALUE_CONSTRAINTS = ['minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'minItems', 'maxItems']
 
 export const SUPPORTED_KEYWORDS = [
   'type',
@@ -62,7 +63,7 @@ export const SUPPORTED_KEYWORDS = [
   'anyOf',
   'oneOf',
   'pattern',
-  ...NUMERIC,
+  ...VALUE_CONSTRAINTS,
   'items',
   'uniqueItems',
   'properties',
@@ -90,14 +91,14 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export function checkSchema(schema: unknown, path = '$'): asserts schema is JsonSchema {
   if (!isRecord(schema)) throw new SchemaError(path, `a schema must be an object, got ${schema === null ? 'null' : typeof schema}`)
   for (const [keyword, value] of Object.entries(schema)) {
-    if (ANNOTATIONS.has(keyword) || keyword.startsWith('x-')) continue
+    if (ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')) continue
     if (!SUPPORTED.has(keyword)) {
       throw new SchemaError(
         path,
         `unsupported JSON-schema keyword "${keyword}"; Faber supports ${SUPPORTED_KEYWORDS.join(', ')} (plus annotations such as description)`,
       )
     }
-    if (NUMERIC.includes(keyword) && typeof value !== 'number') throw new SchemaError(path, `"${keyword}" must be a number`)
+    if (VALUE_CONSTRAINTS.includes(keyword) && typeof value !== 'number') throw new SchemaError(path, `"${keyword}" must be a number`)
   }
   const { type } = schema
   if (type !== undefined) {

@@ -1,7 +1,7 @@
 // the Code Mode SDK: TypeScript declarations of every tool a `run_code` program can call as `await tools.<name>(args)`.
 // rendering is total (whatever it cannot express becomes `unknown`) and deterministic, so the prompt prefix stays cacheable.
 
-import type { JsonSchema } from './schema.ts'
+import { ANNOTATION_KEYWORDS, type JsonSchema, VALUE_CONSTRAINTS } from './schema.ts'
 
 export interface SdkTool {
   name: string
@@ -17,32 +17,7 @@ const MAX_DEPTH = 48
 
 // keywords that only describe or constrain values in ways a TypeScript type cannot; anything else outside
 // the subset (`$ref`, `allOf`, `not`, `patternProperties`, ...) makes the schema render as `unknown`
-const IGNORED = new Set([
-  '$schema',
-  '$id',
-  '$comment',
-  'title',
-  'description',
-  'default',
-  'examples',
-  'format',
-  'deprecated',
-  'readOnly',
-  'writeOnly',
-  'contentEncoding',
-  'contentMediaType',
-  'minLength',
-  'maxLength',
-  'pattern',
-  'minimum',
-  'maximum',
-  'exclusiveMinimum',
-  'exclusiveMaximum',
-  'multipleOf',
-  'minItems',
-  'maxItems',
-  'uniqueItems',
-])
+const IGNORED = new Set([...ANNOTATION_KEYWORDS, ...VALUE_CONSTRAINTS, 'pattern', 'uniqueItems'])
 const STRUCTURAL = new Set(['type', 'enum', 'const', 'anyOf', 'oneOf', 'items', 'properties', 'required', 'additionalProperties'])
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 // whitespace other than single inner spaces, or a comment terminator
