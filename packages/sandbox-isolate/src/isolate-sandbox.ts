@@ -1,6 +1,6 @@
-import ivm from 'isolated-vm'
 import { failure, limitMessages, messageOf, Output } from '@faber/sandbox/outcome'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
+import ivm from 'isolated-vm'
 import {
   type BridgeReply,
   type CodeFailureKind,

@@ -1,6 +1,6 @@
+import { describeHazards, hazardLimits } from '@faber/sandbox/hazards'
 import { expect } from 'chai'
 import { Context } from 'cordis'
-import { describeHazards, hazardLimits } from '@faber/sandbox/hazards'
 import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))
