@@ -41,7 +41,9 @@ export async function benchPipeline() {
   policed.on('bench/noop' as never, (() => undefined) as never)
   const bound = (policed.lifecycle as unknown as { _hooks: Record<string, { callback: (x: unknown) => unknown }[]> })._hooks['bench/noop'][0]
   const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
-  const proxyFloor = await timeOp(() => plain.tools.modeFor(), ITERATIONS)
+  const held = plain.tools
+  const accessFloor = await timeOp(() => plain.tools, ITERATIONS)
+  const proxyFloor = await timeOp(() => held.modeFor(), ITERATIONS)
   const listenerFloor = await timeOp(() => bound.callback(args), ITERATIONS)
   const tools = plain.tools
   const none = await timeOp(() => tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
@@ -52,14 +54,15 @@ export async function benchPipeline() {
 
   console.log('pipeline: ctx.tools.execute for a trivial tool')
   row('baseline: the tool body called directly', direct, direct)
-  row('floor: a trivial ctx.tools call (modeFor)', proxyFloor, direct)
+  row('floor: reading ctx.tools (cordis builds a traced proxy)', accessFloor, direct)
+  row('floor: a trivial method call on a held ctx.tools (modeFor)', proxyFloor, direct)
   row('floor: invoking one cordis-bound listener', listenerFloor, direct)
   row('execute, no listeners', none, direct, '≤ 3 µs')
   row('execute, one pre-execute listener + one guard', withPolicy, direct, '≤ 5 µs')
   row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
   return {
     directUs: direct,
-    proxyFloorUs: proxyFloor,
+    accessFloorUs: accessFloor, proxyFloorUs: proxyFloor,
     listenerFloorUs: listenerFloor,
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,
