@@ -108,7 +108,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
   async function run(args: { code: string; description: string }, run: ToolRun) {
     const { exec } = run
     const agent = exec.agent
-    const host = (agent?.ctx ?? runtime.ctx).get('codeRuntime') as CodeRuntime | undefined
+    const host = runtime.service('codeRuntime')
     if (!host) {
       throw new ToolResultError(
         failure(

@@ -200,6 +200,7 @@ class ToolRuntime extends Service {
   /** @internal */ codeMode: CodeMode
   private [kRaw]: ToolRuntime
   private hookTable: Record<string, Hook[] | undefined>
+  private services = new Map<string, unknown>()
   /** the calling plugin's context, when a method is reached through `someCtx.tools` */
   declare protected caller?: Context
 
@@ -212,6 +213,8 @@ class ToolRuntime extends Service {
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
     ;(this as unknown as Record<symbol, { property: string }>)[Service.tracker].property = 'caller'
     this.hookTable = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
+    // a service lookup through a cordis context costs tens of µs; remember it until that service changes
+    ctx.on('internal/service', (name) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
     this.codeMode = createRunCode(this)
     this.runCode = compileTool(this.codeMode.definition, undefined, false)
@@ -659,7 +662,7 @@ class ToolRuntime extends Service {
     }
     if (!ask) return
     if (exec.signal.aborted) return this.abortedBeforeDispatch(exec.name)
-    const approval = (exec.agent?.ctx ?? this.ctx.root).get('approval') as ApprovalService | undefined
+    const approval = this.service('approval')
     if (!approval) {
       return this.denied(
         trace,
@@ -886,6 +889,13 @@ class ToolRuntime extends Service {
 
   private observerFailed(hook: Hook, exec: Execution, error: unknown) {
     this.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
+  }
+
+  /** @internal the services the pipeline consults (approval, codeRuntime), looked up on the root context */
+  service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined {
+    const self = this[kRaw]
+    if (!self.services.has(name)) self.services.set(name, self.ctx.root.get(name))
+    return self.services.get(name) as Context[K] | undefined
   }
 
   /** @internal notify observers of a core event, each isolated from the others */
