@@ -2,7 +2,7 @@
 // the scheduler for nested calls, and the prompt text that states the collapse.
 
 import type { Agent } from './agent.ts'
-import type { BridgeReply, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
+import type { BridgeReply, CodeRunOutcome } from './code-runtime.ts'
 import type { Json } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ToolRuntime } from './runtime.ts'
