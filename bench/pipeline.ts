@@ -62,7 +62,8 @@ export async function benchPipeline() {
   row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
   return {
     directUs: direct,
-    accessFloorUs: accessFloor, proxyFloorUs: proxyFloor,
+    accessFloorUs: accessFloor,
+    proxyFloorUs: proxyFloor,
     listenerFloorUs: listenerFloor,
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,

@@ -1,4 +1,4 @@
-import ToolRuntime, { type BridgeReply, type CodeRunRequest, type CodeRuntime, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { assertStarted, type BridgeReply, type CodeRunRequest, type CodeRuntime, createAgent, defineTool, type ToolResult, t } from '@faber/core'
 import { expect } from 'chai'
 import { Context, Logger } from 'cordis'
 import * as SecretsGuard from '../src/index.ts'
@@ -6,14 +6,6 @@ import * as SecretsGuard from '../src/index.ts'
 Logger.levels.base = 0
 
 const KEY = `sk-${'a'.repeat(32)}`
-
-async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
 
 async function deployment(mode: 'native' | 'code' = 'native') {
   const ctx = new Context()
@@ -73,7 +65,7 @@ describe('secrets-guard', () => {
         return 'allowed'
       },
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx, 'fetch', { url: 'https://x', headers: { authorization: `Bearer ${KEY}` } })
     expect(error(result)).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'pre-execute', plugin: 'secrets-guard' } })
     expect(result.content).to.contain('looks like an API key')
@@ -88,7 +80,7 @@ describe('secrets-guard', () => {
     const deployed = await deployment()
     ctx = deployed.ctx
     ctx.plugin(SecretsGuard, { patterns: { 'a session cookie': 'sid=[0-9a-f]{16}' } })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const success = await call(ctx, 'fetch', { url: 'https://x', reply: 'leak' })
     expect(success).to.deep.include({ isError: false, content: 'key [redacted] and [redacted]' })
     expect((success as { value: unknown }).value).to.deep.equal({ body: 'key [redacted] and [redacted]', lines: ['key [redacted] and [redacted]'] })
@@ -102,7 +94,7 @@ describe('secrets-guard', () => {
     const deployed = await deployment()
     ctx = deployed.ctx
     ctx.plugin(SecretsGuard, { cautious: ['reviewer'] })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const reviewer = createAgent(ctx, { name: 'reviewer' })
     const builder = createAgent(ctx, { name: 'builder' })
     const denied = await call(ctx, 'drop_table', {}, reviewer)
@@ -117,7 +109,7 @@ describe('secrets-guard', () => {
     const guarded = createAgent(ctx, { name: 'guarded' })
     const free = createAgent(ctx, { name: 'free' })
     guarded.ctx.plugin(SecretsGuard, {})
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const args = { url: 'https://x', headers: { key: KEY } }
     expect(error(await call(ctx, 'fetch', args, guarded))?.code).to.equal('DENIED')
     expect((await call(ctx, 'fetch', args, free)).isError).to.equal(false)
@@ -132,7 +124,7 @@ describe('secrets-guard', () => {
     const seen: string[] = []
     ctx.plugin({ name: 'watcher', apply: (ctx: Context) => ctx.on('tools/pre-execute', (exec) => void seen.push(exec.name)) })
     ctx.plugin(SecretsGuard, {})
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const replies: BridgeReply[] = []
     const runtime: CodeRuntime = {
       backend: 'scripted',

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import ToolRuntime, { type Mode } from '@faber/core'
+import ToolRuntime, { assertStarted, type Mode } from '@faber/core'
 import { Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
@@ -10,17 +10,8 @@ export async function deployment(config: { mode?: Mode } = {}) {
   const ctx = new Context()
   ctx.plugin(ToolRuntime, config)
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
-}
-
-/** cordis logs a failing plugin instead of throwing: surface it */
-export async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
 }
 
 export function deferred<T = void>() {

@@ -1,11 +1,11 @@
 import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AgentSession, type LogRecord, type Message, parseSessionLog, ScriptedModel, SessionLog, SessionLogError } from '@faber/agent'
-import { defineTool, t } from '@faber/core'
+import { assertStarted, defineTool, t } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { deployment, rethrow, tempDir } from './helpers.ts'
+import { deployment, tempDir } from './helpers.ts'
 
 async function records(path: string): Promise<LogRecord[]> {
   return parseSessionLog(await readFile(path, 'utf8')).records
@@ -75,7 +75,7 @@ describe('session log', () => {
     const ctx = await deployment({ mode: 'code' })
     ctx.plugin(WorkerSandbox, {})
     await ctx.start()
-    await rethrow(ctx)
+    await assertStarted(ctx)
     tools(ctx)
     const log = await SessionLog.open(path)
     const code = 'const [a, b] = await Promise.all([tools.note({ text: "x" }), tools.note({ text: "y" })]); return a + b'

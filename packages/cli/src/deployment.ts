@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
-import ToolRuntime, { type Agent, createAgent, type Mask, type Mode } from '@faber/core'
+import ToolRuntime, { type Agent, createAgent, type Mask, type Mode, pluginFailure } from '@faber/core'
 import { Context } from 'cordis'
 import { LineCounter, parseDocument } from 'yaml'
 
@@ -348,14 +348,8 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
 
 /** cordis logs a failing plugin instead of throwing: surface it, naming the plugin */
 export async function rethrowPluginErrors(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    const failed = runtime.error ? runtime : [...runtime.children].find((fork) => fork.error)
-    if (failed?.error) {
-      const name = (runtime as { name?: string }).name ?? (runtime.plugin as { name?: string })?.name ?? 'a plugin'
-      throw new DeploymentError(`plugin "${name}" failed to start: ${(failed.error as Error).message ?? failed.error}`)
-    }
-  }
+  const failure = await pluginFailure(ctx)
+  if (failure) throw new DeploymentError(failure.message)
 }
 
 export interface Deployed {

@@ -13,15 +13,6 @@ export async function deployment(config: { mode?: Mode; maxParallelSubCalls?: nu
   return ctx
 }
 
-/** cordis logs a failing plugin instead of throwing: surface it */
-export async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
-
 export const signal = () => new AbortController().signal
 
 let calls = 0

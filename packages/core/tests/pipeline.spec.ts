@@ -1,7 +1,7 @@
-import { createAgent, defineTool, type Execution, errorResult, type ToolResult, t } from '@faber/core'
+import { assertStarted, createAgent, defineTool, type Execution, errorResult, type ToolResult, t } from '@faber/core'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { callId, deployment, echoTool, rethrow, signal } from './helpers.ts'
+import { callId, deployment, echoTool, signal } from './helpers.ts'
 
 function plugin(ctx: Context, name: string, apply: (ctx: Context) => void) {
   return ctx.plugin({ name, inject: ['tools'], apply })
@@ -25,7 +25,7 @@ describe('tools/pre-execute decisions', () => {
       const ask = () => plugin(ctx, 'curious', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'why not' })))
       const deny = () => plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'echo is off today' })))
       for (const install of order === 'deny first' ? [deny, ask, allow] : [allow, ask, deny]) install()
-      await rethrow(ctx)
+      await assertStarted(ctx)
       const result = await call(ctx)
       expect(result.isError && result.error).to.deep.include({
         code: 'DENIED',
@@ -40,7 +40,7 @@ describe('tools/pre-execute decisions', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'echo is sensitive' })))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(code(result)).to.equal('DENIED')
     expect(result.content).to.contain('needs approval (echo is sensitive) but no approval service is mounted')
@@ -58,7 +58,7 @@ describe('tools/pre-execute decisions', () => {
         return 'allowed'
       },
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(code(result)).to.equal('OK')
     expect(asked).to.deep.equal(['check'])
@@ -76,7 +76,7 @@ describe('tools/pre-execute decisions', () => {
       ctx.tools.register(echoTool('echo', () => ran++))
       plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
       ctx.set('approval', { request: async () => outcome })
-      await rethrow(ctx)
+      await assertStarted(ctx)
       const result = await call(ctx)
       expect(result.isError && result.error.deniedBy?.stage).to.equal('approval')
       expect(result.content).to.contain(expected)
@@ -93,7 +93,7 @@ describe('tools/pre-execute decisions', () => {
         throw new Error('terminal went away')
       },
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(code(await call(ctx))).to.equal('DENIED')
   })
 
@@ -110,7 +110,7 @@ describe('tools/pre-execute decisions', () => {
           controller.abort()
         }),
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx, 'echo', { text: 'x' }, { signal: controller.signal })
     expect(code(result)).to.equal('ABORTED_BEFORE_DISPATCH')
     expect(ran).to.equal(0)
@@ -120,7 +120,7 @@ describe('tools/pre-execute decisions', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'sloppy', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny' }) as never))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(result.isError && result.error.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'sloppy' })
     expect(result.content).to.contain('not a decision')
@@ -134,7 +134,7 @@ describe('guards', () => {
     const seen: string[] = []
     plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'no' })))
     ctx.tools.guard(() => void seen.push('guard'))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     await call(ctx)
     expect(seen).to.deep.equal([])
   })
@@ -205,7 +205,7 @@ describe('fail closed', () => {
       let ran = 0
       ctx.tools.register(echoTool('echo', () => ran++))
       const fork = plugin(ctx, 'faulty', install)
-      await rethrow(ctx)
+      await assertStarted(ctx)
       const result = await call(ctx)
       expect(code(result)).to.equal('DENIED')
       expect(result.isError && result.error.deniedBy?.plugin).to.equal('faulty')
@@ -228,7 +228,7 @@ describe('fail closed', () => {
       }),
     )
     plugin(ctx, 'last', (ctx) => ctx.on('tools/result', () => void seen.push('last')))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(code(await call(ctx))).to.equal('OK')
     expect(seen).to.deep.equal(['first', 'last'])
   })
@@ -266,7 +266,7 @@ describe('tools/execute wrappers', () => {
         return result
       }),
     )
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(code(await call(ctx))).to.equal('OK')
     expect(order).to.deep.equal(['outer in', 'inner in', 'inner out', 'outer out'])
     expect(seenByInner).to.equal(outerSignal)
@@ -283,7 +283,7 @@ describe('tools/execute wrappers', () => {
     })
     let seen: ToolResult | undefined
     plugin(ctx, 'watcher', (ctx) => ctx.on('tools/execute', async (_, next) => (seen = await next())))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(seen?.isError && seen.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'E_FULL' })
     expect(result.content).to.equal('Error: "echo" failed: E_FULL: disk full')
@@ -293,7 +293,7 @@ describe('tools/execute wrappers', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'forger', (ctx) => ctx.on('tools/execute', async () => ({ isError: false, value: { echoed: 42 }, content: '42' })))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(code(result)).to.equal('INVALID_OUTPUT')
     expect(result.content).to.contain('$.echoed: expected string, got integer')
@@ -303,7 +303,7 @@ describe('tools/execute wrappers', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'timer', (ctx) => ctx.on('tools/execute', async () => errorResult('TOOL_TIMEOUT', '"echo" took longer than 5 ms')))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_TIMEOUT', message: '"echo" took longer than 5 ms' })
   })
@@ -312,7 +312,7 @@ describe('tools/execute wrappers', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'sloppy', (ctx) => ctx.on('tools/execute', async () => 'done' as never))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(result.isError && result.error.deniedBy).to.deep.equal({ stage: 'execute', plugin: 'sloppy' })
   })
@@ -330,7 +330,7 @@ describe('tools/post-execute', () => {
         return { kind: 'accept', content: `${r.content} (reminder: you asked this before)` }
       }),
     )
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(seen).to.deep.equal(['HI'])
     expect(result).to.deep.include({ isError: false, value: { echoed: 'HI' }, content: 'HI (reminder: you asked this before)' })
@@ -340,7 +340,7 @@ describe('tools/post-execute', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'breaker', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 1 } })))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(code(await call(ctx))).to.equal('DENIED')
   })
 
@@ -348,7 +348,7 @@ describe('tools/post-execute', () => {
     const ctx = await deployment()
     ctx.tools.register(echoTool())
     plugin(ctx, 'greedy', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 'a' }, content: 'a' })))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(code(result)).to.equal('DENIED')
     expect(result.content).to.contain('not both')
@@ -360,7 +360,7 @@ describe('tools/post-execute', () => {
     let later = 0
     plugin(ctx, 'breaker', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'block', feedback: 'stop echoing; answer the user' })))
     plugin(ctx, 'later', (ctx) => ctx.on('tools/post-execute', () => void later++))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx)
     expect(result.isError && result.error).to.deep.include({ code: 'DENIED', message: 'stop echoing; answer the user' })
     expect(later).to.equal(0)
@@ -554,7 +554,7 @@ describe('agent scopes', () => {
         ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'scoped deny' }))
       },
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     ctx.tools.register(echoTool('public'))
     expect(ctx.tools.get('private')).to.equal(undefined)
     expect(ctx.tools.get('private', agent)?.name).to.equal('private')
@@ -569,7 +569,7 @@ describe('agent scopes', () => {
     const ctx = await deployment()
     let agentRef: ReturnType<typeof createAgent> | undefined
     const fork = ctx.plugin({ name: 'maker', inject: ['tools'], apply: (ctx: Context) => void (agentRef = createAgent(ctx, { name: 'temp' })) })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(ctx.tools.agent('temp')).to.equal(agentRef)
     fork.dispose()
     expect(ctx.tools.agent('temp')).to.equal(undefined)

@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
-import ToolRuntime, { type Agent, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
 import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantFileError, TerminalAnswerer } from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
@@ -16,14 +16,6 @@ afterEach(async () => {
   for (const ctx of started.splice(0)) await ctx.stop()
 })
 
-async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
-
 async function deployment(config: Approval.Input | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
   const ctx = new Context()
   started.push(ctx)
@@ -31,7 +23,7 @@ async function deployment(config: Approval.Input | undefined, options: { mode?: 
   if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
   if (config) ctx.plugin(Approval, config)
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
 }
 
@@ -125,7 +117,7 @@ describe('approval: outcomes', () => {
     const a = createAgent(ctx, { name: 'a' })
     const b = createAgent(ctx, { name: 'b' })
     answerer(ctx, 'for-a', () => ({ decision: 'allow' }), a.ctx)
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect((await call(ctx, 'write', {}, { agent: a })).isError).to.equal(false)
     expect(denial(await call(ctx, 'write', {}, { agent: b }))?.code).to.equal('DENIED')
   })
@@ -250,7 +242,7 @@ describe('approval: policies and what needs approval', () => {
     ctx.plugin(Approval, { rules: [{ tool: 'write', arguments: { path: '^src/' }, decision: 'allow' }] })
     await ctx.start()
     let error: unknown
-    await rethrow(ctx).catch((e) => (error = e))
+    await assertStarted(ctx).catch((e) => (error = e))
     expect(String(error)).to.contain('rule "rules[0]"')
   })
 })
@@ -453,7 +445,7 @@ describe('approval: the terminal answerer', () => {
     const ctx = await deployment(config)
     const term = terminal(tty)
     ctx.plugin(TerminalAnswerer, { input: term.input, output: term.output })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     ctx.tools.register(tool('write'))
     return { ctx, term }
   }
@@ -521,7 +513,7 @@ describe('approval: the terminal answerer', () => {
     const ctx = await deployment({})
     const term = terminal()
     ctx.plugin(TerminalAnswerer, { input: term.input, output: term.output })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const exec = { parent: {}, tool: { annotations: {} } } as never
     const pending = service(ctx).request({
       tool: 'write',

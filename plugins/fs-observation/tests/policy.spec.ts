@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import ToolRuntime, { type Agent, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
@@ -9,15 +9,6 @@ import { Context, Logger } from 'cordis'
 import * as FsObservation from '../src/index.ts'
 
 Logger.levels.base = 0
-
-/** cordis logs a failing plugin instead of throwing: surface it */
-async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
 
 interface Setup {
   policy?: FsObservation.ConfigInput | false
@@ -37,7 +28,7 @@ async function deploy(options: Setup = {}) {
   // the real @faber/sandbox: nested calls go through the real run_code bridge and the whole pipeline
   if (options.sandbox) ctx.plugin(WorkerSandbox, { poolSize: 1 })
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
 }
 
@@ -222,7 +213,7 @@ describe('fs-observation: agents and nested calls', () => {
     const guarded = createAgent(ctx, { name: 'guarded' })
     const free = createAgent(ctx, { name: 'free' })
     guarded.ctx.plugin(FsObservation, {})
-    await rethrow(ctx)
+    await assertStarted(ctx)
     await writeFile(file('x.txt'), 'x')
     expect(denial(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, guarded))).to.contain('requires reading')
     ok(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, free))
@@ -280,11 +271,11 @@ describe('fs-observation: lifecycle and configuration', () => {
     await deploy({ policy: false })
     await writeFile(file('a.txt'), 'a')
     const fork = ctx.plugin(FsObservation, {})
-    await rethrow(ctx)
+    await assertStarted(ctx)
     ok(await call('read', { path: 'a.txt' }))
     fork.dispose()
     ctx.plugin(FsObservation, {})
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(denial(await call('edit', { path: 'a.txt', oldString: 'a', newString: 'b' }))).to.contain('requires reading')
   })
 
@@ -313,7 +304,7 @@ describe('fs-observation: lifecycle and configuration', () => {
       }),
     )
     ctx.plugin(FsObservation, { tools: { read: ['note_get'], write: [], edit: ['note_put'] }, pathArgument: 'note' })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     notes.set('n1', 'hi')
     expect(denial(await call('note_put', { note: 'n1', text: 'x' }))).to.equal('note_put requires reading "n1" first — read it, then retry')
     ok(await call('note_get', { note: 'n1' }))

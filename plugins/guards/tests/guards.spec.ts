@@ -2,7 +2,17 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { mock } from 'node:test'
-import ToolRuntime, { createAgent, type DispatchNext, defineTool, type Execution, type Mode, type ToolResult, t } from '@faber/core'
+import ToolRuntime, {
+  assertStarted,
+  createAgent,
+  type DispatchNext,
+  defineTool,
+  type Execution,
+  type Mode,
+  type PluginStartError,
+  type ToolResult,
+  t,
+} from '@faber/core'
 import * as Guards from '@faber/plugin-guards'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
@@ -19,16 +29,8 @@ async function deployment(config: Guards.Input | undefined, options: { mode?: Mo
   if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
   if (config) ctx.plugin(Guards, config)
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
-}
-
-async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
 }
 
 afterEach(async () => {
@@ -130,8 +132,8 @@ describe('guards: deny rules', () => {
       ctx.plugin(Guards, { deny: [rule] })
       await ctx.start()
       let error: unknown
-      await rethrow(ctx).catch((e) => (error = e))
-      expect(error, JSON.stringify(rule)).to.be.instanceOf(TypeError)
+      await assertStarted(ctx).catch((e) => (error = e))
+      expect((error as PluginStartError | undefined)?.cause, JSON.stringify(rule)).to.be.instanceOf(TypeError)
     }
   })
 })
@@ -256,7 +258,7 @@ describe('guards: repeat-call breaker', () => {
     ctx.plugin(Guards, { breaker: { remindAfter: 3, blockAfter: 3 } })
     await ctx.start()
     let error: unknown
-    await rethrow(ctx).catch((e) => (error = e))
+    await assertStarted(ctx).catch((e) => (error = e))
     expect(String(error)).to.contain('breaker.blockAfter (3) must be greater than breaker.remindAfter (3)')
   })
 })
@@ -443,7 +445,7 @@ describe('guards: timeout wrapper', () => {
         }),
     })
     await ctx.start()
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const { tool, state } = slow('slow', { honours: true })
     ctx.tools.register(tool)
     const pending = call(ctx, 'slow')

@@ -2,17 +2,17 @@ import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
-import { createAgent } from '@faber/core'
+import { assertStarted, createAgent } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
 import { serverScript } from './fixtures/servers.ts'
-import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, rethrow, signal, stopAll, tempDir } from './helpers.ts'
+import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, signal, stopAll, tempDir } from './helpers.ts'
 
 async function load(ctx: Context, config: mcp.McpClient.Input) {
   const fork = ctx.plugin(mcp, config)
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return fork
 }
 
@@ -258,7 +258,7 @@ describe('mcp client: scopes and disposal', () => {
     const b = createAgent(ctx, { name: 'b' })
     a.ctx.plugin(mcp, { servers: [npmServer('memory', dir)] })
     b.ctx.plugin(mcp, { servers: [npmServer('everything', dir)] })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     expect(ctx.tools.get('memory__read_graph', a)).to.not.equal(undefined)
     expect(ctx.tools.get('memory__read_graph', b)).to.equal(undefined)
     expect(ctx.tools.get('everything__echo', b)).to.not.equal(undefined)

@@ -28,15 +28,6 @@ export function fixtureServer(name: string, file: string, extra: Partial<mcp.Mcp
   return { name, command: process.execPath, args: ['--import', 'tsx', join(import.meta.dirname, 'fixtures', file)], cwd: repoRoot, ...extra }
 }
 
-/** cordis logs a failing plugin instead of throwing: surface it */
-export async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
-
 const live = new Set<Context>()
 
 /** stops every deployment a test made, passed or failed, so no server process outlives it */

@@ -2,7 +2,7 @@
 // scripted binding calls, in a fixed order, through the core's real run_code bridge (one test also runs a real
 // program in @faber/sandbox)
 
-import ToolRuntime, { type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
+import ToolRuntime, { assertStarted, type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import Inspector from '../src/index.ts'
 
@@ -13,17 +13,8 @@ export async function deployment(options: { mode?: Mode; inspector?: Partial<Ins
   ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
   if (options.inspector !== false) ctx.plugin(Inspector, options.inspector ?? {})
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
-}
-
-/** cordis logs a failing plugin instead of throwing: surface it */
-export async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
 }
 
 export const signal = () => new AbortController().signal

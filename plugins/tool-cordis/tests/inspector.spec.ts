@@ -1,9 +1,9 @@
-import { type Agent, createAgent, type ToolResult } from '@faber/core'
+import { type Agent, assertStarted, createAgent, type ToolResult } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import Inspector, { COLLAPSED_NOTE, inspect, type PluginReport, type Report, renderReport } from '../src/index.ts'
-import { deployment, echoTool, failingTool, rethrow, ScriptedCodeRuntime, signal } from './helpers.ts'
+import { deployment, echoTool, failingTool, ScriptedCodeRuntime, signal } from './helpers.ts'
 
 function findPlugin(node: PluginReport, name: string): PluginReport | undefined {
   if (node.name === name) return node
@@ -68,7 +68,7 @@ async function teamDeployment(inspector: Partial<Inspector.Config> | false = {})
   ctx.plugin(globalTools)
   ctx.plugin(policy)
   ctx.plugin(team)
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return ctx
 }
 
@@ -152,7 +152,7 @@ describe('report: what is loaded', () => {
         c.set('extraService', { ok: true })
       },
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     let report = ctx.inspector.report()
     expect(layer(report, null).visible.map((t) => t.name)).to.include('extra_echo')
     expect(listenersOf(report, 'tools/result').map((l) => l.plugin)).to.include('extra')
@@ -224,7 +224,7 @@ describe('call trace', () => {
       inject: ['tools'],
       apply: (c: Context) => c.tools.guard((exec) => ((exec.arguments as any).text === 'no' ? 'fenced' : undefined)),
     })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     await call(ctx, 'd1', 'explode', {})
     await call(ctx, 'd2', 'echo', { text: 'no' })
     const [listener, guard] = ctx.inspector.report().calls
@@ -240,7 +240,7 @@ describe('call trace', () => {
     const ctx = await teamDeployment()
     ctx.tools.register(echoTool('ask_me'))
     ctx.plugin(approver('allowed'))
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const result = await call(ctx, 'a1', 'ask_me', { text: 'please' })
     expect(result.isError).to.equal(false)
     const [record] = ctx.inspector.report().calls
@@ -345,7 +345,7 @@ describe('observing only', () => {
         { name: 'ask_me', args: { text: 'nested ask' } },
       ]),
     )
-    await rethrow(ctx)
+    await assertStarted(ctx)
     const coder = agent(ctx, 'coder')
     const reviewer = agent(ctx, 'reviewer')
     const results: ToolResult[] = []
@@ -437,7 +437,7 @@ describe('call trace with the real sandbox', () => {
   it('links the calls a program makes to its run_code call', async () => {
     const ctx = await teamDeployment()
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
-    await rethrow(ctx)
+    await assertStarted(ctx)
     try {
       const coder = agent(ctx, 'coder')
       const program = [

@@ -3,20 +3,11 @@
 import { mkdtemp, realpath, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import ToolRuntime, { type Agent, type ToolResult } from '@faber/core'
+import ToolRuntime, { type Agent, assertStarted, type ToolResult } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import * as ToolsFs from '../src/index.ts'
 
 Logger.levels.base = 0
-
-/** cordis logs a failing plugin instead of throwing: surface it */
-export async function rethrow(ctx: Context) {
-  await ctx.lifecycle.flush()
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.error) throw runtime.error
-    for (const fork of runtime.children) if (fork.error) throw fork.error
-  }
-}
 
 const dirs: string[] = []
 
@@ -43,7 +34,7 @@ export async function workspace(config: Partial<ToolsFs.ConfigInput> = {}) {
   ctx.plugin(ToolRuntime, { mode: 'native' })
   ctx.plugin(ToolsFs, { root, ...config })
   await ctx.start()
-  await rethrow(ctx)
+  await assertStarted(ctx)
   return { ctx, root, call: caller(ctx), file: (rel: string) => path.join(root, rel) }
 }
 

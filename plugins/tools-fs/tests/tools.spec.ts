@@ -307,8 +307,7 @@ describe('tools-fs: declarations', () => {
   })
 
   it('refuses a root that does not exist', async () => {
-    const { rethrow } = await import('./helpers.ts')
-    const ToolRuntime = (await import('@faber/core')).default
+    const { default: ToolRuntime, assertStarted } = await import('@faber/core')
     const ToolsFs = await import('../src/index.ts')
     const { Context } = await import('cordis')
     const ctx = new Context()
@@ -316,7 +315,7 @@ describe('tools-fs: declarations', () => {
     ctx.plugin(ToolsFs, { root: '/definitely/not/here' })
     await ctx.start()
     let error: unknown
-    await rethrow(ctx).catch((e) => (error = e))
+    await assertStarted(ctx).catch((e) => (error = e))
     expect(String(error)).to.contain('does not exist')
   })
 })
