@@ -217,7 +217,7 @@ class ToolRuntime extends Service {
     ctx.on('internal/service', (name) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
     this.codeMode = createRunCode(this)
-    this.runCode = compileTool(this.codeMode.definition, undefined, false)
+    this.runCode = compileTool(this.codeMode.definition, { plugin: 'core', transport: true })
   }
 
   /** increases whenever what any agent sees may have changed */
@@ -283,8 +283,8 @@ class ToolRuntime extends Service {
   register(definition: ToolDefinition): () => void {
     const caller = this.caller ?? this.ctx
     const agent = agentOf(caller)
-    const compiled = compileTool(definition, agent)
     const plugin = pluginName(caller)
+    const compiled = compileTool(definition, { owner: agent, plugin })
     return caller.effect(() => {
       const layer = this.layerOf(agent, 'register')
       const existing = layer.tools.get(compiled.info.name)
@@ -556,7 +556,7 @@ class ToolRuntime extends Service {
       parent,
       rootCallId: outer?.exec.rootCallId ?? callId,
       signal,
-      tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}) }),
+      tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
     })
     if (!failure && parent !== undefined && !outer) {
       failure = errorResult(

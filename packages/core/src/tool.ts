@@ -53,6 +53,8 @@ export interface ToolInfo {
   readonly timeoutMs?: number
   /** the agent whose layer registered it, undefined for a global tool */
   readonly owner?: Agent
+  /** the plugin that registered it (`core` for run_code) */
+  readonly plugin: string
 }
 
 export interface ToolRun {
@@ -122,13 +124,13 @@ function toJsonSchema(schema: unknown, path: string): JsonSchema {
 }
 
 /** checks a definition at registration; every refusal says what to change */
-export function compileTool(definition: ToolDefinition, owner: Agent | undefined, reserved = true): CompiledTool {
+export function compileTool(definition: ToolDefinition, registrar: { owner?: Agent; plugin: string; transport?: boolean }): CompiledTool {
   if (typeof definition !== 'object' || definition === null) throw new TypeError('a tool definition must be an object')
   const { name } = definition
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(name)}: use 1-128 characters from letters, digits, "_", ".", ":" and "-"`)
   }
-  if (reserved && name === RUN_CODE) throw new TypeError(`"${RUN_CODE}" is reserved for Code Mode's transport and cannot be registered`)
+  if (!registrar.transport && name === RUN_CODE) throw new TypeError(`"${RUN_CODE}" is reserved for Code Mode's transport and cannot be registered`)
   if (typeof definition.description !== 'string') throw new TypeError(`tool "${name}": description must be a string`)
   if (typeof definition.execute !== 'function') throw new TypeError(`tool "${name}": execute must be a function`)
   if (definition.timeoutMs !== undefined && !(typeof definition.timeoutMs === 'number' && definition.timeoutMs > 0)) {
@@ -157,7 +159,8 @@ export function compileTool(definition: ToolDefinition, owner: Agent | undefined
       description: definition.description,
       annotations: Object.freeze({ ...definition.annotations }),
       timeoutMs: definition.timeoutMs,
-      owner,
+      owner: registrar.owner,
+      plugin: registrar.plugin,
     }),
     parameters,
     output,

@@ -1,5 +1,6 @@
-import { createAgent, defineTool, type Mode, t } from '@faber/core'
+import { assertStarted, createAgent, defineTool, type Mode, t } from '@faber/core'
 import { expect } from 'chai'
+import type { Context } from 'cordis'
 import { callId, deployment, echoTool, signal } from './helpers.ts'
 
 const modes: Mode[] = ['native', 'code', 'both']
@@ -14,6 +15,14 @@ for (const mode of modes) {
       expect(ctx.tools.get('echo')?.description).to.equal('echoes its text (echo)')
       dispose()
       expect(ctx.tools.get('echo')).to.equal(undefined)
+    })
+
+    it('a registered tool knows the plugin that registered it', async () => {
+      const ctx = await deployment({ mode })
+      ctx.plugin({ name: 'echoes', inject: ['tools'], apply: (ctx: Context) => void ctx.tools.register(echoTool()) })
+      await assertStarted(ctx)
+      expect(ctx.tools.get('echo')?.plugin).to.equal('echoes')
+      if (mode !== 'native') expect(ctx.tools.get('run_code')?.plugin).to.equal('core')
     })
 
     it('register refuses a duplicate in the same layer, naming the owner', async () => {
