@@ -140,6 +140,7 @@ function tools(report: Report, name?: string, caller?: string): Selection {
       layer: layerName(l),
       visible: !!entry,
       owner: entry?.owner,
+      plugin: entry?.plugin,
       wire: l.wire.includes(target),
       collapsed: l.collapsed.includes(target),
       masked: l.masked.find((m) => m.name === target)?.by,
@@ -160,7 +161,8 @@ function tools(report: Report, name?: string, caller?: string): Selection {
         : r.wire
           ? 'visible and shown'
           : 'visible, not shown'
-    lines.push(`- ${r.layer}: ${state}${r.visible && r.owner !== GLOBAL ? `; registered by ${r.owner}` : ''}`)
+    const where = r.owner !== GLOBAL ? ` on ${r.owner}` : ''
+    lines.push(`- ${r.layer}: ${state}${r.visible ? `; registered${where} by plugin ${r.plugin}` : ''}`)
   }
   return { what: 'tools', name, data: rows, text: lines.join('\n') }
 }

@@ -50,6 +50,8 @@ export interface ToolEntry {
   name: string
   /** `global`, the agent whose layer registered it, or `core` for run_code */
   owner: string
+  /** the plugin that registered it */
+  plugin: string
 }
 
 export interface ToolsReport {
@@ -121,7 +123,10 @@ export function toolsOf(tools: ToolRuntime, agent: Agent | undefined): ToolsRepo
     agent: agent?.name ?? null,
     mode: origin.mode,
     modeFrom: origin.from === undefined ? 'default' : origin.from === agent ? 'self' : 'ancestor',
-    visible: tools.schemas(agent).map(({ name }) => ({ name, owner: name === RUN_CODE ? 'core' : (tools.get(name, agent)?.owner?.name ?? 'global') })),
+    visible: tools.schemas(agent).map(({ name }) => {
+      const info = tools.get(name, agent)
+      return { name, owner: name === RUN_CODE ? 'core' : (info?.owner?.name ?? 'global'), plugin: info?.plugin ?? 'core' }
+    }),
     wire: wire.tools.map((tool) => tool.name),
     sections: wire.sections.filter((section) => section.text).map((section) => section.id),
     collapsed: tools.collapsedNames(agent),

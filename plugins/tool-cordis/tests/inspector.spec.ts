@@ -115,7 +115,8 @@ describe('report: what is loaded', () => {
 
     const coder = layer(report, 'coder')
     expect(coder).to.include({ mode: 'code', modeFrom: 'ancestor', modeAgent: 'preset' })
-    expect(coder.visible).to.deep.include({ name: 'echo', owner: 'coder' })
+    expect(coder.visible).to.deep.include({ name: 'echo', owner: 'coder', plugin: 'coder-kit' })
+    expect(global.visible).to.deep.include({ name: 'cordis_inspect', owner: 'global', plugin: 'inspector' })
     expect(coder.shadows).to.deep.equal([{ name: 'echo', by: 'coder', hidden: 'global' }])
     expect(coder.masks).to.deep.equal([{ agent: 'preset', deny: ['explode'], plugin: 'team' }])
 
