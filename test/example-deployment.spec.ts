@@ -1,0 +1,21 @@
+// the example deployment file in examples/deployment composes and reports as its comments say
+
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+import { faber } from '../packages/cli/tests/helpers.ts'
+
+const FILE = fileURLToPath(new URL('../examples/deployment/faber.yml', import.meta.url))
+
+describe('examples/deployment', () => {
+  it('composes every plugin and shows each agent the view its file declares', async () => {
+    const ran = await faber(['inspect', FILE, '--json'])
+    expect(ran.code, ran.stderr).to.equal(0)
+    const report = JSON.parse(ran.stdout)
+    const failed = report.plugins.filter((p: { state: string }) => p.state === 'failed')
+    expect(failed).to.deep.equal([])
+    const view = (agent: string | null) => report.tools.find((l: { agent: string | null }) => l.agent === agent)
+    expect(view('lead')).to.deep.include({ mode: 'code', wire: ['run_code'] })
+    expect(view('lead').collapsed).to.include.members(['read', 'write', 'edit'])
+    expect(view('reviewer')).to.deep.include({ mode: 'native', wire: ['cordis_inspect', 'glob', 'grep', 'list', 'read'] })
+  })
+})
