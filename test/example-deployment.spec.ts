@@ -11,8 +11,11 @@ describe('examples/deployment', () => {
     const ran = await faber(['inspect', FILE, '--json'])
     expect(ran.code, ran.stderr).to.equal(0)
     const report = JSON.parse(ran.stdout)
-    const failed = report.plugins.filter((p: { state: string }) => p.state === 'failed')
-    expect(failed).to.deep.equal([])
+    type Node = { name: string; state: string; children: Node[] }
+    const flat = (node: Node): Node[] => [node, ...node.children.flatMap(flat)]
+    const plugins = flat(report.plugins)
+    expect(plugins.filter((p) => p.state !== 'active')).to.deep.equal([])
+    expect(plugins.map((p) => p.name)).to.include.members(['tools', 'codeRuntime', 'tools-fs', 'fs-observation', 'guards', 'approval', 'inspector'])
     const view = (agent: string | null) => report.tools.find((l: { agent: string | null }) => l.agent === agent)
     expect(view('lead')).to.deep.include({ mode: 'code', wire: ['run_code'] })
     expect(view('lead').collapsed).to.include.members(['read', 'write', 'edit'])
