@@ -117,8 +117,9 @@ export class McpConnection {
     this.stderr = ''
     transport.stderr?.on('data', (chunk: Buffer) => {
       const text = chunk.toString()
-      this.stderr = (this.stderr + text).slice(-STDERR_TAIL)
       this.logger.debug('[%s stderr] %s', this.config.name, text.trimEnd())
+      // a replaced process (a hung one being killed) must not write into its successor's tail
+      if (this.transport === transport) this.stderr = (this.stderr + text).slice(-STDERR_TAIL)
     })
     return transport
   }
@@ -155,6 +156,8 @@ export class McpConnection {
     try {
       await this.syncTools(client)
     } catch (error) {
+      // the server died while listing: onclose has already reported it and scheduled the restart
+      if (this.client !== client) return
       this.client = undefined
       await client.close().catch(() => {})
       throw error
@@ -206,7 +209,11 @@ export class McpConnection {
     this.timer = setTimeout(() => this.start(), delay)
   }
 
-  /** lists the server's tools (every page) and makes the registry match: unchanged tools stay registered */
+  /**
+   * lists the server's tools (every page) and makes the registry match: unchanged tools stay registered. A ready
+   * server's status is reported only when its tool set changed: servers announce list changes that change nothing
+   * (server-everything does right after the handshake), and a repeated `ready` would read as a reconnect.
+   */
   private async syncTools(client: Client) {
     const tools: Tool[] = []
     let cursor: string | undefined
@@ -235,20 +242,23 @@ export class McpConnection {
       }
       wanted.set(name, { key: JSON.stringify(tool), definition: this.define(name, tool) })
     }
+    let changed = false
     for (const [name, entry] of this.registered) {
       if (wanted.get(name)?.key === entry.key) continue
       entry.dispose()
       this.registered.delete(name)
+      changed = true
     }
     for (const [name, { key, definition }] of wanted) {
       if (this.registered.has(name)) continue
       try {
         this.registered.set(name, { key, dispose: this.ctx.tools.register(definition) })
+        changed = true
       } catch (error) {
         this.logger.warn('server "%s": could not register "%s": %s', this.config.name, name, messageOf(error))
       }
     }
-    if (this.state === 'ready') this.report()
+    if (changed && this.state === 'ready') this.report()
   }
 
   private define(name: string, tool: Tool): ToolDefinition {
