@@ -2,13 +2,14 @@ import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
-import { assertStarted, createAgent } from '@faber/core'
+import { mock } from 'node:test'
+import { assertStarted, createAgent, type ToolResult } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
 import { serverScript } from './fixtures/servers.ts'
-import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, signal, stopAll, tempDir } from './helpers.ts'
+import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, signal, stopAll, tempDir, whenDispatched } from './helpers.ts'
 
 async function load(ctx: Context, config: mcp.McpClient.Input) {
   const fork = ctx.plugin(mcp, config)
@@ -117,13 +118,26 @@ describe('mcp client: policies', () => {
 })
 
 describe('mcp client: schemas outside the subset, names, list changes, timeouts', () => {
+  // the budget of every request to the fixture; the timeout test runs on fake timers, so this costs no wall time
+  const timeoutMs = 5000
   let ctx: Context
 
   before(async () => {
     ctx = await deployment('native')
-    await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts', { timeoutMs: 400 })] })
+    await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts', { timeoutMs })] })
   })
   after(stopAll)
+
+  async function stats(): Promise<{ started: number; cancelled: number }> {
+    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__stats', arguments: {}, signal: signal() })
+    if (result.isError) throw new Error(result.content)
+    return JSON.parse(result.value as string)
+  }
+
+  /** until the server runs one more hang call: each round trip is answered after the requests sent before it */
+  async function hangStarted(before: number) {
+    while ((await stats()).started === before);
+  }
 
   it('keeps a tool whose schemas use unsupported constructs, typed unknown there', async () => {
     const tool = ctx.tools.schemas().find((s) => s.name === 'odd__odd_schema')!
@@ -149,29 +163,52 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     expect(result.isError === false && result.value).to.equal('"has space!"')
   })
 
-  it('re-registers on tools/list_changed', async () => {
-    const grown = nextStatus(ctx, 'odd', (s) => s.tools.includes('odd__extra_5'))
+  it('re-registers on tools/list_changed, and reports only a list that changed', async () => {
+    const seen: mcp.McpStatus[] = []
+    const dispose = ctx.on('mcp/status', (status) => void seen.push(status))
+    const grown = nextStatus(ctx, 'odd', (s) => s.tools.includes('odd__extra_6'))
+    // both announcements are re-listed in the order they came, so the first is settled when the second reports
+    await ctx.tools.execute({ callId: callId(), name: 'odd__announce', arguments: {}, signal: signal() })
     await ctx.tools.execute({ callId: callId(), name: 'odd__grow', arguments: {}, signal: signal() })
     await grown
-    expect(ctx.tools.get('odd__extra_5')?.description).to.equal('Added at run time.')
+    dispose()
+    expect(ctx.tools.get('odd__extra_6')?.description).to.equal('Added at run time.')
+    expect(seen.map((s) => [s.state, s.tools.length])).to.deep.equal([['ready', 7]])
   })
 
   it('cancels the MCP request when the call is aborted', async () => {
+    const before = await stats()
     const controller = new AbortController()
     const pending = ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: controller.signal })
-    setTimeout(() => controller.abort(), 50)
+    await hangStarted(before.started)
+    controller.abort()
     const result = await pending
     expect(result.isError && result.error.code).to.equal('ABORTED')
-    const stats = await ctx.tools.execute({ callId: callId(), name: 'odd__stats', arguments: {}, signal: signal() })
-    expect(stats.isError === false && stats.value).to.equal('{"cancelled":1}')
+    // the cancellation was sent before this request, and the server handles them in order
+    expect(await stats()).to.deep.equal({ started: before.started + 1, cancelled: before.cancelled + 1 })
   })
 
   it('reports a timeout as TOOL_FAILED and keeps a server that still answers pings', async () => {
-    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: signal() })
+    const seen: mcp.McpStatus[] = []
+    const dispose = ctx.on('mcp/status', (status) => void seen.push(status))
+    const before = await stats()
+    mock.timers.enable({ apis: ['setTimeout'] })
+    let result: ToolResult
+    try {
+      const pending = ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: signal() })
+      await hangStarted(before.started)
+      mock.timers.tick(timeoutMs)
+      result = await pending
+    } finally {
+      mock.timers.reset()
+    }
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_TIMEOUT' })
-    expect(result.content).to.include('did not answer within 400 ms')
+    expect(result.content).to.include(`did not answer within ${timeoutMs} ms`)
+    // the ping sent on the timeout is answered before this call, so the server was kept if this call runs on it
     const after = await ctx.tools.execute({ callId: callId(), name: 'odd__has_space_', arguments: {}, signal: signal() })
     expect(after.isError).to.equal(false)
+    dispose()
+    expect(seen).to.deep.equal([])
   })
 })
 
@@ -181,27 +218,41 @@ describe('mcp client: a server that dies', () => {
   it('fails the call in flight clearly and restarts the server', async () => {
     const dir = tempDir()
     const ctx = await deployment()
+    const seen: mcp.McpStatus[] = []
+    ctx.on('mcp/status', (status) => void seen.push(status))
     const ready = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
     await load(ctx, { servers: [npmServer('everything', dir)], restart: { initialDelayMs: 50, maxDelayMs: 1000, maxAttempts: 3, stableMs: 60000 } })
     const { pid } = await ready
+    expect(pid).to.be.a('number')
+    const sent = whenDispatched(ctx, 'everything__trigger-long-running-operation')
     const call = ctx.tools.execute({
       callId: callId(),
       name: 'everything__trigger-long-running-operation',
       arguments: { duration: 5, steps: 5 },
       signal: signal(),
     })
+    await sent
+    // answered after the server took the long call, which is now in flight
+    const before = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'before' }, signal: signal() })
+    expect(before.isError === false && before.value).to.equal('Echo: before')
+
+    const killedAt = seen.length
     const restarting = nextStatus(ctx, 'everything', (s) => s.state === 'restarting')
-    const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready' && s.pid !== pid)
-    setTimeout(() => process.kill(pid!, 'SIGKILL'), 100)
+    process.kill(pid!, 'SIGKILL')
+    expect(await restarting).to.deep.include({ attempt: 1, pid: undefined })
+    // asked in the turn that reported the loss: the restart is at least a timer and a process start away
+    const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
+    const down = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'x' }, signal: signal() })
+    expect(down.isError && down.error.toolCode).to.equal('MCP_SERVER_UNAVAILABLE')
     const result = await call
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_SERVER_EXITED' })
     expect(result.content).to.include('MCP server "everything" exited while the call ran; it is being restarted')
-    expect((await restarting).attempt).to.equal(1)
-    const down = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'x' }, signal: signal() })
-    expect(down.isError && down.error.toolCode).to.equal('MCP_SERVER_UNAVAILABLE')
-    expect((await back).pid)
-      .to.be.a('number')
-      .and.not.equal(pid)
+
+    const restarted = await back
+    expect(restarted.pid).to.be.a('number').and.not.equal(pid)
+    expect(restarted.attempt).to.equal(1)
+    // nothing reported after the kill speaks for the dead process
+    expect(seen.slice(killedAt).map((s) => s.pid)).not.to.include(pid)
     const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'again' }, signal: signal() })
     expect(echo.isError === false && echo.value).to.equal('Echo: again')
   })
@@ -234,9 +285,13 @@ describe('mcp client: streamable HTTP', () => {
       stdio: ['ignore', 'ignore', 'pipe'],
     })
     try {
+      let stderr = ''
       await new Promise<void>((resolve, reject) => {
-        child.stderr.on('data', (chunk: Buffer) => chunk.toString().includes('listening on port') && resolve())
-        child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}`)))
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString()
+          if (stderr.includes('listening on port')) resolve()
+        })
+        child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${stderr}`)))
       })
       const ctx = await deployment()
       await load(ctx, { servers: [{ name: 'web', url: `http://127.0.0.1:${port}/mcp` }] })
@@ -274,7 +329,8 @@ describe('mcp client: scopes and disposal', () => {
     expect(ctx.tools.schemas()).to.have.length(9)
     fork.dispose()
     expect(ctx.tools.schemas()).to.have.length(0)
-    const deadline = Date.now() + 5000
+    // not our child to wait on: poll, with a deadline well past the SDK's own (stdin closed, 2 s, SIGTERM, 2 s, SIGKILL)
+    const deadline = Date.now() + 10000
     while (alive(pid!) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
     expect(alive(pid!)).to.equal(false)
   })

@@ -61,6 +61,40 @@ export function nextStatus(ctx: Context, server: string, test: (status: mcp.McpS
   })
 }
 
+/** resolves with what `promise` resolves to, or fails clearly after `timeoutMs` (a safety net, not a wait) */
+export function within<T>(promise: Promise<T>, what: string, timeoutMs = 10000) {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not happen within ${timeoutMs} ms`)), timeoutMs)
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
+  })
+}
+
+/**
+ * resolves once a call to `name` has been handed to the tool body: an MCP tool's request is written to the server
+ * by then (the body runs synchronously down to the transport's write)
+ */
+export function whenDispatched(ctx: Context, name: string) {
+  return new Promise<void>((resolve) => {
+    const dispose = ctx.on('tools/execute', (exec, next) => {
+      const result = next()
+      if (exec.name === name) {
+        dispose()
+        resolve()
+      }
+      return result
+    })
+  })
+}
+
 let calls = 0
 export const callId = () => `call-${++calls}`
 export const signal = () => new AbortController().signal

@@ -8,7 +8,7 @@ import { type ElicitRequest, ElicitRequestSchema, type ElicitResult, ToolListCha
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { serveMcp } from '../src/index.ts'
-import { deployment, repoRoot, stopAll, tempDir } from './helpers.ts'
+import { deployment, repoRoot, stopAll, tempDir, within } from './helpers.ts'
 
 type Elicit = (request: ElicitRequest) => ElicitResult
 
@@ -225,7 +225,10 @@ describe('mcp server: in process', () => {
 
   it('aborts the execution when the client cancels the request', async () => {
     const ctx = await deployment('native')
-    let aborted = false
+    let running!: () => void
+    const started = new Promise<void>((resolve) => (running = resolve))
+    let stopped!: () => void
+    const aborted = new Promise<void>((resolve) => (stopped = resolve))
     ctx.tools.register(
       defineTool({
         name: 'wait',
@@ -233,26 +236,27 @@ describe('mcp server: in process', () => {
         parameters: t.object({}),
         output: { schema: t.string() },
         execute: (_, run) =>
-          new Promise<string>((resolve) =>
+          new Promise<string>((resolve) => {
             run.signal.addEventListener('abort', () => {
-              aborted = true
+              stopped()
               resolve('stopped')
-            }),
-          ),
+            })
+            running()
+          }),
       }),
     )
     const { client, serving } = await linked(ctx)
     const controller = new AbortController()
     const call = client.callTool({ name: 'wait', arguments: {} }, undefined, { signal: controller.signal })
-    setTimeout(() => controller.abort(), 20)
+    // cancel once the tool runs, so it is the running execution that must be aborted
+    await within(started, 'the tool starting')
+    controller.abort()
     const error = await call.then(
       () => undefined,
       (e: unknown) => e,
     )
     expect(error).to.be.instanceOf(Error)
-    const deadline = Date.now() + 2000
-    while (!aborted && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
-    expect(aborted).to.equal(true)
+    await within(aborted, "the execution's signal firing")
     await serving.close()
   })
 
