@@ -257,6 +257,36 @@ describe('mcp client: a server that dies', () => {
     expect(echo.isError === false && echo.value).to.equal('Echo: again')
   })
 
+  it('counts one restart for a server that dies while its tools are listed', async () => {
+    // notes each start, answers the handshake, then exits on tools/list
+    const starts = join(tempDir(), 'starts')
+    const script = [
+      "require('fs').appendFileSync(process.argv[1], 'x')",
+      "require('readline').createInterface({ input: process.stdin }).on('line', (line) => {",
+      '  const m = JSON.parse(line)',
+      "  if (m.method === 'tools/list') process.exit(1)",
+      "  if (m.method === 'initialize') process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'dies', version: '1' } } }) + '\\n')",
+      '})',
+    ].join('\n')
+    const ctx = await deployment()
+    const seen: mcp.McpStatus[] = []
+    ctx.on('mcp/status', (status) => void seen.push(status))
+    const failed = nextStatus(ctx, 'dies', (s) => s.state === 'failed')
+    await load(ctx, {
+      servers: [{ name: 'dies', command: process.execPath, args: ['-e', script, starts] }],
+      restart: { initialDelayMs: 5, maxDelayMs: 20, maxAttempts: 2, stableMs: 60000 },
+    })
+    await failed
+    // the first start and two restarts, each death counted once
+    expect(readFileSync(starts, 'utf8')).to.equal('xxx')
+    expect(seen.map((s) => [s.state, s.attempt])).to.deep.equal([
+      ['restarting', 1],
+      ['restarting', 2],
+      ['failed', 2],
+    ])
+    expect(seen[2].error).to.match(/^the server closed the connection/)
+  })
+
   it('gives up after the configured attempts, without throwing', async () => {
     const ctx = await deployment()
     const failed = nextStatus(ctx, 'broken', (s) => s.state === 'failed')
