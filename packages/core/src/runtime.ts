@@ -926,7 +926,13 @@ class ToolRuntime extends Service {
     view.sdk ??= renderSdk(
       [...view.tools.values()]
         .filter((tool) => tool.info.name !== RUN_CODE)
-        .map((tool) => ({ name: tool.info.name, description: tool.info.description, parameters: tool.parameters, output: tool.output })),
+        .map((tool) => ({
+          name: tool.info.name,
+          description: tool.info.description,
+          parameters: tool.parameters,
+          output: tool.output,
+          rendered: tool.rendered,
+        })),
     )
     return view.sdk
   }

@@ -8,6 +8,8 @@ export interface SdkTool {
   description: string
   parameters: JsonSchema
   output: JsonSchema
+  /** a slot the renderer fills with the two rendered types and reads back while the schemas stay the same */
+  rendered?: { parameters?: string; output?: string }
 }
 
 const RUN_CODE = 'run_code'
@@ -289,8 +291,13 @@ export function renderSdk(tools: readonly SdkTool[]): string {
     let description = ''
     let optional = true
     try {
-      parameters = schemaToTs(tool.parameters)
-      output = schemaToTs(tool.output)
+      const memo = isRecord(tool.rendered) ? tool.rendered : undefined
+      parameters = memo?.parameters ?? schemaToTs(tool.parameters)
+      output = memo?.output ?? schemaToTs(tool.output)
+      if (memo) {
+        memo.parameters = parameters
+        memo.output = output
+      }
       description = oneLine(tool.description)
       optional = argsOptional(tool.parameters, parameters)
     } catch {}

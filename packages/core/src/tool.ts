@@ -114,6 +114,8 @@ export interface CompiledTool {
   readonly output: JsonSchema
   readonly validateArguments: Validator
   readonly validateOutput: Validator
+  /** the SDK's rendering of the two schemas, filled on first use (the schemas never change after registration) */
+  readonly rendered: { parameters?: string; output?: string }
   render(args: Json, value: Json): string
 }
 
@@ -166,6 +168,7 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
     output,
     validateArguments: compileSchema(parameters),
     validateOutput: compileSchema(output),
+    rendered: {},
     render: render ? (args: Json, value: Json) => String(render(args, value)) : (_: Json, value: Json) => defaultRender(value),
   })
 }

@@ -119,9 +119,14 @@ for (const mode of modes) {
       const first = ctx.tools.wire()
       expect(ctx.tools.wire()).to.equal(first)
       const generation = ctx.tools.generation
-      ctx.tools.register(echoTool('write'))
+      const sdk = ctx.tools.sdkDeclarations()
+      const dispose = ctx.tools.register(echoTool('write'))
       expect(ctx.tools.generation).to.be.above(generation)
       expect(ctx.tools.wire()).not.to.equal(first)
+      expect(ctx.tools.sdkDeclarations()).to.contain('write(args: WriteArgs)')
+      dispose()
+      // a new generation with the same tools renders byte-identical text (partly from each tool's cached types)
+      expect(ctx.tools.sdkDeclarations()).to.equal(sdk)
     })
 
     it('presentAs is agent-scoped and validated', async () => {
