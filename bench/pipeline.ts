@@ -1,6 +1,6 @@
 // per-call cost of ctx.tools.execute for a trivial tool, against calling the tool body directly in the same process.
 
-import ToolRuntime, { defineTool, t } from '@faber/core'
+import ToolRuntime, { defineTool, t, untraced } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { isMain, row, timeOp } from './harness.ts'
 
@@ -52,6 +52,11 @@ export async function benchPipeline() {
   const codeTools = code.tools
   const collapsed = await timeOp(() => codeTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
+  // what core's own hot callers hold (the run_code bridge, the agent loop, the MCP server): no proxy per call
+  const rawNone = await timeOp(() => untraced(tools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const rawPolicy = await timeOp(() => untraced(policedTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const rawCollapsed = await timeOp(() => untraced(codeTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+
   console.log('pipeline: ctx.tools.execute for a trivial tool')
   row('baseline: the tool body called directly', direct, direct)
   row('floor: reading ctx.tools (cordis builds a traced proxy)', accessFloor, direct)
@@ -60,6 +65,9 @@ export async function benchPipeline() {
   row('execute, no listeners', none, direct, '≤ 3 µs')
   row('execute, one pre-execute listener + one guard', withPolicy, direct, '≤ 5 µs')
   row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
+  row('untraced(ctx.tools).execute, no listeners', rawNone, direct, '≤ 3 µs')
+  row('untraced, one pre-execute listener + one guard', rawPolicy, direct, '≤ 5 µs')
+  row('untraced, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
   return {
     directUs: direct,
     accessFloorUs: accessFloor,
@@ -67,6 +75,9 @@ export async function benchPipeline() {
     listenerFloorUs: listenerFloor,
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,
+    untracedNoListenersUs: rawNone,
+    untracedListenerAndGuardUs: rawPolicy,
+    untracedCollapsedUs: rawCollapsed,
     collapsedUs: collapsed,
   }
 }

@@ -2,7 +2,7 @@
 // each call's execution mode), appends the results, and repeats until the model answers without tool calls or the
 // step limit is reached.
 
-import { type Agent, errorResult, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult } from '@faber/core'
+import { type Agent, errorResult, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult, untraced } from '@faber/core'
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, type ModelResponse, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, hooksFor, type Prompt } from './prompt.ts'
@@ -304,7 +304,7 @@ export class AgentSession {
     const limit = Math.max(1, this.options.maxParallel ?? 8)
     const results: ToolResult[] = new Array(calls.length)
     const running = new Set<Promise<void>>()
-    const tools = this.ctx.tools
+    const tools = untraced(this.ctx.tools)
 
     const start = (index: number, args: unknown, mode: 'parallel' | 'exclusive') => {
       const call = calls[index]

@@ -2,7 +2,7 @@
 // registry's wire shows that agent; tools/call runs through `ctx.tools.execute`, so every policy applies.
 
 import { randomUUID } from 'node:crypto'
-import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, RUN_CODE } from '@faber/core'
+import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, RUN_CODE, untraced } from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
@@ -125,7 +125,7 @@ function divertLogs() {
  * the served view follows later changes of the tool set (clients get `notifications/tools/list_changed`).
  */
 export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promise<McpServing> {
-  const tools = ctx.get('tools')
+  const tools = untraced(ctx.get('tools'))
   if (!tools) throw new TypeError('serveMcp: no ToolRuntime is mounted at ctx.tools; load @faber/core and start the context first')
   const agent = typeof options.agent === 'string' ? tools.agent(options.agent) : options.agent
   if (typeof options.agent === 'string' && !agent) {
