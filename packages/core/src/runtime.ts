@@ -416,13 +416,6 @@ class ToolRuntime extends Service {
     return self.view(agent).tools.get(name)?.info
   }
 
-  /** the compiled definition, for core modules (the run_code bridge, the SDK) */
-  /** @internal */
-  compiled(name: string, agent?: Agent): CompiledTool | undefined {
-    const self = this[kRaw]
-    return self.view(agent).tools.get(name)
-  }
-
   schemas(agent?: Agent): readonly ToolSchema[] {
     const self = this[kRaw]
     self.checkAgent(agent, 'schemas')
@@ -505,12 +498,6 @@ class ToolRuntime extends Service {
     } catch {
       return 'exclusive'
     }
-  }
-
-  /** @internal the live execution behind a token, while it runs */
-  liveExecution(token: ExecutionToken | undefined) {
-    const self = this[kRaw]
-    return token && self.live.get(token)
   }
 
   /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
