@@ -516,6 +516,10 @@ class ToolRuntime extends Service {
     if (parent !== undefined && !(parent instanceof ExecutionToken))
       throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
     const outer = parent && this.live.get(parent)
+    // a nested call runs as its program's agent
+    if (outer && input.agent !== undefined && input.agent !== outer.exec.agent) {
+      throw new TypeError(`tools.execute: a nested call runs as its program's agent (${outer.exec.agent ?? 'global'}); leave agent out`)
+    }
     const agent = input.agent ?? outer?.exec.agent
     this.checkAgent(agent, 'execute')
     const nested = parent !== undefined
