@@ -48,7 +48,7 @@ export function apply(ctx: Context, config: Config) {
   const kinds = Object.entries({ ...BUILT_IN, ...config.patterns }).map(([label, source]) => ({ label, pattern: new RegExp(source) }))
   const any = new RegExp(kinds.map((kind) => `(?:${kind.pattern.source})`).join('|'), 'g')
 
-  ctx.on('tools/pre-execute', (exec: Execution) => {
+  ctx.tools.listen('tools/pre-execute', (exec: Execution) => {
     for (const text of strings(exec.arguments)) {
       const kind = kinds.find((k) => k.pattern.test(text))
       if (kind) {
@@ -65,7 +65,7 @@ export function apply(ctx: Context, config: Config) {
   if (config.redact) {
     // a success is redacted in its value, so the rendering and a run_code program (which gets the value) never see
     // the secret; an error has only content
-    ctx.on('tools/post-execute', (_exec, result) => {
+    ctx.tools.listen('tools/post-execute', (_exec, result) => {
       if (result.isError) {
         const content = result.content.replace(any, '[redacted]')
         return content === result.content ? undefined : { kind: 'accept', content }

@@ -543,6 +543,31 @@ describe('agent scopes', () => {
     expect(seen).to.deep.equal(['global saw global', 'parent saw parent', 'global saw parent', 'parent saw child', 'global saw child', 'global saw sibling'])
   })
 
+  it('tools.listen registers pipeline listeners scoped, ordered and disposed like ctx.on', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const agent = createAgent(ctx, { name: 'scoped' })
+    const seen: string[] = []
+    const fork = agent.ctx.plugin({
+      name: 'fast-policy',
+      inject: ['tools'],
+      apply: (ctx: Context) => {
+        ctx.tools.listen('tools/pre-execute', (exec) => ((exec.arguments as { text: string }).text === 'no' ? { kind: 'deny', reason: 'said no' } : undefined))
+        ctx.tools.listen('tools/result', (exec) => void seen.push(`listen ${exec.agent?.name ?? 'global'}`))
+      },
+    })
+    ctx.on('tools/result', (exec) => void seen.push(`on ${exec.agent?.name ?? 'global'}`))
+    ctx.tools.listen('tools/result', () => void seen.push('first'), { prepend: true })
+    await assertStarted(ctx)
+    const denied = await call(ctx, 'echo', { text: 'no' }, { agent })
+    expect(denied.isError && denied.error.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'fast-policy' })
+    expect(code(await call(ctx, 'echo', { text: 'no' }))).to.equal('OK')
+    expect(seen).to.deep.equal(['first', 'listen scoped', 'on scoped', 'first', 'on global'])
+    fork.dispose()
+    expect(code(await call(ctx, 'echo', { text: 'no' }, { agent }))).to.equal('OK')
+    expect(() => ctx.tools.listen('tools/changed' as never, (() => {}) as never)).to.throw('not a pipeline event')
+  })
+
   it('a plugin loaded on an agent cannot leak into its parent, and leaves with its plugin', async () => {
     const ctx = await deployment()
     const agent = createAgent(ctx, { name: 'scoped' })

@@ -49,6 +49,7 @@ async function existsNow(file: string): Promise<boolean | undefined> {
 
 export const name = 'fs-observation'
 export const reusable = true
+export const inject = ['tools']
 
 export interface Config {
   tools: { read: string[]; write: string[]; edit: string[] }
@@ -87,7 +88,7 @@ export function apply(ctx: Context, config: Config) {
     return typeof hint === 'string' ? hint : undefined
   }
 
-  ctx.on('tools/result', (exec, result) => {
+  ctx.tools.listen('tools/result', (exec, result) => {
     const role = roles.get(exec.name)
     if (!role || !governs(exec)) return
     const root = rootOf(exec)
@@ -103,7 +104,7 @@ export function apply(ctx: Context, config: Config) {
     }
   })
 
-  ctx.on('tools/pre-execute', async (exec): Promise<PreDecision | undefined> => {
+  ctx.tools.listen('tools/pre-execute', async (exec): Promise<PreDecision | undefined> => {
     const role = roles.get(exec.name)
     if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
     const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]

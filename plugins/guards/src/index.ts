@@ -231,7 +231,7 @@ export function apply(ctx: Context, config: Config) {
   const reminders = new WeakMap<ExecutionToken, number>()
   const exempt = nameMatcher(config.timeout.exempt)
 
-  ctx.on('tools/pre-execute', (exec) => {
+  ctx.tools.listen('tools/pre-execute', (exec) => {
     const slot = slotOf(exec.agent)
     const streak =
       remindAfter || blockAfter ? breaker.record(slot, exec.name === RUN_CODE ? 'transport' : 'calls', `${exec.name}\0${canonicalJson(exec.arguments)}`) : 0
@@ -266,7 +266,7 @@ export function apply(ctx: Context, config: Config) {
     `[reminder] That was call ${streak} in a row of "${tool}" with the same arguments; the result will not change. ` +
     `Use what you already have or try something different.${blockAfter ? ` From ${blockAfter} identical calls in a row on, such calls are blocked.` : ''}`
 
-  ctx.on('tools/post-execute', (exec, result) => {
+  ctx.tools.listen('tools/post-execute', (exec, result) => {
     const streak = reminders.get(exec.token)
     const nested = programReminders.get(exec.token)
     programReminders.delete(exec.token)
@@ -285,7 +285,7 @@ export function apply(ctx: Context, config: Config) {
     return { kind: 'accept', content: `${result.content}\n\n${notes.join('\n')}` }
   })
 
-  ctx.on(
+  ctx.tools.listen(
     'tools/execute',
     timeoutWrapper((exec) => exec.tool.timeoutMs ?? (exempt(exec.name) ? undefined : config.timeout.defaultMs)),
   )

@@ -2,7 +2,7 @@
 // listener lists. everything else in this package reads what these functions return, so a cordis
 // upgrade touches this file and its spec only.
 
-import { Context, symbols } from 'cordis'
+import { Context } from 'cordis'
 
 export type PluginState = 'pending' | 'loading' | 'active' | 'failed' | 'disposed'
 
@@ -171,30 +171,5 @@ export function onDisposed(ctx: Context, callback: (scope: DisposedScope) => voi
   })
 }
 
-/**
- * the object behind a service read through a context. cordis hands out a tracing proxy whose every property
- * read allocates; read-only queries go to the object itself (registrations must keep the proxy: it carries
- * the caller's plugin).
- */
-export function untraced<T>(service: T): T {
-  return ((service as any)?.[symbols.original] as T | undefined) ?? service
-}
-
-/**
- * a listener registered straight into cordis' hook list, owned by `ctx` (its plugin and agent scope) and removed
- * with it. `ctx.on` wraps every listener in a tracing proxy that costs several µs per call (measured in
- * bench/inspector.ts); an observer on every tool call should not. no `internal/listener` hook sees it.
- */
-export function observe(ctx: Context, event: string, callback: (...args: any[]) => void, options: { prepend?: boolean } = {}): () => void {
-  const all = (ctx.root.lifecycle as unknown as { _hooks: Record<string, object[]> })._hooks
-  const hook = { ctx, callback, ...options }
-  return ctx.effect(() => {
-    const hooks = (all[event] ||= [])
-    if (options.prepend) hooks.unshift(hook)
-    else hooks.push(hook)
-    return () => {
-      const index = hooks.indexOf(hook)
-      if (index >= 0) hooks.splice(index, 1)
-    }
-  })
-}
+// core owns the unwrapping of a service proxy
+export { untraced } from '@faber/core'

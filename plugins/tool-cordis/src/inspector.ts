@@ -3,7 +3,7 @@
 
 import { type Agent, agentOf, defineTool, type Execution, type Json, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { observe, onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
+import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
 import { CallTrace, type Clock } from './trace.ts'
@@ -79,15 +79,14 @@ class Inspector extends Service {
     const { trace } = records
 
     // prepended so that it runs before any deciding listener and sees every call that reaches policy; abstains
-    observe(
-      ctx,
+    ctx.tools.listen(
       'tools/pre-execute',
       (exec: Execution) => {
         trace.enter(exec)
       },
       { prepend: true },
     )
-    observe(ctx, 'tools/result', (exec: Execution, result: ToolResult) => trace.record(exec, result))
+    ctx.tools.listen('tools/result', (exec: Execution, result: ToolResult) => trace.record(exec, result))
     const wall = this.config.clock?.wall ?? Date.now
     onDisposed(ctx, ({ name, context }) => {
       const entry: DisposedPluginReport = { name, loadedBy: pluginOf(context), at: new Date(wall()).toISOString() }

@@ -1,6 +1,6 @@
 import { expect } from 'chai'
 import { Context, Logger, Service } from 'cordis'
-import { listeners, observe, onDisposed, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
+import { listeners, onDisposed, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
 
 Logger.levels.base = 0
 
@@ -137,32 +137,7 @@ describe('cordis adapter: listeners', () => {
   })
 })
 
-describe('cordis adapter: observers', () => {
-  it('registers a listener owned by the plugin, in order, that leaves with it', async () => {
-    const ctx = new Context()
-    const seen: string[] = []
-    ctx.plugin({ name: 'plain', apply: (c: Context) => c.on('custom/event' as any, () => seen.push('plain')) })
-    const fork = ctx.plugin({
-      name: 'watcher',
-      apply(c: Context) {
-        observe(c, 'custom/event', (value: string) => seen.push(`first ${value}`), { prepend: true })
-        observe(c, 'custom/event', (value: string) => seen.push(`last ${value}`))
-      },
-    })
-    await ctx.start()
-    ;(ctx.emit as any)('custom/event', 'x')
-    expect(seen).to.deep.equal(['first x', 'plain', 'last x'])
-    expect(
-      listeners(ctx)
-        .filter((e) => e.event === 'custom/event')
-        .map((e) => e.plugin),
-    ).to.deep.equal(['watcher', 'plain', 'watcher'])
-    fork.dispose()
-    seen.length = 0
-    ;(ctx.emit as any)('custom/event', 'y')
-    expect(seen).to.deep.equal(['plain'])
-  })
-
+describe('cordis adapter: services', () => {
   it('reaches the object behind a service proxy', async () => {
     class Thing extends Service {
       constructor(ctx: Context) {
