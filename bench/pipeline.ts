@@ -32,6 +32,13 @@ export async function benchPipeline() {
   policed.on('tools/pre-execute', (exec) => (exec.name === 'add' ? { kind: 'allow' } : undefined))
   policed.tools.guard((exec) => (exec.name === 'rm' ? 'no' : undefined))
 
+  const listened = new Context()
+  listened.plugin(ToolRuntime, { mode: 'native' })
+  await listened.start()
+  listened.tools.register(add)
+  listened.tools.listen('tools/pre-execute', (exec) => (exec.name === 'add' ? { kind: 'allow' } : undefined))
+  listened.tools.guard((exec) => (exec.name === 'rm' ? 'no' : undefined))
+
   const code = new Context()
   code.plugin(ToolRuntime, { mode: 'code' })
   await code.start()
@@ -55,6 +62,10 @@ export async function benchPipeline() {
   // what core's own hot callers hold (the run_code bridge, the agent loop, the MCP server): no proxy per call
   const rawNone = await timeOp(() => untraced(tools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   const rawPolicy = await timeOp(() => untraced(policedTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const listenedHeld = listened.tools
+  const heldListened = await timeOp(() => listenedHeld.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const listenedTools = untraced(listened.tools)
+  const rawListened = await timeOp(() => listenedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   const rawCollapsed = await timeOp(() => untraced(codeTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
   console.log('pipeline: ctx.tools.execute for a trivial tool')
@@ -64,9 +75,11 @@ export async function benchPipeline() {
   row('floor: invoking one cordis-bound listener', listenerFloor, direct)
   row('execute, no listeners', none, direct, '≤ 3 µs')
   row('execute, one pre-execute listener + one guard', withPolicy, direct, '≤ 5 µs')
+  row('execute, one tools.listen listener + one guard', heldListened, direct, '≤ 5 µs')
   row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
   row('untraced(ctx.tools).execute, no listeners', rawNone, direct, '≤ 3 µs')
   row('untraced, one pre-execute listener + one guard', rawPolicy, direct, '≤ 5 µs')
+  row('untraced, one tools.listen listener + one guard', rawListened, direct, '≤ 5 µs')
   row('untraced, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
   return {
     directUs: direct,
@@ -75,8 +88,10 @@ export async function benchPipeline() {
     listenerFloorUs: listenerFloor,
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,
+    listenedAndGuardUs: heldListened,
     untracedNoListenersUs: rawNone,
     untracedListenerAndGuardUs: rawPolicy,
+    untracedListenedAndGuardUs: rawListened,
     untracedCollapsedUs: rawCollapsed,
     collapsedUs: collapsed,
   }

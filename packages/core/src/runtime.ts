@@ -3,6 +3,7 @@
 
 import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
 import { Agent, agentOf } from './agent.ts'
+import { untraced } from './context.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
@@ -362,7 +363,8 @@ class ToolRuntime extends Service {
     if (typeof listener !== 'function') throw new TypeError(`tools.listen: pass a listener function for "${event}"`)
     if (!PIPELINE_EVENTS.includes(event)) throw new TypeError(`tools.listen: "${event}" is not a pipeline event; use ctx.on for it`)
     const caller = this.caller ?? this.ctx
-    const hook = { ctx: caller, callback: listener, ...options } as unknown as Hook
+    // a function handed to a method through cordis' service proxy arrives wrapped in a tracing proxy of its own
+    const hook = { ctx: caller, callback: untraced(listener), ...options } as unknown as Hook
     const hooks = this.hookTable
     return caller.effect(() => {
       const list = (hooks[event] ??= [])
@@ -380,7 +382,7 @@ class ToolRuntime extends Service {
     const caller = this.caller ?? this.ctx
     if (typeof guard !== 'function') throw new TypeError('tools.guard: pass a function (exec) => reason | undefined')
     const agent = agentOf(caller)
-    const entry = { value: guard, plugin: pluginName(caller) }
+    const entry = { value: untraced(guard), plugin: pluginName(caller) }
     return caller.effect(() => {
       const layer = this.layerOf(agent, 'guard')
       layer.guards.push(entry)
