@@ -34,7 +34,11 @@ export async function benchGuards() {
   const signal = new AbortController().signal
   let i = 0
   // arguments vary so the breaker never blocks: each call is measured on its full path
-  const op = (ctx: Context) => () => ctx.tools.execute({ callId: 'c', name: 'add', arguments: { a: i++, b: 2, path: 'src/a.ts' }, signal })
+  // hold the service: reading ctx.tools builds a traced proxy each time (see bench/pipeline.ts)
+  const op = (ctx: Context) => {
+    const tools = ctx.tools
+    return () => tools.execute({ callId: 'c', name: 'add', arguments: { a: i++, b: 2, path: 'src/a.ts' }, signal })
+  }
 
   const rules = {
     deny: [
