@@ -3,9 +3,9 @@
 
 import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
 import { Agent, agentOf } from './agent.ts'
-import { untraced } from './context.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
+import { untraced } from './context.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import {
   type DeniedBy,
