@@ -8,7 +8,5 @@ module.exports = {
   'node-option': ['no-node-snapshot'],
   reporter: './scripts/mocha-reporter.cjs',
   'fail-zero': true,
-  // a suite with real workers, child processes and servers: end the run when mocha is done, not when the last handle closes
-  exit: true,
   timeout: 20000,
 }
