@@ -2,6 +2,8 @@
 import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { expect } from 'chai'
+import { Context } from 'cordis'
+import type { SandboxService } from '../src/service.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../src/types.ts'
 
 export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb: 32, outputBytes: 4096 }
@@ -399,6 +401,67 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expectOk(await run(code))
         expectOk(await run('return [({}).polluted ?? null, [1].map((x) => x)]'), [null, [1]])
       })
+    })
+  })
+}
+
+const none = async (): Promise<BridgeReply> => ({ ok: false, message: 'none' })
+
+/** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
+export function describePool(
+  name: string,
+  makePool: (poolSize: number) => ClosableRuntime,
+  Service: new (ctx: Context, config?: SandboxService.Input) => SandboxService,
+) {
+  describe(`${name}: pool`, () => {
+    it('serves overlapping runs beyond the pool size', async () => {
+      const sandbox = makePool(1)
+      try {
+        const signal = new AbortController().signal
+        const call = async (_: string, json: string) => ({ ok: true as const, value: json })
+        const runs = [1, 2, 3].map((n) => sandbox.run({ code: `return await tools.echo(${n})`, tools: ['echo'], call, signal, limits: hazardLimits }))
+        expect((await Promise.all(runs)).map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '3'])
+      } finally {
+        await sandbox.close()
+      }
+    })
+
+    it('runs with a memory limit other than the pool’s', async () => {
+      const sandbox = makePool(1)
+      try {
+        const signal = new AbortController().signal
+        const outcome = await sandbox.run({ code: 'return 1', tools: [], call: none, signal, limits: { ...hazardLimits, memoryMb: 48 } })
+        expect(outcome).to.deep.equal({ ok: true, logs: [], result: '1' })
+      } finally {
+        await sandbox.close()
+      }
+    })
+
+    it('ends runs in progress on close', async () => {
+      const sandbox = makePool(1)
+      let started!: () => void
+      const waiting = new Promise<void>((resolve) => (started = resolve))
+      const call = () => {
+        started()
+        return new Promise<BridgeReply>(() => {})
+      }
+      const outcome = sandbox.run({ code: 'await tools.wait({})', tools: ['wait'], call, signal: new AbortController().signal, limits: hazardLimits })
+      await waiting
+      await sandbox.close()
+      expect(await outcome).to.include({ ok: false, kind: 'abort' })
+    })
+  })
+
+  describe(`${name}: plugin`, () => {
+    it('provides ctx.codeRuntime and closes it on dispose', async () => {
+      const ctx = new Context()
+      const fork = ctx.plugin(Service, { poolSize: 1, limits: { memoryMb: 32 } })
+      await ctx.start()
+      expect(ctx.codeRuntime.backend).to.equal(name)
+      const outcome = await ctx.codeRuntime.run({ code: 'return 40 + 2', tools: [], call: none, signal: new AbortController().signal, limits: hazardLimits })
+      expect(outcome).to.deep.equal({ ok: true, logs: [], result: '42' })
+      fork.dispose()
+      expect(ctx.get('codeRuntime')).to.equal(undefined)
     })
   })
 }
