@@ -142,6 +142,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
       return promise
     }
 
+    // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses)
     const nestedCall = async (parent: ExecutionToken, name: string, argumentsJson: string, callId: string): Promise<BridgeReply> => {
       let parsed: unknown
       try {

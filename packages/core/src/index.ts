@@ -1,6 +1,7 @@
 export * from './agent.ts'
 export * from './code-mode.ts'
 export * from './code-runtime.ts'
+export * from './collapse.ts'
 export * from './context.ts'
 export * from './json.ts'
 export * from './result.ts'

@@ -1,0 +1,478 @@
+// the execution pipeline, in DESIGN.md's order: create (through the collapse), pre-abort, tools/pre-execute,
+// approval, guards, tools/execute around the body, tools/post-execute, finish. each stage either continues or
+// produces the call's one result. the registry (runtime.ts) owns what is visible; this module owns what runs.
+
+import type { Context, Events, Hook, Logger } from 'cordis'
+import type { Agent } from './agent.ts'
+import { agentOf } from './agent.ts'
+import type { CodeMode } from './code-mode.ts'
+import { collapses, type Mode } from './collapse.ts'
+import { type Json, JsonError, snapshot } from './json.ts'
+import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
+import type { DispatchNext, ExecutionInput, Guard } from './runtime.ts'
+import { type CompiledTool, type Execution, ExecutionToken, RUN_CODE } from './tool.ts'
+
+/** what the pipeline needs of the registry */
+export interface PipelineHost {
+  view(agent: Agent | undefined): PipelineView
+  guards(level: Agent | undefined): readonly { value: Guard; plugin: string }[] | undefined
+  service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined
+  checkAgent(agent: Agent | undefined, method: string): void
+  log(): Logger
+  readonly codeMode: CodeMode
+  readonly hookTable: Record<string, Hook[] | undefined>
+}
+
+export interface PipelineView {
+  mode: Mode
+  tools: ReadonlyMap<string, CompiledTool>
+}
+
+interface LiveExecution {
+  exec: Execution
+  /** the program text, for a run_code execution */
+  program?: string
+}
+
+// a listener's context comes typed from @cordisjs/core; only its scope is read here
+type AnyContext = { scope?: any; root?: any }
+
+export function pluginName(ctx: AnyContext): string {
+  const runtime = ctx.scope?.runtime
+  return runtime?.name || runtime?.plugin?.name || (ctx.scope === ctx.root.scope ? 'root' : 'anonymous')
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+}
+
+function messageOf(error: unknown) {
+  return error instanceof Error ? error.message : String(error)
+}
+
+const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
+const EMPTY_HOOKS: Hook[] = []
+
+// reading a listener's context goes through cordis' proxies; its agent and plugin never change, so read them once
+const owners = new WeakMap<Hook, { agent?: Agent; plugin: string }>()
+
+function ownerOf(hook: Hook) {
+  let owner = owners.get(hook)
+  if (!owner) {
+    owner = { agent: agentOf(hook.ctx), plugin: pluginName(hook.ctx) }
+    owners.set(hook, owner)
+  }
+  return owner
+}
+
+export class Pipeline {
+  /** executions between create and finish, by token: a nested call's parent must be one of them */
+  readonly live = new Map<ExecutionToken, LiveExecution>()
+  private sequence = 0
+
+  constructor(private host: PipelineHost) {}
+
+  /** the definition an execution may run: undefined when unknown or collapsed */
+  resolveExecution(name: string, agent: Agent | undefined, nested: boolean): CompiledTool | undefined {
+    const view = this.host.view(agent)
+    if (collapses(name, view.mode, nested)) return undefined
+    return view.tools.get(name)
+  }
+
+  /**
+   * 1. create: check the input, snapshot the arguments as lossless JSON, and resolve the definition through the
+   * collapse. a collapsed, unknown, orphaned or ill-formed call ends here, before any policy observes it.
+   */
+  private createExecution(input: ExecutionInput): { exec: Execution; failure?: ToolFailure; trace: StageRecord[] } {
+    if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
+    const { callId, name, signal, parent } = input
+    if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
+    if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
+    if (!(signal instanceof AbortSignal)) {
+      throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
+    }
+    if (parent !== undefined && !(parent instanceof ExecutionToken))
+      throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
+    const outer = parent && this.live.get(parent)
+    // a nested sub-dispatch runs as its program's agent
+    if (outer && input.agent !== undefined && input.agent !== outer.exec.agent) {
+      throw new TypeError(`tools.execute: a nested call runs as its program's agent (${outer.exec.agent ?? 'global'}); leave agent out`)
+    }
+    const agent = input.agent ?? outer?.exec.agent
+    this.host.checkAgent(agent, 'execute')
+    const trace: StageRecord[] = []
+    let args: Json = null
+    let failure: ToolFailure | undefined
+    try {
+      args = snapshot(input.arguments === undefined ? {} : input.arguments, '$')
+    } catch (error) {
+      if (!(error instanceof JsonError)) throw error
+      failure = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
+    }
+    const view = this.host.view(agent)
+    const collapsed = collapses(name, view.mode, parent !== undefined)
+    const tool = collapsed ? undefined : view.tools.get(name)
+    const exec: Execution = Object.freeze({
+      token: new ExecutionToken(++this.sequence, callId, name),
+      callId,
+      name,
+      arguments: args,
+      agent,
+      parent,
+      rootCallId: outer?.exec.rootCallId ?? callId,
+      signal,
+      tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
+    })
+    if (failure) return { exec, failure, trace }
+    if (parent !== undefined && !outer) {
+      trace.push({ stage: 'create', decision: 'parent-settled', by: 'core' })
+      const message = `the program that called "${name}" has already finished; nested calls must complete before run_code returns`
+      return { exec, failure: errorResult('ABORTED_BEFORE_DISPATCH', message), trace }
+    }
+    if (collapsed) {
+      trace.push({ stage: 'create', decision: 'collapsed', by: 'core' })
+      const route = errorResult('UNKNOWN_TOOL', this.host.codeMode.routeMessage(name, view.tools.has(name)))
+      return { exec, failure: signal.aborted ? this.abortedBeforeDispatch(name) : route, trace }
+    }
+    if (!tool) {
+      trace.push({ stage: 'create', decision: 'unknown', by: 'core' })
+      return { exec, failure: errorResult('UNKNOWN_TOOL', this.unknownMessage(name, view)), trace }
+    }
+    const problem = tool.validateArguments(args, '$')
+    if (problem !== undefined) failure = errorResult('INVALID_ARGUMENTS', `invalid arguments for "${name}": ${problem}. Fix the arguments and call again.`)
+    return { exec, failure, trace }
+  }
+
+  /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
+  async execute(input: ExecutionInput): Promise<ToolResult> {
+    // 1. create
+    const { exec, failure, trace } = this.createExecution(input)
+    if (failure) return this.finish(exec, failure, trace)
+    const { name, signal, agent } = exec
+
+    // 2. pre-abort
+    if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(name), trace)
+
+    const live: LiveExecution = { exec, program: name === RUN_CODE ? ((exec.arguments as { code?: string }).code ?? '') : undefined }
+    this.live.set(exec.token, live)
+    try {
+      // stages without participants are skipped without an await: the pipeline is on every call
+      const deciders = this.hooks('tools/pre-execute', agent)
+      const denial = (deciders.length ? await this.decide(exec, deciders, trace) : undefined) ?? this.runGuards(exec, trace)
+      if (denial) return this.finish(exec, denial, trace)
+      const wrappers = this.hooks('tools/execute', agent)
+      let result = wrappers.length ? await this.dispatch(exec, wrappers, trace) : await this.dispatchToolBody(exec, signal)
+      if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${name}" was cancelled while it ran; its result was discarded`)
+      const reviewers = this.hooks('tools/post-execute', agent)
+      if (reviewers.length) result = await this.postExecute(exec, reviewers, result, trace)
+      return this.finish(exec, result, trace)
+    } finally {
+      this.live.delete(exec.token)
+    }
+  }
+
+  private abortedBeforeDispatch(name: string) {
+    return errorResult('ABORTED_BEFORE_DISPATCH', `the call to "${name}" was cancelled before it started; nothing ran`)
+  }
+
+  private unknownMessage(name: string, view: PipelineView) {
+    const names = [...view.tools.keys()].sort()
+    const shown = names.length > 20 ? `${names.slice(0, 20).join(', ')}, ...` : names.join(', ') || 'none'
+    return `unknown tool "${name}": no tool of that name is available here; available tools: ${shown}`
+  }
+
+  /** the listeners on `event` that apply to this agent: global ones and those of its chain */
+  private hooks(event: string, agent: Agent | undefined): Hook[] {
+    const hooks = this.host.hookTable[event]
+    if (!hooks?.length) return EMPTY_HOOKS
+    return hooks.filter((hook) => {
+      const owner = ownerOf(hook).agent
+      return owner === undefined || agent?.isWithin(owner) === true
+    })
+  }
+
+  private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
+    trace.push({ stage, decision, by: plugin, reason: message })
+    const deniedBy: DeniedBy = { stage, plugin }
+    return errorResult('DENIED', message, { deniedBy })
+  }
+
+  private failedClosed(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, what: string, error: unknown) {
+    this.host.log().warn('%s on "%s" failed closed: %s', what, exec.name, messageOf(error))
+    return this.denied(trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
+  }
+
+  /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
+  private async decide(exec: Execution, hooks: Hook[], trace: StageRecord[]): Promise<ToolFailure | undefined> {
+    let ask: { reason: string; plugin: string } | undefined
+    for (const hook of hooks) {
+      const plugin = ownerOf(hook).plugin
+      let decision: unknown
+      try {
+        decision = hook.callback(exec)
+        if (isThenable(decision)) decision = await decision
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, error)
+      }
+      if (decision === undefined || decision === null) continue
+      const { kind, reason } = decision as { kind?: unknown; reason?: unknown }
+      if (kind === 'allow') {
+        trace.push({ stage: 'pre-execute', decision: 'allow', by: plugin })
+      } else if ((kind === 'deny' || kind === 'ask') && typeof reason === 'string') {
+        if (kind === 'deny') return this.denied(trace, 'pre-execute', plugin, reason)
+        trace.push({ stage: 'pre-execute', decision: 'ask', by: plugin, reason })
+        ask ??= { reason, plugin }
+      } else {
+        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        return this.failedClosed(
+          exec,
+          trace,
+          'pre-execute',
+          plugin,
+          `a tools/pre-execute listener of plugin "${plugin}"`,
+          `it returned ${shape}, not a decision`,
+        )
+      }
+    }
+    if (!ask) return
+    if (exec.signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    const approval = this.host.service('approval')
+    if (!approval) {
+      return this.denied(
+        trace,
+        'approval',
+        'core',
+        `the call to "${exec.name}" needs approval (${ask.reason}) but no approval service is mounted, so it was denied; load @faber/plugin-approval to answer such requests`,
+      )
+    }
+    let outcome: unknown
+    try {
+      outcome = await approval.request({
+        agent: exec.agent,
+        tool: exec.name,
+        arguments: exec.arguments,
+        callId: exec.callId,
+        reason: ask.reason,
+        program: this.programOf(exec.parent),
+        signal: exec.signal,
+        exec,
+      })
+    } catch (error) {
+      this.host.log().warn('approval of "%s" failed: %s', exec.name, messageOf(error))
+      outcome = 'unavailable'
+    }
+    if (outcome === 'allowed') {
+      trace.push({ stage: 'approval', decision: 'allowed', by: 'approval' })
+      return
+    }
+    if (exec.signal.aborted) {
+      trace.push({ stage: 'approval', decision: 'cancelled', by: 'approval' })
+      return this.abortedBeforeDispatch(exec.name)
+    }
+    const messages: Record<string, string> = {
+      rejected: `the call to "${exec.name}" was rejected by the approver (${ask.reason}); do not retry it unchanged`,
+      cancelled: `approval for "${exec.name}" was cancelled, so the call did not run`,
+    }
+    const decision = typeof outcome === 'string' && outcome in messages ? outcome : 'unavailable'
+    const message = messages[decision] ?? `the call to "${exec.name}" needs approval (${ask.reason}) but no approver answered, so it was denied`
+    return this.denied(trace, 'approval', 'approval', message, decision)
+  }
+
+  /** the program of the nearest enclosing run_code, for approvers */
+  private programOf(parent: ExecutionToken | undefined): string | undefined {
+    for (let token = parent; token; token = this.live.get(token)?.exec.parent) {
+      const program = this.live.get(token)?.program
+      if (program !== undefined) return program
+    }
+  }
+
+  /** 5. guards: global ones, then the agent chain's from the root down; the first reason wins */
+  private runGuards(exec: Execution, trace: StageRecord[]): ToolFailure | undefined {
+    const lineage = exec.agent?.lineage ?? []
+    for (let depth = -1; depth < lineage.length; depth++) {
+      const guards = this.host.guards(depth < 0 ? undefined : lineage[depth])
+      if (!guards?.length) continue
+      for (const { value: guard, plugin } of guards) {
+        let reason: unknown
+        try {
+          reason = guard(exec)
+        } catch (error) {
+          return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, error)
+        }
+        if (reason === undefined || reason === null || reason === '') continue
+        if (typeof reason !== 'string') {
+          const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${typeof reason}, not a reason string`
+          return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
+        }
+        return this.denied(trace, 'guard', plugin, reason)
+      }
+    }
+  }
+
+  /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
+  private dispatch(exec: Execution, wrappers: Hook[], trace: StageRecord[]): Promise<ToolResult> {
+    const trusted = new WeakSet<ToolResult>()
+    const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
+      if (index === wrappers.length) {
+        const result = await this.dispatchToolBody(exec, signal)
+        trusted.add(result)
+        return result
+      }
+      const hook = wrappers[index]
+      const plugin = ownerOf(hook).plugin
+      const next: DispatchNext = (replacement) => {
+        if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
+          return Promise.resolve(
+            this.failedClosed(
+              exec,
+              trace,
+              'execute',
+              plugin,
+              `a tools/execute wrapper of plugin "${plugin}"`,
+              'it passed next() something other than an AbortSignal',
+            ),
+          )
+        }
+        return step(index + 1, replacement ?? signal)
+      }
+      let result: unknown
+      try {
+        result = await hook.callback(exec, next, signal)
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
+      }
+      return trusted.has(result as ToolResult) ? (result as ToolResult) : this.normalizeDispatchResult(exec, result, trace, plugin)
+    }
+    return step(0, exec.signal)
+  }
+
+  /** a result a wrapper made itself: checked, and a success's value revalidated through the collapse */
+  private normalizeDispatchResult(exec: Execution, result: unknown, trace: StageRecord[], plugin: string): ToolResult {
+    const what = `a tools/execute wrapper of plugin "${plugin}"`
+    if (!isToolResult(result)) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
+    if (result.isError) return { isError: true, error: Object.freeze({ ...result.error }), content: result.content, meta: result.meta }
+    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+    const checked = this.checkValue(exec, tool, result.value)
+    if (checked.isError) return checked
+    return { isError: false, value: checked.value, content: result.content, meta: result.meta }
+  }
+
+  /** 7. the body, resolved again through the collapse (the tool may have left while policy ran) */
+  private async dispatchToolBody(exec: Execution, signal: AbortSignal): Promise<ToolResult> {
+    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed before it could run`)
+    if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    let value: unknown
+    try {
+      value = await tool.definition.execute(exec.arguments, { signal, exec })
+    } catch (error) {
+      if (error instanceof ToolResultError) return error.result
+      const toolCode = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : undefined
+      const prefix = toolCode ? `${toolCode}: ` : ''
+      return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${prefix}${messageOf(error)}`, toolCode ? { toolCode } : {})
+    }
+    const checked = this.checkValue(exec, tool, value)
+    if (checked.isError) return checked
+    if (signal.aborted) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
+    return this.rendered(exec, tool, checked.value)
+  }
+
+  private checkValue(exec: Execution, tool: CompiledTool, value: unknown): { isError: false; value: Json } | ToolFailure {
+    let json: Json
+    try {
+      json = snapshot(value, '$')
+    } catch (error) {
+      if (!(error instanceof JsonError)) throw error
+      return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that is not JSON: ${error.message}`)
+    }
+    const problem = tool.validateOutput(json, '$')
+    if (problem !== undefined) return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that does not match its output schema: ${problem}`)
+    return { isError: false, value: json }
+  }
+
+  private rendered(exec: Execution, tool: CompiledTool, value: Json): ToolResult {
+    try {
+      return { isError: false, value, content: tool.render(exec.arguments, value) }
+    } catch (error) {
+      return errorResult('INVALID_OUTPUT', `"${exec.name}" could not render its result: ${messageOf(error)}`)
+    }
+  }
+
+  /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
+  private async postExecute(exec: Execution, hooks: Hook[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
+    for (const hook of hooks) {
+      const plugin = ownerOf(hook).plugin
+      const what = `a tools/post-execute listener of plugin "${plugin}"`
+      let decision: unknown
+      try {
+        decision = hook.callback(exec, Object.freeze(result))
+        if (isThenable(decision)) decision = await decision
+      } catch (error) {
+        return this.failedClosed(exec, trace, 'post-execute', plugin, what, error)
+      }
+      if (decision === undefined || decision === null) continue
+      const { kind, content, value, feedback } = decision as { kind?: unknown; content?: unknown; value?: unknown; feedback?: unknown }
+      if (kind === 'block' && typeof feedback === 'string') return this.denied(trace, 'post-execute', plugin, feedback, 'block')
+      const hasContent = content !== undefined
+      const hasValue = 'value' in (decision as object)
+      if (kind !== 'accept' || (hasContent && hasValue) || (hasContent && typeof content !== 'string') || (hasValue && result.isError)) {
+        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        return this.failedClosed(
+          exec,
+          trace,
+          'post-execute',
+          plugin,
+          what,
+          `it returned ${shape}, not a valid decision (accept may replace content or value, not both)`,
+        )
+      }
+      if (hasValue) {
+        const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
+        if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+        const checked = this.checkValue(exec, tool, value)
+        if (checked.isError) return this.failedClosed(exec, trace, 'post-execute', plugin, what, checked.error.message)
+        result = this.rendered(exec, tool, checked.value)
+        trace.push({ stage: 'post-execute', decision: 'replace-value', by: plugin })
+      } else if (hasContent) {
+        result = { ...result, content: content as string }
+        trace.push({ stage: 'post-execute', decision: 'replace-content', by: plugin })
+      }
+    }
+    return result
+  }
+
+  /** 9. finish: freeze the one result and notify tools/result observers (isolated from each other) */
+  private finish(exec: Execution, result: ToolResult, trace: StageRecord[]): ToolResult {
+    const stages = trace.length ? Object.freeze(trace) : EMPTY_TRACE
+    const final: ToolResult = Object.freeze(
+      result.isError
+        ? { isError: true, error: Object.freeze(result.error), content: result.content, meta: result.meta, trace: stages }
+        : { isError: false, value: result.value, content: result.content, meta: result.meta, trace: stages },
+    )
+    for (const hook of this.hooks('tools/result', exec.agent)) {
+      try {
+        const returned = hook.callback(exec, final)
+        if (isThenable(returned)) returned.then(undefined, (error) => this.observerFailed(hook, exec, error))
+      } catch (error) {
+        this.observerFailed(hook, exec, error)
+      }
+    }
+    return final
+  }
+
+  private observerFailed(hook: Hook, exec: Execution, error: unknown) {
+    this.host.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
+  }
+
+  /** notifies observers of a core event, each isolated from the others */
+  notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
+    for (const hook of this.hooks(event, agent)) {
+      try {
+        hook.callback(payload)
+      } catch (error) {
+        this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
+      }
+    }
+  }
+}
