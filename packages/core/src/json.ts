@@ -60,7 +60,7 @@ function key(path: string, name: string) {
   return path + segment(name)
 }
 
-function copy(value: unknown, path: string, seen: object[], freeze: boolean): Json {
+function copy(value: unknown, path: string, seen: object[]): Json {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -87,18 +87,18 @@ function copy(value: unknown, path: string, seen: object[], freeze: boolean): Js
     const items: Json[] = new Array(value.length)
     for (let i = 0; i < value.length; i++) {
       if (!(i in value)) throw new JsonError(`${path}[${i}]`, 'is a hole in a sparse array, which is not JSON; fill it or use null')
-      items[i] = copy(read(value, i, path), `${path}[${i}]`, seen, freeze)
+      items[i] = copy(read(value, i, path), `${path}[${i}]`, seen)
     }
     out = items
   } else {
     const record: Record<string, Json> = {}
     for (const name of Object.keys(value)) {
-      record[name] = copy(read(value, name, path), key(path, name), seen, freeze)
+      record[name] = copy(read(value, name, path), key(path, name), seen)
     }
     out = record
   }
   seen.pop()
-  return freeze ? Object.freeze(out) : out
+  return Object.freeze(out)
 }
 
 function read(target: any, name: string | number, path: string) {
@@ -112,12 +112,7 @@ function read(target: any, name: string | number, path: string) {
 
 /** a deep, frozen copy of a lossless-JSON value; throws a JsonError naming the offending path otherwise */
 export function snapshot(value: unknown, root = '$'): Json {
-  return copy(value, root, [], true)
-}
-
-/** like snapshot, but the copy stays mutable */
-export function cloneJson(value: unknown, root = '$'): Json {
-  return copy(value, root, [], false)
+  return copy(value, root, [])
 }
 
 /** JSON text with object keys sorted: equal values give equal text */

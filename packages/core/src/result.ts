@@ -90,17 +90,6 @@ export function isToolResult(value: unknown): value is ToolResult {
   return typeof error === 'object' && error !== null && typeof error.message === 'string' && ERROR_CODES.includes(error.code as ErrorCode)
 }
 
-/** a recognizable error for tool bodies that want their own stable code to reach the model and policies */
-export class ToolBodyError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message)
-    this.name = 'ToolBodyError'
-  }
-}
-
 /** thrown by a body that wants to answer with a ready-made error result (run_code does) */
 export class ToolResultError extends Error {
   constructor(readonly result: ToolFailure) {

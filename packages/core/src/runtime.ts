@@ -9,7 +9,7 @@ import { collapses, type Mode } from './collapse.ts'
 import { untraced } from './context.ts'
 import { type Json, snapshot } from './json.ts'
 import { Pipeline, pluginName } from './pipeline.ts'
-import type { ErrorCode, ToolResult } from './result.ts'
+import type { ToolResult } from './result.ts'
 import type { JsonSchema } from './schema.ts'
 import { renderSdk } from './sdk.ts'
 import { type CompiledTool, compileTool, type Execution, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
@@ -557,6 +557,5 @@ namespace ToolRuntime {
   }) as Schema<Input, Config>
 }
 
-export type ErrorCodeOf = ErrorCode
 export default ToolRuntime
 export { ToolRuntime }
