@@ -25,6 +25,8 @@
   const $Error = Error
   const isIdentifier = /^[A-Za-z_$][\w$]*$/
   const locationPattern = /program\.js:(\d+):(\d+)/
+  // what v8 says for `tools.reed(...)` when no such binding exists
+  const notAFunction = /^tools\.([^\s(]+) is not a function$/
   const allocationFailed = /allocation failed/i
 
   let settled = false
@@ -249,14 +251,18 @@
   defineProperty(ToolCallError.prototype, 'name', { value: 'ToolCallError', writable: true, configurable: true })
   defineProperty(globalThis, 'ToolCallError', { value: ToolCallError, writable: true, configurable: true })
 
+  // `$`-prefixed bindings (tools.$search, tools.$describe) are the host's helpers: they take their arguments as a list
   const bind = (name) => {
     const label = `${key('tools', name)}:`
-    const binding = async (argument) => {
+    const helper = name[0] === '$'
+    const binding = async (...args) => {
       if (settled) throw new ToolCallError(name, `${label.slice(0, -1)} was called after the program finished; the call was not made`)
+      // where the program made the call, read only if the call fails
+      const site = new $Error()
       // a call without an argument means "no arguments", which tools take as an empty object
-      const json = argument === undefined ? '{}' : toJson(argument, `${label} argument`)
+      const json = helper ? toJson(args, `${label} arguments`) : args[0] === undefined ? '{}' : toJson(args[0], `${label} argument`)
       const id = ++seq
-      const reply = new $Promise((resolve, reject) => pending.set(id, { name, resolve, reject }))
+      const reply = new $Promise((resolve, reject) => pending.set(id, { name, site, resolve, reject }))
       let sent = false
       try {
         sent = bridge('call', id, name, json) !== false
@@ -271,8 +277,45 @@
     return binding
   }
 
+  const toolNames = parse(toolNamesJson)
+
+  // edit distance, for "did you mean"; names are short and this runs only when a program named a missing tool
+  const distance = (a, b) => {
+    let previous = []
+    for (let j = 0; j <= b.length; j++) previous[j] = j
+    for (let i = 1; i <= a.length; i++) {
+      const current = [i]
+      for (let j = 1; j <= b.length; j++) {
+        const cost = a[i - 1] === b[j - 1] ? 0 : 1
+        current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+      }
+      previous = current
+    }
+    return previous[b.length]
+  }
+
+  const nearest = (name) => {
+    const lower = name.toLowerCase()
+    const scored = []
+    for (const candidate of toolNames) {
+      if (candidate[0] === '$') continue
+      const other = candidate.toLowerCase()
+      const d = other.includes(lower) || lower.includes(other) ? 1 : distance(lower, other)
+      if (d <= Math.max(2, Math.floor(name.length / 3))) scored.push([d, candidate])
+    }
+    scored.sort((x, y) => x[0] - y[0] || (x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0))
+    return scored.slice(0, 3).map((entry) => `\`${key('tools', entry[1])}\``)
+  }
+
+  const unknownTool = (name) => {
+    const near = nearest(name)
+    if (near.length) return `\`${key('tools', name)}\` is not a tool; did you mean ${near.join(' or ')}?`
+    const search = toolNames.includes('$search') ? "; find tools by what they do with `await tools.$search('...')`" : ''
+    return `\`${key('tools', name)}\` is not a tool${search}`
+  }
+
   const tools = create(null)
-  for (const name of parse(toolNamesJson)) defineProperty(tools, name, { value: bind(name), enumerable: true })
+  for (const name of toolNames) defineProperty(tools, name, { value: bind(name), enumerable: true })
   freeze(tools)
 
   const remove = (name) => {
@@ -394,9 +437,19 @@
 
   const fail = (error) => {
     settled = true
-    let message = describe(error)
     const [line, column] = location(error)
-    if (line !== undefined) message += ` (line ${line}, column ${column})`
+    const at = line === undefined ? '' : ` (line ${line}, column ${column})`
+    let message = `${describe(error)}${at}`
+    // the program may have replaced the builtins used below; then the plain description stands
+    try {
+      if (error instanceof ToolCallError) {
+        const code = typeof error.code === 'string' ? ` ${error.code}` : ''
+        message = `uncaught ToolCallError${code} from ${key('tools', `${error.toolName}`)}${at}: ${error.message}; catch it with try/catch (error.code says why) to recover inside the program`
+      } else if (error instanceof $TypeError) {
+        const missing = notAFunction.exec(`${error.message}`)
+        if (missing) message = `TypeError: ${unknownTool(missing[1])}${at}`
+      }
+    } catch {}
     bridge('throw', message, line, column)
   }
 
@@ -418,16 +471,28 @@
     bridge('done', json)
   }
 
+  // a failed call's error points at the line of the program that made the call
+  const failed = (call, text, code) => {
+    const error = new ToolCallError(call.name, text, code)
+    let frame = ''
+    try {
+      const match = locationPattern.exec(call.site.stack)
+      if (match) frame = `\n    at program.js:${match[1]}:${match[2]}`
+    } catch {}
+    defineProperty(error, 'stack', { value: `ToolCallError: ${text}${frame}`, writable: true, configurable: true })
+    return error
+  }
+
   const deliver = (id, ok, text, code) => {
     const call = pending.get(id)
     if (call === undefined) return
     pending.delete(id)
-    if (!ok) return call.reject(new ToolCallError(call.name, `${text}`, code === undefined ? undefined : `${code}`))
+    if (!ok) return call.reject(failed(call, `${text}`, code === undefined ? undefined : `${code}`))
     let value
     try {
       value = parse(text)
     } catch {
-      return call.reject(new ToolCallError(call.name, `the host replied with text that is not JSON`))
+      return call.reject(failed(call, 'the host replied with text that is not JSON'))
     }
     call.resolve(value)
   }
