@@ -299,12 +299,13 @@ export class Pipeline {
         } catch (error) {
           return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, error)
         }
-        if (reason === undefined || reason === null || reason === '') continue
+        // only undefined lets the call through: an empty reason is still a denial, and anything else fails closed
+        if (reason === undefined) continue
         if (typeof reason !== 'string') {
-          const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${typeof reason}, not a reason string`
+          const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${reason === null ? 'null' : typeof reason}, not a reason string`
           return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
         }
-        return this.denied(trace, 'guard', plugin, reason)
+        return this.denied(trace, 'guard', plugin, reason || `the call to "${exec.name}" was denied by a guard of plugin "${plugin}" (it gave no reason)`)
       }
     }
   }

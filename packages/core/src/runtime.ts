@@ -18,7 +18,7 @@ export type PreDecision = { kind: 'allow' } | { kind: 'ask'; reason: string } | 
 export type PostDecision = { kind: 'accept'; content?: string; value?: Json } | { kind: 'block'; feedback: string }
 /** around-dispatch: call `next` (optionally with a replacement signal) to run the rest of the chain and the body */
 export type DispatchNext = (signal?: AbortSignal) => Promise<ToolResult>
-/** a synchronous, monotonic guard: a reason to deny, or undefined */
+/** a synchronous, monotonic guard: undefined lets the call through; any string denies (an empty one with a default reason) */
 export type Guard = (exec: Execution) => string | undefined | void
 
 export type ApprovalOutcome = 'allowed' | 'rejected' | 'cancelled' | 'unavailable'

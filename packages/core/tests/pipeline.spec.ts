@@ -165,6 +165,39 @@ describe('guards', () => {
     expect(code(result)).to.equal('DENIED')
     expect(result.content).to.contain('guards must be synchronous')
   })
+
+  it('an empty reason still denies, with a default reason naming the plugin', async () => {
+    const ctx = await deployment()
+    let ran = 0
+    ctx.tools.register(echoTool('echo', () => ran++))
+    plugin(ctx, 'terse', (ctx) => ctx.tools.guard(() => ''))
+    await assertStarted(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'guard', plugin: 'terse' } })
+    expect(result.content).to.equal('Error: the call to "echo" was denied by a guard of plugin "terse" (it gave no reason)')
+    expect(ran).to.equal(0)
+  })
+
+  for (const [what, answer] of [
+    ['null', null],
+    ['a number', 42],
+    ['zero', 0],
+    ['false', false],
+    ['an object', { allow: true }],
+  ] as const) {
+    it(`a guard returning ${what} fails closed`, async () => {
+      const ctx = await deployment()
+      let ran = 0
+      ctx.tools.register(echoTool('echo', () => ran++))
+      plugin(ctx, 'odd', (ctx) => ctx.tools.guard((() => answer) as never))
+      await assertStarted(ctx)
+      const result = await call(ctx)
+      expect(result.isError && result.error).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'guard', plugin: 'odd' } })
+      expect(result.content).to.contain('not a reason string')
+      expect(result.trace).to.deep.include({ stage: 'guard', decision: 'failed-closed', by: 'odd', reason: result.isError && result.error.message })
+      expect(ran).to.equal(0)
+    })
+  }
 })
 
 describe('fail closed', () => {
