@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
-import ToolRuntime, { type Agent, createAgent, type Mask, type Mode, pluginFailure } from '@faber/core'
+import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure } from '@faber/core'
 import { Context } from 'cordis'
 import { LineCounter, parseDocument } from 'yaml'
 
@@ -165,7 +165,11 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
     return value as Record<string, unknown>
   }
   const only = (value: Record<string, unknown>, keys: string[], at: Path) => {
-    for (const key of Object.keys(value)) if (!keys.includes(key)) bad([...at, key], `unknown key; expected one of ${keys.join(', ')}`)
+    for (const key of Object.keys(value)) {
+      if (keys.includes(key)) continue
+      const near = nearestKey(key, keys)
+      bad([...at, key], near ? `unknown key; did you mean \`${near}\`?` : `unknown key; expected one of ${keys.join(', ')}`)
+    }
   }
   const string = (value: unknown, at: Path, required = false): string | undefined => {
     if (value === undefined && !required) return undefined
@@ -274,7 +278,7 @@ function tryConfig(plugin: unknown, config: unknown): { path: Path; message: str
     schema(config)
   } catch (error) {
     const path = ((error as { options?: { path?: Path } }).options?.path ?? []) as Path
-    const message = String((error as Error).message ?? error).replace(/^\$(\.[\w$]+|\[[^\]]*\])*\s*/, '')
+    const message = ConfigKeyError.isInstance(error) ? error.detail : String((error as Error).message ?? error).replace(/^\$(\.[\w$]+|\[[^\]]*\])*\s*/, '')
     return { path, message }
   }
 }

@@ -43,7 +43,8 @@ describe('deployment files', () => {
   })
 
   it('refuses unknown keys, bad modes, unknown parents and unknown packages', async () => {
-    expect(await failure('mdoe: code\n')).to.equal('deploy.yml:1: mdoe: unknown key; expected one of mode, core, plugins, agents, model, session')
+    expect(await failure('mdoe: code\n')).to.equal('deploy.yml:1: mdoe: unknown key; did you mean `mode`?')
+    expect(await failure('zzzzzzz: 1\n')).to.equal('deploy.yml:1: zzzzzzz: unknown key; expected one of mode, core, plugins, agents, model, session')
     expect(await failure('mode: fast\n')).to.equal('deploy.yml:1: mode: expected one of native, code, both but got string "fast"')
     expect(await failure('agents:\n  - name: child\n    parent: lead\n')).to.match(
       /^deploy\.yml:3: agents\[0\]\.parent: expected the name of an agent defined above/,

@@ -6,6 +6,7 @@ import { Agent, agentOf } from './agent.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { collapses, type Mode } from './collapse.ts'
+import { strict } from './config.ts'
 import { untraced } from './context.ts'
 import { type Json, snapshot } from './json.ts'
 import { Pipeline, pluginName } from './pipeline.ts'
@@ -540,21 +541,23 @@ namespace ToolRuntime {
   /** what a deployer writes: every key optional, limits partial */
   export type Input = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
 
-  export const Config: Schema<Input, Config> = Schema.object({
-    mode: Schema.union(['native', 'code', 'both'] as const)
-      .default('native')
-      .description('how tools are shown to the model: native function calls, code (run_code + a typed SDK), or both'),
-    maxParallelSubCalls: Schema.natural().min(1).default(8).description('concurrency-safe nested calls of one program that may overlap'),
-    typecheck: Schema.boolean().default(false).description('type-check run_code programs against the SDK before running them'),
-    codeLimits: Schema.object({
-      cpuMs: Schema.natural().min(1).description('compute budget per program in ms; time awaiting tools does not count'),
-      wallMs: Schema.natural().min(1).description('wall-clock budget per program in ms'),
-      memoryMb: Schema.natural().min(8).description('heap budget per program in MB'),
-      outputBytes: Schema.natural().min(256).description('budget for what a program prints and returns'),
-    })
-      .default({} as CodeRunLimits)
-      .description("overrides of the code runtime's own limits for every run_code program"),
-  }) as Schema<Input, Config>
+  export const Config: Schema<Input, Config> = strict(
+    Schema.object({
+      mode: Schema.union(['native', 'code', 'both'] as const)
+        .default('native')
+        .description('how tools are shown to the model: native function calls, code (run_code + a typed SDK), or both'),
+      maxParallelSubCalls: Schema.natural().min(1).default(8).description('concurrency-safe nested calls of one program that may overlap'),
+      typecheck: Schema.boolean().default(false).description('type-check run_code programs against the SDK before running them'),
+      codeLimits: Schema.object({
+        cpuMs: Schema.natural().min(1).description('compute budget per program in ms; time awaiting tools does not count'),
+        wallMs: Schema.natural().min(1).description('wall-clock budget per program in ms'),
+        memoryMb: Schema.natural().min(8).description('heap budget per program in MB'),
+        outputBytes: Schema.natural().min(256).description('budget for what a program prints and returns'),
+      })
+        .default({} as CodeRunLimits)
+        .description("overrides of the code runtime's own limits for every run_code program"),
+    }),
+  )
 }
 
 export default ToolRuntime

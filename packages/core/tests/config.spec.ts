@@ -1,0 +1,83 @@
+import ToolRuntime, { assertStarted, ConfigKeyError, nearestKey, strict } from '@faber/core'
+import { expect } from 'chai'
+import { Context, Schema } from 'cordis'
+import './helpers.ts'
+
+function rejection(run: () => unknown): Error {
+  try {
+    run()
+  } catch (error) {
+    return error as Error
+  }
+  throw new Error('expected the config to be rejected')
+}
+
+describe('strict configuration', () => {
+  const rule = Schema.object({ tools: Schema.array(String).default(['*']), reason: Schema.string().required() })
+  const config = strict(
+    Schema.object({
+      deny: Schema.array(rule).default([]),
+      limits: Schema.dict(Schema.object({ perTurn: Schema.natural() })).default({}),
+      model: Schema.union([
+        Schema.object({ provider: Schema.const('a'), url: Schema.string() }),
+        Schema.object({ provider: Schema.const('b'), key: Schema.string() }),
+      ]),
+      mode: Schema.union(['fast', 'slow']).default('fast'),
+      any: Schema.any(),
+    }),
+  )
+
+  it('rejects a misspelt top-level key, naming it and the nearest valid key', () => {
+    const error = rejection(() => config({ dney: [] } as never))
+    expect(ConfigKeyError.isInstance(error)).to.equal(true)
+    expect(error.message).to.equal('`dney`: unknown key; did you mean `deny`?')
+    expect((error as ConfigKeyError).options.path).to.deep.equal(['dney'])
+  })
+
+  it('rejects unknown keys inside arrays, dicts and union branches, with the full key path', () => {
+    expect(rejection(() => config({ deny: [{ reason: 'x' }, { resaon: 'x' }] } as never)).message).to.equal(
+      '`deny[1].resaon`: unknown key; did you mean `reason`?',
+    )
+    expect(rejection(() => config({ limits: { write: { perTrun: 1 } } } as never)).message).to.equal(
+      '`limits.write.perTrun`: unknown key; did you mean `perTurn`?',
+    )
+    expect(rejection(() => config({ model: { provider: 'b', kye: 'k' } } as never)).message).to.equal('`model.kye`: unknown key; did you mean `key`?')
+  })
+
+  it('lists the valid keys when none is near', () => {
+    expect(rejection(() => config({ zzzzzzzz: 1 } as never)).message).to.equal(
+      '`zzzzzzzz`: unknown key; expected one of `deny`, `limits`, `model`, `mode`, `any`',
+    )
+  })
+
+  it('accepts what the schema knows, fills defaults, and leaves opaque values alone', () => {
+    expect(config({ deny: [{ reason: 'r' }], model: { provider: 'a', url: 'u' }, any: { whatever: 1 } } as never)).to.deep.include({
+      deny: [{ tools: ['*'], reason: 'r' }],
+      mode: 'fast',
+      any: { whatever: 1 },
+    })
+    expect(config(undefined)).to.deep.include({ deny: [], mode: 'fast' })
+  })
+
+  it('still reports wrong values the way schemastery does', () => {
+    expect(rejection(() => config({ deny: [{ tools: ['x'] }] } as never)).message).to.equal('$.deny[0].reason missing required value')
+  })
+
+  it('guesses only near misses', () => {
+    expect(nearestKey('poolSise', ['poolSize', 'limits'])).to.equal('poolSize')
+    expect(nearestKey('breakr', ['deny', 'paths', 'breaker'])).to.equal('breaker')
+    expect(nearestKey('ROOT', ['root'])).to.equal('root')
+    expect(nearestKey('timeout', ['deny', 'paths'])).to.equal(undefined)
+  })
+
+  it("the runtime's own config is strict: a misspelt key stops it from starting", async () => {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime, { mode: 'code', codeLimits: { cpuMS: 10 } } as never)
+    const error = await assertStarted(ctx).then(
+      () => undefined,
+      (e: Error) => e,
+    )
+    expect(error?.message).to.equal('plugin "ToolRuntime" failed to start: `codeLimits.cpuMS`: unknown key; did you mean `cpuMs`?')
+    expect(ctx.get('tools')).to.equal(undefined)
+  })
+})
