@@ -2,8 +2,9 @@
 // pre-execute listener, the rules answerer, request) never goes through a cordis context, where reaching a service
 // costs tens of microseconds per access.
 
-import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf } from '@faber/core'
+import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf, type Json } from '@faber/core'
 import type { Events, Logger } from 'cordis'
+import { exactCommandPattern } from './commands.ts'
 import { compileMatcher, type Decision, type Grant, GrantFile, GrantFileError, type GrantInput, type GrantScope, type Matcher, newGrant } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
 
@@ -11,7 +12,7 @@ interface Config {
   policy: 'ask' | 'never' | 'auto'
   require: string[]
   except: string[]
-  rules: { name?: string; tool: string; arguments?: Record<string, string>; agent?: string; decision: Decision }[]
+  rules: { name?: string; tool: string; arguments?: Record<string, string>; command?: string; agent?: string; decision: Decision }[]
   file?: string
 }
 
@@ -34,6 +35,19 @@ function nameMatcher(patterns: readonly string[]) {
 
 const SCOPES: readonly unknown[] = ['once', 'session', 'always']
 
+/**
+ * what a remembered answer to a shell tool covers when the answerer did not narrow it: this command only, never the
+ * tool as a whole (a grant for "git status" must not let "rm -rf ." through). a command that is not simple is
+ * remembered as this exact text.
+ */
+function commandGrant(args: Json): Pick<GrantInput, 'command' | 'arguments'> {
+  const command = (args as { command?: unknown } | null)?.command
+  if (typeof command !== 'string') return { arguments: { '$.command': '^(?!)' } }
+  const pattern = exactCommandPattern(command)
+  if (pattern !== undefined) return { command: pattern }
+  return { arguments: { '$.command': `^${command.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$` } }
+}
+
 /** why an answer is not one, or undefined */
 function malformed(answer: unknown): string | undefined {
   if (typeof answer !== 'object') return `it answered ${JSON.stringify(answer)}, not { decision }`
@@ -43,7 +57,7 @@ function malformed(answer: unknown): string | undefined {
   if (remember !== undefined && !SCOPES.includes(remember)) return `its remember ${JSON.stringify(remember)} is not once, session or always`
   if (grant !== undefined) {
     try {
-      compileMatcher({ tool: grant.tool ?? 'x', arguments: grant.arguments })
+      compileMatcher({ tool: grant.tool ?? 'x', arguments: grant.arguments, command: grant.command, decision })
     } catch (error) {
       return `its grant is invalid (${messageOf(error)})`
     }
@@ -265,10 +279,12 @@ export class Broker {
     const input: GrantInput = {
       tool: answer.grant?.tool ?? query.tool,
       arguments: answer.grant?.arguments,
+      command: answer.grant?.command,
       agent: query.agent?.name,
       decision: answer.decision,
       scope: remember,
     }
+    if (!answer.grant && query.exec?.tool.annotations.shell === true) Object.assign(input, commandGrant(query.arguments))
     try {
       const grant = await this.grant(input, plugin)
       return { outcome, answeredBy: plugin, remember, grant: grant.id, note: answer.note }

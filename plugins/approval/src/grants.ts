@@ -6,6 +6,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { canonicalJson, type Json } from '@faber/core'
+import { compileCommandPattern } from './commands.ts'
 
 export type Decision = 'allow' | 'reject'
 export type GrantScope = 'once' | 'session' | 'always'
@@ -15,6 +16,8 @@ export interface GrantInput {
   tool: string
   /** JSON path (`$.path`, `$.options.mode`, `$.items[0]`) → regular expression the value must match; all must */
   arguments?: Record<string, string>
+  /** a shell-command pattern for the `command` argument (`git diff *`): see commands.ts and the README */
+  command?: string
   /** the agent's name; absent: any agent */
   agent?: string
   decision?: Decision
@@ -25,6 +28,7 @@ export interface Grant {
   readonly id: string
   readonly tool: string
   readonly arguments?: Readonly<Record<string, string>>
+  readonly command?: string
   readonly agent?: string
   readonly decision: Decision
   readonly scope: GrantScope
@@ -77,9 +81,10 @@ function valueAt(value: Json, path: string): Json | undefined {
 export type Matcher = (tool: string, agent: string | undefined, args: Json) => boolean
 
 /** compiles a grant's or rule's conditions; throws a TypeError saying what is wrong */
-export function compileMatcher(spec: { tool: string; arguments?: Record<string, string>; agent?: string }): Matcher {
+export function compileMatcher(spec: { tool: string; arguments?: Record<string, string>; command?: string; agent?: string; decision?: Decision }): Matcher {
   if (typeof spec.tool !== 'string' || !spec.tool) throw new TypeError('tool must be a non-empty tool-name pattern')
   const tool = globToRegExp(spec.tool)
+  const command = spec.command === undefined ? undefined : compileCommandPattern(spec.command, spec.decision === 'reject' ? 'reject' : 'allow')
   const conditions = Object.entries(spec.arguments ?? {}).map(([path, pattern]) => {
     if (typeof pattern !== 'string') throw new TypeError(`arguments[${JSON.stringify(path)}] must be a regular expression string`)
     valueAt({}, path)
@@ -88,6 +93,10 @@ export function compileMatcher(spec: { tool: string; arguments?: Record<string, 
   return (name, agent, args) => {
     if (!tool.test(name)) return false
     if (spec.agent !== undefined && spec.agent !== agent) return false
+    if (command) {
+      const text = (args as { command?: unknown } | null)?.command
+      if (typeof text !== 'string' || !command(text)) return false
+    }
     return conditions.every(({ path, pattern }) => {
       const value = valueAt(args, path)
       if (value === undefined) return false
@@ -106,12 +115,18 @@ function readGrant(raw: unknown, index: number): Grant {
   if (entry.arguments !== undefined && (typeof entry.arguments !== 'object' || entry.arguments === null || Array.isArray(entry.arguments))) {
     throw new TypeError(`${at}.arguments must be an object of JSON path → regular expression`)
   }
+  if (entry.command !== undefined && typeof entry.command !== 'string') throw new TypeError(`${at}.command must be a command pattern string`)
   try {
     compileMatcher(entry as { tool: string })
   } catch (error) {
     throw new TypeError(`${at}: ${(error as Error).message}`)
   }
-  const content = { tool: entry.tool as string, arguments: entry.arguments as Record<string, string> | undefined, agent: entry.agent as string | undefined }
+  const content = {
+    tool: entry.tool as string,
+    arguments: entry.arguments as Record<string, string> | undefined,
+    command: entry.command as string | undefined,
+    agent: entry.agent as string | undefined,
+  }
   const id =
     typeof entry.id === 'string' && entry.id
       ? entry.id
@@ -134,6 +149,7 @@ export function newGrant(input: GrantInput, by: string): Grant {
     id: randomUUID().slice(0, 8),
     tool: input.tool,
     arguments: input.arguments && Object.freeze({ ...input.arguments }),
+    command: input.command,
     agent: input.agent,
     decision: input.decision ?? 'allow',
     scope: input.scope,

@@ -5,6 +5,7 @@ import { Broker } from './broker.ts'
 import type { Decision, Grant, GrantFileError, GrantInput, GrantScope } from './grants.ts'
 import * as RulesAnswerer from './rules.ts'
 
+export * from './commands.ts'
 export * from './grants.ts'
 export * as RulesAnswerer from './rules.ts'
 export * as TerminalAnswerer from './terminal.ts'
@@ -22,7 +23,7 @@ export interface ApprovalAnswer {
   /** `once` (the default): this call only; `session` and `always` also record a grant */
   remember?: GrantScope
   /** narrows the recorded grant; by default it covers this tool for this agent */
-  grant?: { tool?: string; arguments?: Record<string, string> }
+  grant?: { tool?: string; arguments?: Record<string, string>; command?: string }
   /** for the audit trail, e.g. which rule decided */
   note?: string
 }
@@ -130,6 +131,7 @@ namespace Approval {
     name?: string
     tool: string
     arguments?: Record<string, string>
+    command?: string
     agent?: string
     decision: Decision
   }
@@ -163,6 +165,7 @@ namespace Approval {
         name: Schema.string(),
         tool: Schema.string().required().description('a tool-name pattern'),
         arguments: Schema.dict(Schema.string()).description('JSON path → regular expression; all must match'),
+        command: Schema.string().description('a shell-command pattern for the command argument, e.g. "git diff *" (see the README for how it matches)'),
         agent: Schema.string().description("an agent's name; absent: any agent"),
         decision: Schema.union(['allow', 'reject'] as const).required(),
       }),
