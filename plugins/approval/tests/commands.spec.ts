@@ -31,6 +31,7 @@ const RIDERS = [
   ' < /etc/shadow',
   ' 2>&1',
   ' <(rm -rf /)',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
   ' ${IFS}rm',
   ' $HOME',
   ' *',
