@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url'
 import { type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
 import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure } from '@faber/core'
 import { Context } from 'cordis'
-import { LineCounter, parseDocument } from 'yaml'
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 
 export type Path = (string | number)[]
 
@@ -148,6 +148,13 @@ export function parseDeployment(text: string, source: string, dir: string): Depl
     throw new DeploymentError(`${source}:${line}: not valid YAML: ${error.message.split('\n')[0]}`)
   }
   const locate: Locate = (at) => {
+    // a key's own line (an unknown key's value may start on the next one)
+    const parent = at.length ? doc.getIn(at.slice(0, -1), true) : undefined
+    if (isMap(parent)) {
+      const pair = parent.items.find((item) => isScalar(item.key) && item.key.value === at.at(-1))
+      const range = (pair?.key as { range?: [number, number, number] } | undefined)?.range
+      if (range) return lines.linePos(range[0]).line
+    }
     for (let n = at.length; n >= 0; n--) {
       const node = doc.getIn(at.slice(0, n), true) as { range?: [number, number, number] } | undefined
       if (node?.range) return lines.linePos(node.range[0]).line
@@ -350,10 +357,21 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
   return { global, agents }
 }
 
-/** cordis logs a failing plugin instead of throwing: surface it, naming the plugin */
-export async function rethrowPluginErrors(ctx: Context) {
+/**
+ * cordis logs a failing plugin instead of throwing: a deployment with a plugin that did not start must not run, so
+ * surface the first one, naming it, its place in the deployment and the reason
+ */
+export async function rethrowPluginErrors(ctx: Context, spec?: DeploymentSpec, loaded?: Awaited<ReturnType<typeof loadPlugins>>) {
   const failure = await pluginFailure(ctx)
-  if (failure) throw new DeploymentError(failure.message)
+  if (!failure) return
+  const entries = [
+    ...(loaded?.global ?? []).map((entry) => ({ entry, at: ['plugins', entry.spec.key] as Path })),
+    ...(spec?.agents ?? []).flatMap((agent, index) =>
+      (loaded?.agents.get(agent.name) ?? []).map((entry) => ({ entry, at: ['agents', index, 'plugins', entry.spec.key] as Path })),
+    ),
+  ]
+  const found = entries.find(({ entry }) => entry.plugin === failure.target)
+  throw new DeploymentError(spec && found ? describe(spec.source, spec.locate, found.at, failure.message) : failure.message)
 }
 
 export interface Deployed {
@@ -369,10 +387,20 @@ export interface Deployed {
 export async function compose(spec: DeploymentSpec, options: { context?: Context } = {}): Promise<Deployed> {
   const loaded = await loadPlugins(spec)
   const ctx = options.context ?? new Context()
+  try {
+    return await start(ctx, spec, loaded)
+  } catch (error) {
+    // nothing of a deployment that did not start keeps running (a context handed in is the caller's to stop)
+    if (!options.context) await ctx.stop()
+    throw error
+  }
+}
+
+async function start(ctx: Context, spec: DeploymentSpec, loaded: Awaited<ReturnType<typeof loadPlugins>>): Promise<Deployed> {
   ctx.plugin(ToolRuntime, spec.core)
   for (const { plugin, config } of loaded.global) ctx.plugin(plugin as never, config)
   await ctx.start()
-  await rethrowPluginErrors(ctx)
+  await rethrowPluginErrors(ctx, spec, loaded)
 
   const agents = new Map<string, Agent>()
   ctx.plugin({
@@ -386,7 +414,7 @@ export async function compose(spec: DeploymentSpec, options: { context?: Context
       }
     },
   })
-  await rethrowPluginErrors(ctx)
+  await rethrowPluginErrors(ctx, spec, loaded)
   for (const [index, agent] of spec.agents.entries()) {
     const made = agents.get(agent.name)!
     try {

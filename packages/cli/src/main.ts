@@ -6,7 +6,7 @@ import { OpenAIChatModel } from '@faber/agent'
 import { Logger } from 'cordis'
 import { chat } from './chat.ts'
 import { runDemo } from './demo.ts'
-import { compose, createModel, type Deployed, DeploymentError, loadDeploymentFile, readDeployment } from './deployment.ts'
+import { compose, createModel, type Deployed, DeploymentError, type DeploymentSpec, loadDeploymentFile, readDeployment } from './deployment.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, type Style } from './style.ts'
 
@@ -116,8 +116,21 @@ function deploymentArg(command: string, positionals: string[]) {
   return positionals[0]
 }
 
+/** composes a deployment; a plugin that fails to start is reported once, as a DeploymentError, not also as cordis' stack dump */
+async function composeReported(spec: DeploymentSpec): Promise<Deployed> {
+  const levels = Logger.levels as Record<string, unknown>
+  const before = levels.app
+  levels.app = 0
+  try {
+    return await compose(spec)
+  } finally {
+    if (before === undefined) delete levels.app
+    else levels.app = before
+  }
+}
+
 async function composeFile(file: string): Promise<Deployed> {
-  return compose(await loadDeploymentFile(file))
+  return composeReported(await loadDeploymentFile(file))
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -176,7 +189,7 @@ export async function main(argv: string[]): Promise<number> {
         process.cwd(),
       )
       spec.plugins = standardStack({ root, approval: { policy: 'auto', require: ['write', 'edit'] }, terminal: true })
-      const deployed = await compose(spec)
+      const deployed = await composeReported(spec)
       try {
         const model = new OpenAIChatModel({ baseURL, model: modelName, apiKey })
         return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })

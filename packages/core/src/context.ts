@@ -7,6 +7,8 @@ export class PluginStartError extends Error {
   constructor(
     readonly plugin: string,
     readonly cause: unknown,
+    /** the plugin itself (the object, function or class given to ctx.plugin) */
+    readonly target?: unknown,
   ) {
     super(`plugin "${plugin}" failed to start: ${cause instanceof Error ? cause.message : String(cause)}`)
     this.name = 'PluginStartError'
@@ -18,7 +20,7 @@ export async function pluginFailure(ctx: Context): Promise<PluginStartError | un
   await ctx.lifecycle.flush()
   for (const runtime of ctx.registry.values()) {
     const failed = runtime.error ? runtime : [...runtime.children].find((fork) => fork.error)
-    if (failed?.error) return new PluginStartError(runtime.name ?? (runtime.plugin as { name?: string })?.name ?? 'anonymous', failed.error)
+    if (failed?.error) return new PluginStartError(runtime.name ?? (runtime.plugin as { name?: string })?.name ?? 'anonymous', failed.error, runtime.plugin)
   }
 }
 
@@ -26,6 +28,18 @@ export async function pluginFailure(ctx: Context): Promise<PluginStartError | un
 export async function assertStarted(ctx: Context): Promise<void> {
   const failure = await pluginFailure(ctx)
   if (failure) throw failure
+}
+
+/**
+ * starts a deployment the way it should be started: waits for every pending plugin load and, when any plugin failed
+ * to start, stops the context and throws a PluginStartError naming it, so a deployment missing a policy never runs
+ */
+export async function startDeployment(ctx: Context): Promise<void> {
+  await ctx.start()
+  const failure = await pluginFailure(ctx)
+  if (!failure) return
+  await ctx.stop()
+  throw failure
 }
 
 /**

@@ -1,5 +1,6 @@
 // the Cordis face shared by the sandbox backends: a service at `ctx.codeRuntime` around a pool that is closed with it
 
+import { strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { type CodeRunLimits, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defaultCodeLimits } from './types.ts'
 
@@ -44,8 +45,10 @@ export namespace SandboxService {
     outputBytes: Schema.natural().min(1).default(defaultCodeLimits.outputBytes).description('budget for printed output plus the JSON of the result'),
   })
 
-  export const Config: Schema<Input, Config> = Schema.object({
-    poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
-    limits: Limits.default({} as CodeRunLimits).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
-  }) as Schema<Input, Config>
+  export const Config: Schema<Input, Config> = strict(
+    Schema.object({
+      poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
+      limits: Limits.default({} as CodeRunLimits).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
+    }),
+  )
 }

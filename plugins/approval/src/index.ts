@@ -1,5 +1,5 @@
 import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution, Json } from '@faber/core'
-import { RUN_CODE } from '@faber/core'
+import { RUN_CODE, strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker } from './broker.ts'
 import type { Decision, Grant, GrantFileError, GrantInput, GrantScope } from './grants.ts'
@@ -152,28 +152,30 @@ namespace Approval {
     file?: string
   }
 
-  export const Config: Schema<Input, Config> = Schema.object({
-    policy: Schema.union(['ask', 'never', 'auto'] as const)
-      .default('ask')
-      .description('ask: answerers decide; never: reject without asking; auto: allow read-only tools without asking, ask for the rest'),
-    require: Schema.array(Schema.string()).default(['*']).description('tool-name patterns whose calls need approval (other plugins may ask for more)'),
-    except: Schema.array(Schema.string())
-      .default([RUN_CODE])
-      .description('tool-name patterns exempt from require; run_code by default, since each of its nested calls is asked on its own'),
-    rules: Schema.array(
-      Schema.object({
-        name: Schema.string(),
-        tool: Schema.string().required().description('a tool-name pattern'),
-        arguments: Schema.dict(Schema.string()).description('JSON path → regular expression; all must match'),
-        command: Schema.string().description('a shell-command pattern for the command argument, e.g. "git diff *" (see the README for how it matches)'),
-        agent: Schema.string().description("an agent's name; absent: any agent"),
-        decision: Schema.union(['allow', 'reject'] as const).required(),
-      }),
-    )
-      .default([])
-      .description('standing answers of the rules answerer; reject wins over allow'),
-    file: Schema.string().description('a JSON file for "always" grants (readable and editable by the operator)'),
-  }) as Schema<Input, Config>
+  export const Config: Schema<Input, Config> = strict(
+    Schema.object({
+      policy: Schema.union(['ask', 'never', 'auto'] as const)
+        .default('ask')
+        .description('ask: answerers decide; never: reject without asking; auto: allow read-only tools without asking, ask for the rest'),
+      require: Schema.array(Schema.string()).default(['*']).description('tool-name patterns whose calls need approval (other plugins may ask for more)'),
+      except: Schema.array(Schema.string())
+        .default([RUN_CODE])
+        .description('tool-name patterns exempt from require; run_code by default, since each of its nested calls is asked on its own'),
+      rules: Schema.array(
+        Schema.object({
+          name: Schema.string(),
+          tool: Schema.string().required().description('a tool-name pattern'),
+          arguments: Schema.dict(Schema.string()).description('JSON path → regular expression; all must match'),
+          command: Schema.string().description('a shell-command pattern for the command argument, e.g. "git diff *" (see the README for how it matches)'),
+          agent: Schema.string().description("an agent's name; absent: any agent"),
+          decision: Schema.union(['allow', 'reject'] as const).required(),
+        }),
+      )
+        .default([])
+        .description('standing answers of the rules answerer; reject wins over allow'),
+      file: Schema.string().description('a JSON file for "always" grants (readable and editable by the operator)'),
+    }),
+  )
 }
 
 export default Approval

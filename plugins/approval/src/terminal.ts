@@ -3,6 +3,7 @@
 // takes it.
 
 import type { Readable, Writable } from 'node:stream'
+import { strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
 
@@ -68,12 +69,14 @@ export interface Config {
   maxProgramLines: number
 }
 
-export const Config: Schema<Partial<Config>, Config> = Schema.object({
-  input: Schema.any().description('a readable stream; process.stdin by default'),
-  output: Schema.any().description('a writable stream; process.stdout by default'),
-  maxArgumentChars: Schema.natural().default(2000).description('longer arguments are cut'),
-  maxProgramLines: Schema.natural().default(40).description('longer programs are cut'),
-}) as Schema<Partial<Config>, Config>
+export const Config: Schema<Partial<Config>, Config> = strict(
+  Schema.object({
+    input: Schema.any().description('a readable stream; process.stdin by default'),
+    output: Schema.any().description('a writable stream; process.stdout by default'),
+    maxArgumentChars: Schema.natural().default(2000).description('longer arguments are cut'),
+    maxProgramLines: Schema.natural().default(40).description('longer programs are cut'),
+  }),
+)
 
 export function apply(ctx: Context, config: Config) {
   const input: Input = config.input ?? process.stdin

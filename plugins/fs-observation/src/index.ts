@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto'
 import { readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { type Agent, agentOf, type Execution, type PreDecision } from '@faber/core'
+import { type Agent, agentOf, type Execution, type PreDecision, strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { ABSENT, Observations, pathKey } from './observations.ts'
 
@@ -61,18 +61,20 @@ export interface Config {
 /** what a deployer writes: every key optional */
 export type ConfigInput = { tools?: Partial<Config['tools']>; pathArgument?: string; root?: string; checkBeforeApproval?: boolean } | undefined
 
-export const Config: Schema<ConfigInput, Config> = Schema.object({
-  tools: Schema.object({
-    read: Schema.array(Schema.string()).default(['read']).description('tools whose results record an observation (path and version)'),
-    write: Schema.array(Schema.string()).default(['write']).description('tools that create or replace a whole file'),
-    edit: Schema.array(Schema.string()).default(['edit']).description('tools that change part of an existing file'),
-  }).default({ read: ['read'], write: ['write'], edit: ['edit'] }),
-  pathArgument: Schema.string().default('path').description('the argument of the governed tools that names the file'),
-  root: Schema.string().description("where relative paths resolve; default: the governed tool's fsRoot annotation (tools-fs sets it)"),
-  checkBeforeApproval: Schema.boolean()
-    .default(true)
-    .description('also check existence and freshness on disk in tools/pre-execute, so doomed calls are denied before approval is asked'),
-}) as Schema<ConfigInput, Config>
+export const Config: Schema<ConfigInput, Config> = strict(
+  Schema.object({
+    tools: Schema.object({
+      read: Schema.array(Schema.string()).default(['read']).description('tools whose results record an observation (path and version)'),
+      write: Schema.array(Schema.string()).default(['write']).description('tools that create or replace a whole file'),
+      edit: Schema.array(Schema.string()).default(['edit']).description('tools that change part of an existing file'),
+    }).default({ read: ['read'], write: ['write'], edit: ['edit'] }),
+    pathArgument: Schema.string().default('path').description('the argument of the governed tools that names the file'),
+    root: Schema.string().description("where relative paths resolve; default: the governed tool's fsRoot annotation (tools-fs sets it)"),
+    checkBeforeApproval: Schema.boolean()
+      .default(true)
+      .description('also check existence and freshness on disk in tools/pre-execute, so doomed calls are denied before approval is asked'),
+  }),
+)
 
 export function apply(ctx: Context, config: Config) {
   const scope: Agent | undefined = agentOf(ctx)

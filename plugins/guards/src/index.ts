@@ -1,4 +1,4 @@
-import { type Agent, canonicalJson, type Execution, type ExecutionToken, type Json, RUN_CODE } from '@faber/core'
+import { type Agent, canonicalJson, type Execution, type ExecutionToken, type Json, RUN_CODE, strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { Breaker } from './breaker.ts'
 import { type JsonPath, parseJsonPath, selectJson } from './json-path.ts'
@@ -165,54 +165,58 @@ export interface Input {
 
 const tools = (what: string) => Schema.array(Schema.string()).default(['*']).description(`tool-name patterns (* and ? globs) ${what}`)
 
-export const Config: Schema<Input, Config> = Schema.object({
-  deny: Schema.array(
-    Schema.object({
-      name: Schema.string().description('shown in the denial; defaults to deny[index]'),
-      tools: tools('this rule applies to'),
-      argument: Schema.string().description('a JSON path into the arguments, e.g. $.command; with pattern, the rule denies only when a selected value matches'),
-      pattern: Schema.string().description('a regular expression tested against the selected values (non-strings as canonical JSON)'),
-      flags: Schema.string().default('').description('regular expression flags, e.g. i'),
-      reason: Schema.string().required().description('why, and what to do instead; the model reads it'),
-    }),
-  )
-    .default([])
-    .description('calls to deny, by tool name and optionally by an argument'),
-  paths: Schema.array(
-    Schema.object({
-      name: Schema.string().description('shown in the denial; defaults to paths[index]'),
-      tools: tools('whose path arguments are checked'),
-      arguments: Schema.array(Schema.string()).default(['$.path']).description('JSON paths of the path arguments'),
-      roots: Schema.array(Schema.string()).required().description('directories the paths must resolve inside (symlinks and .. resolved)'),
-      base: Schema.string().description('what relative paths are relative to; defaults to the first root'),
-      reason: Schema.string().default('Use a path inside the allowed roots.').description('what to do instead'),
-    }),
-  )
-    .default([])
-    .description('path arguments that must stay inside allowed roots'),
-  breaker: Schema.object({
-    remindAfter: Schema.natural().default(3).description('identical calls in a row after which a reminder is attached to the result (0: never)'),
-    blockAfter: Schema.natural().default(5).description('identical calls in a row from which the call is blocked (0: never)'),
-  })
-    .default({ remindAfter: 3, blockAfter: 5 })
-    .description('the repeat-call breaker; per agent, reset by a user turn'),
-  rateLimits: Schema.array(
-    Schema.object({
-      name: Schema.string().description('shown in the denial; defaults to rateLimits[index]'),
-      tools: tools('this limit counts'),
-      perTurn: Schema.natural().default(0).description('calls per user turn (0: no limit)'),
-      perMinute: Schema.natural().default(0).description('calls per sliding minute (0: no limit)'),
-    }),
-  )
-    .default([])
-    .description('per agent: at most so many calls of matching tools'),
-  timeout: Schema.object({
-    defaultMs: Schema.natural().default(0).description('a time budget for tools that declare no timeoutMs (0: none)'),
-    exempt: Schema.array(Schema.string())
-      .default([RUN_CODE])
-      .description('tools the default does not apply to (run_code has its own wall-clock limit, and its nested calls may wait for approval)'),
-  }).default({ defaultMs: 0, exempt: [RUN_CODE] }),
-}) as Schema<Input, Config>
+export const Config: Schema<Input, Config> = strict(
+  Schema.object({
+    deny: Schema.array(
+      Schema.object({
+        name: Schema.string().description('shown in the denial; defaults to deny[index]'),
+        tools: tools('this rule applies to'),
+        argument: Schema.string().description(
+          'a JSON path into the arguments, e.g. $.command; with pattern, the rule denies only when a selected value matches',
+        ),
+        pattern: Schema.string().description('a regular expression tested against the selected values (non-strings as canonical JSON)'),
+        flags: Schema.string().default('').description('regular expression flags, e.g. i'),
+        reason: Schema.string().required().description('why, and what to do instead; the model reads it'),
+      }),
+    )
+      .default([])
+      .description('calls to deny, by tool name and optionally by an argument'),
+    paths: Schema.array(
+      Schema.object({
+        name: Schema.string().description('shown in the denial; defaults to paths[index]'),
+        tools: tools('whose path arguments are checked'),
+        arguments: Schema.array(Schema.string()).default(['$.path']).description('JSON paths of the path arguments'),
+        roots: Schema.array(Schema.string()).required().description('directories the paths must resolve inside (symlinks and .. resolved)'),
+        base: Schema.string().description('what relative paths are relative to; defaults to the first root'),
+        reason: Schema.string().default('Use a path inside the allowed roots.').description('what to do instead'),
+      }),
+    )
+      .default([])
+      .description('path arguments that must stay inside allowed roots'),
+    breaker: Schema.object({
+      remindAfter: Schema.natural().default(3).description('identical calls in a row after which a reminder is attached to the result (0: never)'),
+      blockAfter: Schema.natural().default(5).description('identical calls in a row from which the call is blocked (0: never)'),
+    })
+      .default({ remindAfter: 3, blockAfter: 5 })
+      .description('the repeat-call breaker; per agent, reset by a user turn'),
+    rateLimits: Schema.array(
+      Schema.object({
+        name: Schema.string().description('shown in the denial; defaults to rateLimits[index]'),
+        tools: tools('this limit counts'),
+        perTurn: Schema.natural().default(0).description('calls per user turn (0: no limit)'),
+        perMinute: Schema.natural().default(0).description('calls per sliding minute (0: no limit)'),
+      }),
+    )
+      .default([])
+      .description('per agent: at most so many calls of matching tools'),
+    timeout: Schema.object({
+      defaultMs: Schema.natural().default(0).description('a time budget for tools that declare no timeoutMs (0: none)'),
+      exempt: Schema.array(Schema.string())
+        .default([RUN_CODE])
+        .description('tools the default does not apply to (run_code has its own wall-clock limit, and its nested calls may wait for approval)'),
+    }).default({ defaultMs: 0, exempt: [RUN_CODE] }),
+  }),
+)
 
 export function apply(ctx: Context, config: Config) {
   const denyRules = config.deny.map(compileDeny)

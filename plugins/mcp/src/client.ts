@@ -1,6 +1,6 @@
 // the MCP client: each configured server's tools become Faber tools, called through the normal pipeline.
 
-import { errorResult, type Json, type JsonSchema, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
+import { errorResult, type Json, type JsonSchema, strict, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -408,16 +408,18 @@ const ServerSchema = Schema.object({
   connectTimeoutMs: Schema.natural().min(1).default(30000),
 })
 
-export const Config: Schema<McpClient.Input, McpClient.Config> = Schema.object({
-  servers: Schema.array(ServerSchema).default([]),
-  restart: Schema.object({
-    initialDelayMs: Schema.natural().min(1).default(500),
-    maxDelayMs: Schema.natural().min(1).default(30000),
-    maxAttempts: Schema.natural().default(5).description('restarts in a row before a server is given up'),
-    stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
-  }).default({} as McpRestart),
-  concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
-}) as unknown as Schema<McpClient.Input, McpClient.Config>
+export const Config: Schema<McpClient.Input, McpClient.Config> = strict(
+  Schema.object({
+    servers: Schema.array(ServerSchema).default([]),
+    restart: Schema.object({
+      initialDelayMs: Schema.natural().min(1).default(500),
+      maxDelayMs: Schema.natural().min(1).default(30000),
+      maxAttempts: Schema.natural().default(5).description('restarts in a row before a server is given up'),
+      stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
+    }).default({} as McpRestart),
+    concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
+  }),
+)
 
 export async function apply(ctx: Context, input: McpClient.Input = {}) {
   const config = Config(input)

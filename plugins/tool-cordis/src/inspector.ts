@@ -1,7 +1,7 @@
 // the inspector service (`ctx.inspector`): records the call trace and disposals, builds the report on
 // demand, and registers the `cordis_inspect` tool. it observes only: its pre-execute listener abstains.
 
-import { type Agent, agentOf, defineTool, type Execution, type Json, type ToolResult, type ToolRuntime, t } from '@faber/core'
+import { type Agent, agentOf, defineTool, type Execution, type Json, strict, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
@@ -148,13 +148,15 @@ namespace Inspector {
     clock?: Clock
   }
 
-  export const Config: Schema<Partial<Config>, Config> = Schema.object({
-    maxCalls: Schema.natural().min(1).default(50).description('recent calls kept per agent (and for the global layer)'),
-    maxChars: Schema.natural().min(200).default(4000).description('the longest text cordis_inspect returns to the model'),
-    maxDisposed: Schema.natural().min(0).default(20).description('recently disposed plugin loads remembered'),
-    tool: Schema.boolean().default(true).description('register the cordis_inspect tool'),
-    clock: Schema.any().hidden(),
-  }) as Schema<Partial<Config>, Config>
+  export const Config: Schema<Partial<Config>, Config> = strict(
+    Schema.object({
+      maxCalls: Schema.natural().min(1).default(50).description('recent calls kept per agent (and for the global layer)'),
+      maxChars: Schema.natural().min(200).default(4000).description('the longest text cordis_inspect returns to the model'),
+      maxDisposed: Schema.natural().min(0).default(20).description('recently disposed plugin loads remembered'),
+      tool: Schema.boolean().default(true).description('register the cordis_inspect tool'),
+      clock: Schema.any().hidden(),
+    }),
+  )
 }
 
 export default Inspector

@@ -1,6 +1,7 @@
 // @faber/plugin-tools-fs: read / write / edit / list / glob / grep over one workspace root.
 
 import type { Execution } from '@faber/core'
+import { strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { type FsLimits, fsTools } from './tools.ts'
 import { Workspace } from './workspace.ts'
@@ -31,20 +32,22 @@ export interface Config extends FsLimits {
 }
 
 /** what a deployer writes: the root, and any limits to change */
-export type ConfigInput = { root: string } & Partial<FsLimits>
+export type ConfigInput = { root: string; ignore?: string[] } & Partial<Omit<FsLimits, 'ignore'>>
 
-export const Config: Schema<ConfigInput, Config> = Schema.object({
-  root: Schema.string().required().description('the workspace directory every path resolves inside'),
-  maxFileBytes: Schema.natural()
-    .min(1)
-    .default(1024 * 1024)
-    .description('files larger than this are refused by read and edit and skipped by grep'),
-  readLines: Schema.natural().min(1).default(2000).description('lines read returns when no limit is given'),
-  maxLineChars: Schema.natural().min(16).default(2000).description('longer lines are cut in read output'),
-  maxResults: Schema.natural().min(1).default(1000).description('the most entries list and glob return, and the highest grep limit'),
-  grepLimit: Schema.natural().min(1).default(200).description('matching lines grep returns when no limit is given'),
-  ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('directory names glob and grep never descend into'),
-}) as Schema<ConfigInput, Config>
+export const Config: Schema<ConfigInput, Config> = strict(
+  Schema.object({
+    root: Schema.string().required().description('the workspace directory every path resolves inside'),
+    maxFileBytes: Schema.natural()
+      .min(1)
+      .default(1024 * 1024)
+      .description('files larger than this are refused by read and edit and skipped by grep'),
+    readLines: Schema.natural().min(1).default(2000).description('lines read returns when no limit is given'),
+    maxLineChars: Schema.natural().min(16).default(2000).description('longer lines are cut in read output'),
+    maxResults: Schema.natural().min(1).default(1000).description('the most entries list and glob return, and the highest grep limit'),
+    grepLimit: Schema.natural().min(1).default(200).description('matching lines grep returns when no limit is given'),
+    ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('directory names glob and grep never descend into'),
+  }),
+)
 
 export function apply(ctx: Context, config: Config) {
   const workspace = new Workspace(config.root)

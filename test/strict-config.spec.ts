@@ -1,0 +1,164 @@
+// every plugin's Config is strict: a misspelt top-level key stops the plugin from starting, and the message names the
+// key and the one it most likely meant; a deployment file run by the real `faber` reports it with file and line.
+
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import ToolRuntime, { assertStarted, PluginStartError, startDeployment } from '@faber/core'
+import Approval, { TerminalAnswerer } from '@faber/plugin-approval'
+import * as FsObservation from '@faber/plugin-fs-observation'
+import * as Guards from '@faber/plugin-guards'
+import * as Mcp from '@faber/plugin-mcp'
+import Inspector from '@faber/plugin-tool-cordis'
+import * as ToolsFs from '@faber/plugin-tools-fs'
+import WorkerSandbox from '@faber/sandbox'
+import IsolateSandbox from '@faber/sandbox-isolate'
+import { expect } from 'chai'
+import { Context, Logger, type Schema } from 'cordis'
+import { faber } from '../packages/cli/tests/helpers.ts'
+
+Logger.levels.base = 0
+
+interface Subject {
+  plugin: { Config: Schema; name?: string }
+  /** a config that starts, for plugins with required keys */
+  base?: Record<string, unknown>
+  needsTools?: boolean
+}
+
+const subjects: Record<string, Subject> = {
+  '@faber/core': { plugin: ToolRuntime as never },
+  '@faber/plugin-guards': { plugin: Guards as never, needsTools: true },
+  '@faber/plugin-approval': { plugin: Approval as never },
+  'TerminalAnswerer (@faber/plugin-approval)': { plugin: TerminalAnswerer as never },
+  '@faber/plugin-fs-observation': { plugin: FsObservation as never, needsTools: true },
+  '@faber/plugin-tools-fs': { plugin: ToolsFs as never, base: { root: tmpdir() }, needsTools: true },
+  '@faber/plugin-tool-cordis': { plugin: Inspector as never, needsTools: true },
+  '@faber/plugin-mcp': { plugin: Mcp as never, needsTools: true },
+  '@faber/sandbox': { plugin: WorkerSandbox as never },
+  '@faber/sandbox-isolate': { plugin: IsolateSandbox as never },
+}
+
+/** a likely slip of the keyboard: two neighbouring letters swapped, or a letter doubled when that changes nothing */
+function misspell(key: string): string {
+  for (let i = 1; i < key.length - 1; i++) {
+    if (key[i] !== key[i + 1]) return key.slice(0, i) + key[i + 1] + key[i] + key.slice(i + 2)
+  }
+  return `${key}${key.at(-1)}`
+}
+
+async function startError(subject: Subject, config: Record<string, unknown>): Promise<Error | undefined> {
+  const ctx = new Context()
+  if (subject.needsTools) ctx.plugin(ToolRuntime)
+  ctx.plugin(subject.plugin as never, config)
+  try {
+    await assertStarted(ctx)
+  } catch (error) {
+    return error as Error
+  } finally {
+    await ctx.stop()
+  }
+}
+
+describe('strict configuration of every plugin', () => {
+  for (const [label, subject] of Object.entries(subjects)) {
+    const keys = Object.keys(subject.plugin.Config.dict ?? {})
+    it(`${label}: each misspelt top-level key is refused with the key it meant (${keys.join(', ')})`, async () => {
+      expect(keys).to.not.be.empty
+      for (const key of keys) {
+        const typo = misspell(key)
+        const error = await startError(subject, { ...subject.base, [typo]: 1 })
+        expect(error?.message, `${label}: ${typo}`).to.match(/^plugin ".+" failed to start: /)
+        expect(error?.message, `${label}: ${typo}`).to.contain(`\`${typo}\`: unknown key; did you mean \`${key}\`?`)
+      }
+      expect(await startError(subject, { ...subject.base })).to.equal(undefined)
+    })
+  }
+
+  it('nested keys too: a rule inside deny', async () => {
+    const error = await startError(subjects['@faber/plugin-guards'], { deny: [{ tools: ['write'], resaon: 'no writes' }] })
+    expect(error?.message).to.equal('plugin "guards" failed to start: `deny[0].resaon`: unknown key; did you mean `reason`?')
+  })
+})
+
+describe('strict configuration in a deployment file (faber as a child process)', function () {
+  this.timeout(60_000)
+  let dir: string
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-strict-'))
+  })
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  for (const command of ['inspect', 'mcp']) {
+    it(`faber ${command} exits 2 naming the file, the line, the key path and the key it meant`, async () => {
+      const file = join(dir, 'deploy.yml')
+      await writeFile(
+        file,
+        ['mode: code', 'plugins:', "  '@faber/plugin-guards':", '    dney:', '      - { tools: [write], reason: no writes }', ''].join('\n'),
+      )
+      const ran = await faber([command, file])
+      expect(ran.code).to.equal(2)
+      expect(ran.stderr.trim()).to.equal(`${file}:4: plugins["@faber/plugin-guards"].dney: unknown key; did you mean \`deny\`?`)
+      expect(ran.stdout).to.equal('')
+    })
+  }
+
+  it('a nested misspelling is reported on its own line', async () => {
+    const file = join(dir, 'deploy.yml')
+    await writeFile(
+      file,
+      [
+        'plugins:',
+        "  '@faber/plugin-guards':",
+        '    deny:',
+        '      - tools: [write]',
+        '        resaon: no writes',
+        "  '@faber/sandbox': { poolSise: 2 }",
+        '',
+      ].join('\n'),
+    )
+    const ran = await faber(['inspect', file])
+    expect(ran.code).to.equal(2)
+    expect(ran.stderr.trim()).to.equal(`${file}:5: plugins["@faber/plugin-guards"].deny[0].resaon: unknown key; did you mean \`reason\`?`)
+  })
+})
+
+describe('a deployment with a plugin that did not start does not run', function () {
+  this.timeout(60_000)
+  let dir: string
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-failed-'))
+  })
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  it('startDeployment throws a PluginStartError naming the plugin and stops the context', async () => {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime)
+    ctx.plugin(Guards as never, { breaker: { remindAfter: 5, blockAfter: 2 } })
+    const error = await startDeployment(ctx).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).to.be.instanceOf(PluginStartError)
+    expect((error as PluginStartError).plugin).to.equal('guards')
+    expect((error as Error).message).to.contain('breaker.blockAfter (2) must be greater than breaker.remindAfter (5)')
+    expect(ctx.get('tools')).to.equal(undefined)
+  })
+
+  for (const command of ['run']) {
+    it(`faber ${command} exits 2 naming the plugin, where it is in the file, and the reason, without a stack dump`, async () => {
+      const file = join(dir, 'deploy.yml')
+      await writeFile(
+        file,
+        ['mode: code', 'agents:', '  - name: main', '    plugins:', `      '@faber/plugin-tools-fs': { root: '${dir}/missing' }`, ''].join('\n'),
+      )
+      const ran = await faber([command, file])
+      expect(ran.code).to.equal(2)
+      expect(ran.stderr.trim()).to.equal(
+        `${file}:5: agents[0].plugins["@faber/plugin-tools-fs"]: plugin "tools-fs" failed to start: ` +
+          `tools-fs: the workspace root "${dir}/missing" does not exist; create it or fix the root option`,
+      )
+      expect(ran.stdout).to.equal('')
+    })
+  }
+})
