@@ -352,17 +352,29 @@ export class Pipeline {
     const what = `a tools/execute wrapper of plugin "${plugin}"`
     if (!isToolResult(result)) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
     if (result.isError) return { isError: true, error: Object.freeze({ ...result.error }), content: result.content, meta: result.meta }
-    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
-    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+    const tool = this.decidedTool(exec, 'while the call ran')
+    if (tool.isError) return tool
     const checked = this.checkValue(exec, tool, result.value)
     if (checked.isError) return checked
     return { isError: false, value: checked.value, content: result.content, meta: result.meta }
   }
 
-  /** 7. the body, resolved again through the collapse (the tool may have left while policy ran) */
-  private async dispatchToolBody(exec: Execution, signal: AbortSignal): Promise<ToolResult> {
+  /**
+   * the definition this call was decided for, resolved again through the collapse: policy may have waited (an async
+   * listener, approval) while the tool left or was registered anew, and a body never runs on arguments that were
+   * validated and decided for another definition
+   */
+  private decidedTool(exec: Execution, when: string): (CompiledTool & { isError?: false }) | ToolFailure {
     const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
-    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed before it could run`)
+    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed ${when}`)
+    if (tool.info !== exec.tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" changed while this call waited; call it again`)
+    return tool
+  }
+
+  /** 7. the body, resolved again through the collapse: the very definition the call was decided for, or nothing */
+  private async dispatchToolBody(exec: Execution, signal: AbortSignal): Promise<ToolResult> {
+    const tool = this.decidedTool(exec, 'before it could run')
+    if (tool.isError) return tool
     if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
     let value: unknown
     try {
@@ -429,8 +441,8 @@ export class Pipeline {
         )
       }
       if (hasValue) {
-        const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
-        if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed while the call ran`)
+        const tool = this.decidedTool(exec, 'while the call ran')
+        if (tool.isError) return tool
         const checked = this.checkValue(exec, tool, value)
         if (checked.isError) return this.failedClosed(exec, trace, 'post-execute', plugin, what, checked.error.message)
         result = this.rendered(exec, tool, checked.value)

@@ -1,4 +1,4 @@
-import { assertStarted, createAgent, defineTool, type Execution, errorResult, type ToolResult, t } from '@faber/core'
+import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, type TSchema, t } from '@faber/core'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { callId, deployment, echoTool, signal } from './helpers.ts'
@@ -397,6 +397,107 @@ describe('tools/post-execute', () => {
     const result = await call(ctx)
     expect(result.isError && result.error).to.deep.include({ code: 'DENIED', message: 'stop echoing; answer the user' })
     expect(later).to.equal(0)
+  })
+})
+
+describe('a call runs the definition it was decided for', () => {
+  // a pre-execute listener that holds the first call until the test lets it go
+  function holdingPolicy(ctx: Context) {
+    let arrived!: () => void
+    let release!: () => void
+    const waiting = new Promise<void>((resolve) => (arrived = resolve))
+    const released = new Promise<void>((resolve) => (release = resolve))
+    plugin(ctx, 'slow-policy', (ctx) =>
+      ctx.on('tools/pre-execute', async () => {
+        arrived()
+        await released
+        return { kind: 'allow' }
+      }),
+    )
+    return { waiting, release }
+  }
+
+  function strictTool(
+    ran: string[],
+    label: string,
+    parameters: TSchema<Record<string, Json>, boolean> = t.object({ text: t.string({ pattern: '^[a-z]+$' }) }),
+  ) {
+    return defineTool({
+      name: 'echo',
+      description: `echo (${label})`,
+      parameters,
+      output: { schema: t.unknown() },
+      execute: (args) => {
+        ran.push(label)
+        return args
+      },
+    })
+  }
+
+  it('a tool registered anew while its call waits in policy ends the call as UNKNOWN_TOOL; neither body runs', async () => {
+    const ctx = await deployment()
+    const ran: string[] = []
+    const dispose = ctx.tools.register(strictTool(ran, 'old'))
+    const policy = holdingPolicy(ctx)
+    await assertStarted(ctx)
+    const pending = call(ctx, 'echo', { text: 'abc' })
+    await policy.waiting
+    dispose()
+    // the new definition takes anything: the waiting arguments were never validated against it
+    ctx.tools.register(strictTool(ran, 'new', t.object({ text: t.unknown() })))
+    policy.release()
+    const result = await pending
+    expect(result.isError && result.error).to.deep.include({
+      code: 'UNKNOWN_TOOL',
+      message: 'tool "echo" changed while this call waited; call it again',
+    })
+    expect(ran).to.deep.equal([])
+    // the next call is decided for the new definition and runs it
+    expect(code(await call(ctx, 'echo', { text: 'abc' }))).to.equal('OK')
+    expect(ran).to.deep.equal(['new'])
+  })
+
+  it('a tool disposed while its call waits for approval ends the call as UNKNOWN_TOOL', async () => {
+    const ctx = await deployment()
+    const ran: string[] = []
+    const dispose = ctx.tools.register(strictTool(ran, 'old'))
+    plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
+    let grant!: (outcome: 'allowed') => void
+    ctx.set('approval', { request: () => new Promise((resolve) => (grant = resolve)) })
+    await assertStarted(ctx)
+    const pending = call(ctx, 'echo', { text: 'abc' })
+    while (!grant) await new Promise((resolve) => setImmediate(resolve))
+    dispose()
+    grant('allowed')
+    const result = await pending
+    expect(result.isError && result.error).to.deep.include({ code: 'UNKNOWN_TOOL' })
+    expect(result.content).to.contain('no longer available; it was removed before it could run')
+    expect(ran).to.deep.equal([])
+  })
+
+  it('a tool registered anew while its body runs cannot have a replacement value validated against the new schema', async () => {
+    const ctx = await deployment()
+    const ran: string[] = []
+    let dispose!: () => void
+    dispose = ctx.tools.register(
+      defineTool({
+        name: 'echo',
+        description: 'echo',
+        parameters: t.object({ text: t.string() }),
+        output: { schema: t.object({ echoed: t.string() }) },
+        execute: ({ text }) => {
+          ran.push('old')
+          dispose()
+          ctx.tools.register(strictTool(ran, 'new', t.object({ text: t.unknown() })))
+          return { echoed: text }
+        },
+      }),
+    )
+    plugin(ctx, 'replacer', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { anything: true } })))
+    await assertStarted(ctx)
+    const result = await call(ctx, 'echo', { text: 'abc' })
+    expect(result.isError && result.error).to.deep.include({ code: 'UNKNOWN_TOOL', message: 'tool "echo" changed while this call waited; call it again' })
+    expect(ran).to.deep.equal(['old'])
   })
 })
 
