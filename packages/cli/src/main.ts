@@ -7,6 +7,7 @@ import { Logger } from 'cordis'
 import { chat } from './chat.ts'
 import { runDemo } from './demo.ts'
 import { compose, createModel, type Deployed, DeploymentError, type DeploymentSpec, loadDeploymentFile, readDeployment } from './deployment.ts'
+import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, type Style } from './style.ts'
 
@@ -21,10 +22,12 @@ Commands:
   chat                      chat with a model given by flags or environment, on the standard deployment
   inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events
   mcp <deployment.yml>      serve the deployment's agent over MCP on stdio
+  grants list|revoke|export|import  the approval grants kept in a deployment's store
 
 Options:
   -h, --help     help for faber or a command (faber <command> --help)
   --no-color     plain output (also: NO_COLOR=1, or when piped)`,
+  grants: GRANTS_HELP,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 
 Usage: faber demo [--json] [--keep] [--log FILE]
@@ -98,7 +101,11 @@ class UsageError extends Error {}
 
 type Values = Record<string, string | boolean | undefined>
 
-function parse(command: string, args: string[], options: Record<string, { type: 'string' | 'boolean' }>): { values: Values; positionals: string[] } {
+function parse(
+  command: string,
+  args: string[],
+  options: Record<string, { type: 'string' | 'boolean'; short?: string }>,
+): { values: Values; positionals: string[] } {
   try {
     return parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'no-color': { type: 'boolean' }, ...options } })
   } catch (error) {
@@ -144,6 +151,17 @@ export async function main(argv: string[]): Promise<number> {
     return 2
   }
   switch (command) {
+    case 'grants': {
+      const { values, positionals } = parse(command, rest, {
+        store: { type: 'string' },
+        deployment: { type: 'string', short: 'd' },
+        json: { type: 'boolean' },
+        replace: { type: 'boolean' },
+        output: { type: 'string' },
+      })
+      if (values.help) break
+      return grants(positionals, values as { store?: string; deployment?: string; json?: boolean; replace?: boolean; output?: string })
+    }
     case 'demo': {
       const { values } = parse(command, rest, { json: { type: 'boolean' }, keep: { type: 'boolean' }, log: { type: 'string' } })
       if (values.help) break
@@ -238,7 +256,7 @@ async function run() {
   try {
     code = await main(process.argv.slice(2))
   } catch (error) {
-    const known = error instanceof UsageError || error instanceof DeploymentError
+    const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError
     process.stderr.write(`${known ? error.message : ((error as Error)?.stack ?? error)}\n`)
     code = known ? 2 : 1
   }

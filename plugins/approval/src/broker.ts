@@ -3,9 +3,10 @@
 // costs tens of microseconds per access.
 
 import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf, type Json } from '@faber/core'
+import type { Store } from '@faber/store'
 import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
-import { compileMatcher, type Decision, type Grant, GrantFile, GrantFileError, type GrantInput, type GrantScope, type Matcher, newGrant } from './grants.ts'
+import { compileMatcher, type Decision, type Grant, type GrantInput, type GrantScope, GrantStore, type Matcher, newGrant } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
 
 interface Config {
@@ -13,7 +14,6 @@ interface Config {
   require: string[]
   except: string[]
   rules: { name?: string; tool: string; arguments?: Record<string, string>; command?: string; agent?: string; decision: Decision }[]
-  file?: string
 }
 
 // a listener's context comes typed from @cordisjs/core; only its scope is read here
@@ -84,10 +84,9 @@ export class Broker {
   readonly requires: (name: string) => boolean
   private memory: { grant: Grant; matches: Matcher }[] = []
   private persisted: { grant: Grant; matches: Matcher }[] = []
-  private file?: GrantFile
-  private loading: Promise<void>
-  /** why the grant file is not in use, when it is not */
-  fileError?: GrantFileError
+  private saved?: GrantStore
+  /** the store's data version when `persisted` was read: another process's commit changes it */
+  private seen = -1
 
   constructor(
     private config: Config,
@@ -105,34 +104,41 @@ export class Broker {
     const required = nameMatcher(config.require)
     const except = nameMatcher(config.except)
     this.requires = (name) => required(name) && !except(name)
-    if (config.file) this.file = new GrantFile(config.file)
-    this.loading = this.reload()
   }
 
-  /** true when `always` grants can be written to the grant file */
+  /** keeps always grants in this store from now on (the deployment's ctx.store); undefined: none can be kept */
+  useStore(store: Store | undefined) {
+    if (store === this.saved?.store) return
+    this.saved = store && new GrantStore(store)
+    this.persisted = []
+    this.seen = -1
+  }
+
+  /** true when `always` grants can be kept */
   get persistent() {
-    return !!this.file && !this.fileError
+    return this.saved?.store.open === true
   }
 
-  /** reads the grant file again; a problem is kept in `fileError` and logged, and the file is left as it is */
-  async reload(): Promise<void> {
-    if (!this.file) return
-    try {
-      this.persisted = (await this.file.read()).map((grant) => ({ grant, matches: compileMatcher(grant) }))
-      this.fileError = undefined
-    } catch (error) {
-      this.persisted = []
-      this.fileError = error instanceof GrantFileError ? error : new GrantFileError(this.file.path, messageOf(error))
-      this.logger.error(this.fileError.message)
-    }
+  /** the persisted grants as of now: read again only when another connection committed since the last read */
+  private current() {
+    const saved = this.saved
+    if (!saved?.store.open) return []
+    const version = saved.store.dataVersion
+    if (version !== this.seen) this.reload(saved, version)
+    return this.persisted
   }
 
-  /** every remembered grant: once and session ones in memory, always ones from the file */
+  private reload(saved: GrantStore, version = saved.store.dataVersion) {
+    this.persisted = saved.list().map((grant) => ({ grant, matches: compileMatcher(grant) }))
+    this.seen = version
+  }
+
+  /** every remembered grant: once and session ones in memory, always ones from the store */
   grants(): Grant[] {
-    return [...this.memory, ...this.persisted].map((entry) => entry.grant)
+    return [...this.memory, ...this.current()].map((entry) => entry.grant)
   }
 
-  /** records a grant; an `always` grant is written to the grant file, and fails when there is none or it is unusable */
+  /** records a grant; an `always` grant is committed to the store before this resolves, and fails without one */
   async grant(input: GrantInput, by = 'api'): Promise<Grant> {
     if (!SCOPES.includes(input?.scope)) throw new TypeError('approval.grant: scope must be "once", "session" or "always"')
     if (input.decision !== undefined && input.decision !== 'allow' && input.decision !== 'reject') {
@@ -144,10 +150,11 @@ export class Broker {
       this.memory.push({ grant, matches })
       return grant
     }
-    await this.loading
-    if (!this.file) throw new TypeError('approval.grant: "always" needs a grant file; set the `file` config')
-    if (this.fileError) throw this.fileError
-    await this.writeFile((grants) => [...grants, grant])
+    const saved = this.saved
+    if (!saved?.store.open) throw new TypeError('approval.grant: "always" grants need a store; load @faber/store (its path is where they are kept)')
+    saved.add(grant)
+    // our own commit leaves data_version as it was: add it to what was read; another's commit still triggers a reload
+    this.persisted = [...this.persisted, { grant, matches }]
     return grant
   }
 
@@ -158,24 +165,10 @@ export class Broker {
       this.memory.splice(index, 1)
       return true
     }
-    await this.loading
-    if (!this.file || !this.persisted.some((entry) => entry.grant.id === id)) return false
-    if (this.fileError) throw this.fileError
-    await this.writeFile((grants) => grants.filter((grant) => grant.id !== id))
+    const saved = this.saved
+    if (!saved?.store.open || !saved.remove(id)) return false
+    this.persisted = this.persisted.filter((entry) => entry.grant.id !== id)
     return true
-  }
-
-  private async writeFile(change: (grants: Grant[]) => Grant[]) {
-    try {
-      const grants = await this.file!.update(change)
-      this.persisted = grants.map((grant) => ({ grant, matches: compileMatcher(grant) }))
-    } catch (error) {
-      if (error instanceof GrantFileError) {
-        this.fileError = error
-        this.logger.error(error.message)
-      }
-      throw error
-    }
   }
 
   /**
@@ -186,7 +179,7 @@ export class Broker {
     const agent = query.agent?.name
     const hits: { decision: Decision; by: string; grant?: Grant }[] = [
       ...this.rules.filter((rule) => rule.matches(query.tool, agent, query.arguments)).map((rule) => ({ decision: rule.decision, by: `rule ${rule.name}` })),
-      ...[...this.persisted, ...this.memory]
+      ...[...this.current(), ...this.memory]
         .filter((entry) => entry.matches(query.tool, agent, query.arguments))
         .map((entry) => ({ decision: entry.grant.decision, by: `grant ${entry.grant.id}`, grant: entry.grant })),
     ]
@@ -234,7 +227,6 @@ export class Broker {
     if (policy === 'auto' && query.exec?.tool.annotations.readOnly === true) {
       return { outcome: 'allowed', answeredBy: 'policy', note: `the approval policy is auto and "${query.tool}" is read-only` }
     }
-    await this.loading
     let onAbort!: () => void
     const aborted = new Promise<Verdict>((resolve) => {
       onAbort = () => resolve({ outcome: 'cancelled', answeredBy: 'caller' })

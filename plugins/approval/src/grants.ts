@@ -1,11 +1,8 @@
-// remembered grants: what they match, and the JSON file that keeps the persisted ones. the file is written
-// atomically (a temp file renamed over it), re-read before every write so an operator's edits are kept, and never
-// overwritten when it cannot be read as a grant file.
+// remembered grants: what they match, and the table of the deployment's store that keeps the persisted ones.
 
 import { createHash, randomUUID } from 'node:crypto'
-import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
-import { dirname } from 'node:path'
 import { canonicalJson, type Json } from '@faber/core'
+import type { Store } from '@faber/store'
 import { compileCommandPattern } from './commands.ts'
 
 export type Decision = 'allow' | 'reject'
@@ -35,19 +32,6 @@ export interface Grant {
   readonly createdAt: string
   /** who made it: the answerer's plugin, or `api` */
   readonly by?: string
-}
-
-export class GrantFileError extends Error {
-  constructor(
-    readonly file: string,
-    problem: string,
-  ) {
-    super(
-      `the grant file ${file} cannot be used: ${problem}. It was left untouched and the grants in it are not in effect; ` +
-        'fix or remove it, then call ctx.approval.reload() or restart',
-    )
-    this.name = 'GrantFileError'
-  }
 }
 
 function globToRegExp(pattern: string) {
@@ -105,7 +89,7 @@ export function compileMatcher(spec: { tool: string; arguments?: Record<string, 
   }
 }
 
-/** checks one grant read from the file; an id is derived from the content when the operator left it out */
+/** checks one imported grant; an id is derived from the content when the operator left it out */
 function readGrant(raw: unknown, index: number): Grant {
   const at = `grants[${index}]`
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new TypeError(`${at} is not an object`)
@@ -158,55 +142,121 @@ export function newGrant(input: GrantInput, by: string): Grant {
   })
 }
 
-/** the persisted grants: `{ "version": 1, "grants": [...] }` */
-export class GrantFile {
-  private writing: Promise<unknown> = Promise.resolve()
+/** the JSON form of persisted grants, for export and import: `{ "version": 1, "grants": [...] }` */
+export interface GrantExport {
+  version: 1
+  grants: {
+    id: string
+    tool: string
+    arguments?: Record<string, string>
+    command?: string
+    agent?: string
+    decision: Decision
+    createdAt: string
+    by?: string
+  }[]
+}
 
-  constructor(readonly path: string) {}
+const MIGRATIONS = [
+  `CREATE TABLE approval_grants (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    tool TEXT NOT NULL,
+    arguments TEXT,
+    command TEXT,
+    agent TEXT,
+    decision TEXT NOT NULL CHECK (decision IN ('allow', 'reject')),
+    created_at TEXT NOT NULL,
+    by TEXT
+  ) STRICT`,
+]
 
-  /** the grants in the file; none when it does not exist; a GrantFileError when it cannot be read as a grant file */
-  async read(): Promise<Grant[]> {
-    let text: string
-    try {
-      text = await readFile(this.path, 'utf8')
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
-      throw new GrantFileError(this.path, (error as Error).message)
-    }
-    let data: unknown
-    try {
-      data = JSON.parse(text)
-    } catch (error) {
-      throw new GrantFileError(this.path, `it is not JSON (${(error as Error).message})`)
-    }
-    const grants = (data as { grants?: unknown })?.grants
-    if ((data as { version?: unknown })?.version !== 1 || !Array.isArray(grants)) {
-      throw new GrantFileError(this.path, 'it is not { "version": 1, "grants": [...] }')
-    }
-    try {
-      return grants.map(readGrant)
-    } catch (error) {
-      throw new GrantFileError(this.path, (error as Error).message)
+interface Row {
+  id: string
+  tool: string
+  arguments: string | null
+  command: string | null
+  agent: string | null
+  decision: Decision
+  created_at: string
+  by: string | null
+}
+
+function fromRow(row: Row): Grant {
+  return Object.freeze({
+    id: row.id,
+    tool: row.tool,
+    arguments: row.arguments === null ? undefined : Object.freeze(JSON.parse(row.arguments) as Record<string, string>),
+    command: row.command ?? undefined,
+    agent: row.agent ?? undefined,
+    decision: row.decision,
+    scope: 'always',
+    createdAt: row.created_at,
+    by: row.by ?? undefined,
+  })
+}
+
+/**
+ * the persisted (`always`) grants, in the deployment's store (table `approval_grants`). every change is one
+ * transaction, so processes sharing the store never lose each other's grants.
+ */
+export class GrantStore {
+  private readonly statements
+
+  constructor(readonly store: Store) {
+    store.migrate('approval', MIGRATIONS)
+    const { db } = store
+    this.statements = {
+      list: db.prepare('SELECT id, tool, arguments, command, agent, decision, created_at, by FROM approval_grants ORDER BY seq'),
+      add: db.prepare('INSERT INTO approval_grants (id, tool, arguments, command, agent, decision, created_at, by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      upsert: db.prepare(
+        'INSERT INTO approval_grants (id, tool, arguments, command, agent, decision, created_at, by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ' +
+          'ON CONFLICT (id) DO UPDATE SET tool = excluded.tool, arguments = excluded.arguments, command = excluded.command, agent = excluded.agent, ' +
+          'decision = excluded.decision, created_at = excluded.created_at, by = excluded.by',
+      ),
+      remove: db.prepare('DELETE FROM approval_grants WHERE id = ?'),
+      clear: db.prepare('DELETE FROM approval_grants'),
     }
   }
 
-  /** re-reads the file, applies `change` and writes the result atomically; writes are serialized */
-  update(change: (grants: Grant[]) => Grant[]): Promise<Grant[]> {
-    const next = this.writing.then(async () => {
-      const grants = change(await this.read())
-      const text = `${JSON.stringify({ version: 1, grants: grants.map(({ scope: _, ...grant }) => grant) }, null, 2)}\n`
-      await mkdir(dirname(this.path), { recursive: true })
-      const temp = `${this.path}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`
-      try {
-        await writeFile(temp, text, { mode: 0o600, flush: true })
-        await rename(temp, this.path)
-      } catch (error) {
-        await unlink(temp).catch(() => {})
-        throw new GrantFileError(this.path, `writing it failed (${(error as Error).message})`)
-      }
-      return grants
+  /** every persisted grant, oldest first */
+  list(): Grant[] {
+    return (this.statements.list.all() as Row[]).map(fromRow)
+  }
+
+  /** adds a grant; committed (on disk) when this returns */
+  add(grant: Grant): void {
+    this.write(this.statements.add, grant)
+  }
+
+  /** removes a grant by id; true when there was one */
+  remove(id: string): boolean {
+    return this.statements.remove.run(id).changes > 0
+  }
+
+  export(): GrantExport {
+    return { version: 1, grants: this.list().map(({ scope: _, ...grant }) => JSON.parse(JSON.stringify(grant))) }
+  }
+
+  /**
+   * adds the grants of an export (an entry with the id of a stored grant replaces it), all or nothing; with
+   * `replace`, the stored grants not in it are removed. throws a TypeError naming the first bad entry.
+   */
+  import(data: unknown, options: { replace?: boolean } = {}): number {
+    const grants = (data as { grants?: unknown })?.grants
+    if ((data as { version?: unknown })?.version !== 1 || !Array.isArray(grants)) {
+      throw new TypeError('grants to import must be { "version": 1, "grants": [...] } (what `faber grants export` writes)')
+    }
+    const checked = grants.map(readGrant)
+    this.store.transaction(() => {
+      if (options.replace) this.statements.clear.run()
+      for (const grant of checked) this.write(this.statements.upsert, grant)
     })
-    this.writing = next.catch(() => {})
-    return next
+    return checked.length
+  }
+
+  private write(statement: { run(...args: unknown[]): unknown }, grant: Grant) {
+    const args = grant.arguments === undefined ? null : JSON.stringify(grant.arguments)
+    statement.run(grant.id, grant.tool, args, grant.command ?? null, grant.agent ?? null, grant.decision, grant.createdAt, grant.by ?? null)
   }
 }

@@ -2,7 +2,7 @@ import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Executio
 import { RUN_CODE, strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker } from './broker.ts'
-import type { Decision, Grant, GrantFileError, GrantInput, GrantScope } from './grants.ts'
+import type { Decision, Grant, GrantInput, GrantScope } from './grants.ts'
 import * as RulesAnswerer from './rules.ts'
 
 export * from './commands.ts'
@@ -69,6 +69,8 @@ type Hook = { ctx: unknown; callback: (...args: any[]) => any }
 /** `ctx.approval`: asks answerers, remembers grants, audits; the work is done by a Broker */
 class Approval extends Service implements ApprovalService {
   static name = 'approval'
+  /** the deployment's store keeps always grants; it may come and go while the service runs */
+  static inject = { store: { required: false } }
   declare ctx: Context
   private broker: Broker
 
@@ -80,6 +82,11 @@ class Approval extends Service implements ApprovalService {
     this.config = config = Approval.Config(config ?? {})
     const broker = new Broker(config, (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks, ctx.logger('approval'))
     this.broker = broker
+    const bind = () => broker.useStore(ctx.get('store')?.connection)
+    bind()
+    ctx.on('internal/service', (name) => {
+      if (name === 'store') bind()
+    })
     ctx.on('tools/pre-execute', (exec: Execution) => {
       if (broker.requires(exec.name)) return { kind: 'ask', reason: `this deployment requires approval for "${exec.name}"` }
     })
@@ -90,27 +97,17 @@ class Approval extends Service implements ApprovalService {
     return this.broker.request(request)
   }
 
-  /** true when `always` grants can be written to the grant file */
+  /** true when `always` grants can be kept: a store is loaded */
   get persistent(): boolean {
     return this.broker.persistent
   }
 
-  /** why the grant file is not in use, when it is not */
-  get fileError(): GrantFileError | undefined {
-    return this.broker.fileError
-  }
-
-  /** reads the grant file again; a problem is kept in `fileError` and logged, and the file is left as it is */
-  reload(): Promise<void> {
-    return this.broker.reload()
-  }
-
-  /** every remembered grant: once and session ones in memory, always ones from the file */
+  /** every remembered grant: once and session ones in memory, always ones from the store (as other processes left them) */
   grants(): Grant[] {
     return this.broker.grants()
   }
 
-  /** records a grant; an `always` grant is written to the grant file, and fails when there is none or it is unusable */
+  /** records a grant; an `always` grant is committed to the store before this resolves, and fails without one */
   grant(input: GrantInput): Promise<Grant> {
     return this.broker.grant(input)
   }
@@ -141,7 +138,6 @@ namespace Approval {
     require: string[]
     except: string[]
     rules: Rule[]
-    file?: string
   }
 
   export interface Input {
@@ -149,7 +145,6 @@ namespace Approval {
     require?: string[]
     except?: string[]
     rules?: (Omit<Rule, 'decision'> & { decision: Decision })[]
-    file?: string
   }
 
   export const Config: Schema<Input, Config> = strict(
@@ -173,7 +168,6 @@ namespace Approval {
       )
         .default([])
         .description('standing answers of the rules answerer; reject wins over allow'),
-      file: Schema.string().description('a JSON file for "always" grants (readable and editable by the operator)'),
     }),
   )
 }

@@ -1,10 +1,11 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
-import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantFileError, TerminalAnswerer } from '@faber/plugin-approval'
+import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantStore, TerminalAnswerer } from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
+import DeploymentStore, { Store } from '@faber/store'
 import { expect } from 'chai'
 import { Context, Logger } from 'cordis'
 
@@ -16,10 +17,11 @@ afterEach(async () => {
   for (const ctx of started.splice(0)) await ctx.stop()
 })
 
-async function deployment(config: Approval.Input | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
+async function deployment(config: Approval.Input | undefined, options: { mode?: Mode; sandbox?: boolean; store?: string } = {}) {
   const ctx = new Context()
   started.push(ctx)
   ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
+  if (options.store) ctx.plugin(DeploymentStore, { path: options.store })
   if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
   if (config) ctx.plugin(Approval, config)
   await ctx.start()
@@ -311,22 +313,23 @@ describe('approval: the rules answerer and grants', () => {
     expect(asked).to.have.length(3)
   })
 
-  it('always grants persist in a JSON file, written atomically, and survive a restart', async () => {
-    const file = join(dir, 'state', 'grants.json')
-    const first = await deployment({ file })
+  it('always grants persist in the store and survive a restart', async () => {
+    const path = join(dir, 'state', 'faber.db')
+    const first = await deployment({}, { store: path })
     first.tools.register(tool('write'))
     answerer(first, 'operator', () => ({ decision: 'allow', remember: 'always' }))
     const events = audit(first)
+    expect(service(first).persistent).to.equal(true)
     expect((await call(first, 'write')).isError).to.equal(false)
     expect(events.decided[0]).to.include({ remember: 'always' })
-    const saved = JSON.parse(await readFile(file, 'utf8'))
-    expect(saved.version).to.equal(1)
-    expect(saved.grants).to.have.length(1)
-    expect(saved.grants[0]).to.include({ tool: 'write', decision: 'allow', by: 'operator', id: events.decided[0].grant })
-    expect(await readdir(join(dir, 'state'))).to.deep.equal(['grants.json'])
     await first.stop()
 
-    const second = await deployment({ file })
+    const saved = new Store(path)
+    expect(new GrantStore(saved).list()).to.have.length(1)
+    expect(new GrantStore(saved).list()[0]).to.include({ tool: 'write', decision: 'allow', by: 'operator', id: events.decided[0].grant })
+    saved.close()
+
+    const second = await deployment({}, { store: path })
     second.tools.register(tool('write'))
     let asked = 0
     answerer(second, 'operator', () => {
@@ -338,67 +341,118 @@ describe('approval: the rules answerer and grants', () => {
     const [grant] = service(second).grants()
     expect(grant).to.include({ tool: 'write', scope: 'always' })
     expect(await service(second).revoke(grant.id)).to.equal(true)
-    expect(JSON.parse(await readFile(file, 'utf8')).grants).to.deep.equal([])
+    expect(service(second).grants()).to.deep.equal([])
     expect(denial(await call(second, 'write'))?.code).to.equal('DENIED')
   })
 
-  it("keeps an operator's edits: entries without ids are read, and kept when the service writes", async () => {
-    const file = join(dir, 'grants.json')
-    await writeFile(file, JSON.stringify({ version: 1, grants: [{ tool: 'read*', decision: 'allow' }] }))
-    const ctx = await deployment({ file })
-    ctx.tools.register(tool('read_file'))
-    expect((await call(ctx, 'read_file')).isError).to.equal(false)
-    // edited while running: picked up by the next write, and by reload
-    await writeFile(
-      file,
-      JSON.stringify({
-        version: 1,
-        grants: [
-          { tool: 'read*', decision: 'allow' },
-          { id: 'mine', tool: 'rm', decision: 'reject' },
-        ],
-      }),
-    )
-    await service(ctx).grant({ tool: 'deploy', scope: 'always' })
-    const tools = JSON.parse(await readFile(file, 'utf8')).grants.map((g: { tool: string }) => g.tool)
-    expect(tools).to.deep.equal(['read*', 'rm', 'deploy'])
+  it('grants another process adds or revokes take effect at once', async () => {
+    const path = join(dir, 'faber.db')
+    const ctx = await deployment({}, { store: path })
+    ctx.tools.register(tool('deploy'))
+    // the operator's connection, as `faber grants` opens it
+    const operator = new Store(path)
+    const grants = new GrantStore(operator)
+    try {
+      expect(denial(await call(ctx, 'deploy'))?.code).to.equal('DENIED')
+      grants.import({ version: 1, grants: [{ id: 'ship-it', tool: 'deploy', decision: 'allow' }] })
+      expect((await call(ctx, 'deploy')).isError).to.equal(false)
+      expect(grants.remove('ship-it')).to.equal(true)
+      expect(denial(await call(ctx, 'deploy'))?.code).to.equal('DENIED')
+    } finally {
+      operator.close()
+    }
+  })
+
+  it('without a store, always is kept for the session only, and the decision says why', async () => {
+    const ctx = await deployment({})
+    ctx.tools.register(tool('write'))
+    const events = audit(ctx)
+    answerer(ctx, 'operator', () => ({ decision: 'allow', remember: 'always' }))
+    expect(service(ctx).persistent).to.equal(false)
+    expect((await call(ctx, 'write')).isError).to.equal(false)
+    expect(events.decided[0]).to.include({ outcome: 'allowed', remember: 'session' })
+    expect(events.decided[0].note).to.contain('kept for this session only')
+    let error: unknown
+    await service(ctx)
+      .grant({ tool: 'x', scope: 'always' })
+      .catch((e) => (error = e))
+    expect(String(error)).to.contain('load @faber/store')
+  })
+
+  it('uses a store loaded after it, and stops using one that is unloaded', async () => {
+    const ctx = await deployment({})
+    expect(service(ctx).persistent).to.equal(false)
+    const fork = ctx.plugin(DeploymentStore, { path: join(dir, 'late.db') })
+    await assertStarted(ctx)
+    expect(service(ctx).persistent).to.equal(true)
+    await service(ctx).grant({ tool: 'edit', scope: 'always' })
     expect(
       service(ctx)
         .grants()
-        .map((g) => g.tool),
-    ).to.deep.equal(['read*', 'rm', 'deploy'])
+        .map((g) => g.scope),
+    ).to.deep.equal(['always'])
+    fork.dispose()
+    expect(service(ctx).persistent).to.equal(false)
+    expect(service(ctx).grants()).to.deep.equal([])
+  })
+})
+
+describe('approval: exporting and importing grants', () => {
+  let dir: string
+  let store: Store
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-grants-'))
+    store = new Store(join(dir, 'faber.db'))
+  })
+  afterEach(async () => {
+    store.close()
+    await rm(dir, { recursive: true, force: true })
   })
 
-  for (const [what, text] of [
-    ['not JSON', '{ "version": 1, "grants": [ '],
-    ['the wrong shape', '{ "grants": {} }'],
-    ['a bad entry', '{ "version": 1, "grants": [{ "tool": "write", "decision": "maybe" }] }'],
-  ]) {
-    it(`a corrupt grant file (${what}) is reported, not used, and never overwritten`, async () => {
-      const file = join(dir, 'grants.json')
-      await writeFile(file, text)
-      const ctx = await deployment({ file })
-      ctx.tools.register(tool('write'))
-      const events = audit(ctx)
-      answerer(ctx, 'operator', () => ({ decision: 'allow', remember: 'always' }))
-      expect((await call(ctx, 'write')).isError).to.equal(false)
-      expect(service(ctx).fileError).to.be.instanceOf(GrantFileError)
-      expect(service(ctx).fileError?.message).to.contain(`the grant file ${file} cannot be used`)
-      expect(service(ctx).fileError?.message).to.contain('It was left untouched')
-      expect(service(ctx).persistent).to.equal(false)
-      // the answer stands, remembered for the session only, and the decision says why
-      expect(events.decided[0]).to.include({ outcome: 'allowed', remember: 'session' })
-      expect(events.decided[0].note).to.contain('kept for this session only')
-      let error: unknown
-      await service(ctx)
-        .grant({ tool: 'x', scope: 'always' })
-        .catch((e) => (error = e))
-      expect(error).to.be.instanceOf(GrantFileError)
-      expect(await readFile(file, 'utf8')).to.equal(text)
-      // fixed by the operator: reload puts it back in use
-      await writeFile(file, JSON.stringify({ version: 1, grants: [] }))
-      await service(ctx).reload()
-      expect(service(ctx).persistent).to.equal(true)
+  it('round-trips through JSON; an entry without an id gets one from its content', () => {
+    const grants = new GrantStore(store)
+    expect(
+      grants.import({
+        version: 1,
+        grants: [
+          { tool: 'read*', decision: 'allow' },
+          { id: 'no-rm', tool: 'rm', agent: 'ci', decision: 'reject' },
+        ],
+      }),
+    ).to.equal(2)
+    const exported = grants.export()
+    expect(exported.version).to.equal(1)
+    expect(exported.grants.map((g) => [g.tool, g.agent, g.decision])).to.deep.equal([
+      ['read*', undefined, 'allow'],
+      ['rm', 'ci', 'reject'],
+    ])
+    expect(exported.grants[0].id).to.match(/^f-[0-9a-f]{10}$/)
+    // importing the same export again replaces by id: nothing doubles
+    grants.import(exported)
+    expect(grants.list()).to.have.length(2)
+    grants.import({ version: 1, grants: [{ id: 'only', tool: 'x', decision: 'allow' }] }, { replace: true })
+    expect(grants.list().map((g) => g.id)).to.deep.equal(['only'])
+  })
+
+  for (const [what, data, message] of [
+    ['not an export', { grants: {} }, '{ "version": 1, "grants": [...] }'],
+    [
+      'a bad decision',
+      {
+        version: 1,
+        grants: [
+          { id: 'a', tool: 'x', decision: 'allow' },
+          { tool: 'y', decision: 'maybe' },
+        ],
+      },
+      'grants[1].decision',
+    ],
+    ['a bad argument path', { version: 1, grants: [{ tool: 'y', arguments: { path: '^src/' }, decision: 'allow' }] }, 'grants[0]: "path" is not a JSON path'],
+  ] as const) {
+    it(`refuses ${what}, naming it, and imports nothing`, () => {
+      const grants = new GrantStore(store)
+      expect(() => grants.import(data)).to.throw(TypeError, message)
+      expect(grants.list()).to.deep.equal([])
     })
   }
 })
@@ -441,8 +495,8 @@ describe('approval: the terminal answerer', () => {
   beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-terminal-'))))
   afterEach(() => rm(dir, { recursive: true, force: true }))
 
-  async function withTerminal(config: Approval.Input = {}, tty = true) {
-    const ctx = await deployment(config)
+  async function withTerminal(config: Approval.Input = {}, tty = true, store?: string) {
+    const ctx = await deployment(config, { store })
     const term = terminal(tty)
     ctx.plugin(TerminalAnswerer, { input: term.input, output: term.output })
     await assertStarted(ctx)
@@ -481,9 +535,8 @@ describe('approval: the terminal answerer', () => {
     expect(service(ctx).grants()[0]).to.include({ tool: 'write', scope: 'session', by: 'approval-terminal' })
   })
 
-  it('offers always when there is a grant file, and writes it there', async () => {
-    const file = join(dir, 'grants.json')
-    const { ctx, term } = await withTerminal({ file })
+  it('offers always when there is a store, and keeps the grant there', async () => {
+    const { ctx, term } = await withTerminal({}, true, join(dir, 'faber.db'))
     const pending = call(ctx, 'write')
     await term.seen('reject: ')
     expect(term.text).to.contain('[y] allow once  [s] allow for this session  [a] always allow  [n] reject: ')
@@ -491,7 +544,7 @@ describe('approval: the terminal answerer', () => {
     await term.seen('please answer y, s, a or n: ')
     term.type('a')
     expect((await pending).isError).to.equal(false)
-    expect(JSON.parse(await readFile(file, 'utf8')).grants[0]).to.include({ tool: 'write', by: 'approval-terminal' })
+    expect(service(ctx).grants()[0]).to.include({ tool: 'write', scope: 'always', by: 'approval-terminal' })
   })
 
   it('asks one question at a time, and ignores what was typed before a question', async () => {

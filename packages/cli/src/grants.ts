@@ -1,0 +1,157 @@
+// `faber grants`: the operator's view of the persisted approval grants in a deployment's store. it opens the store
+// directly (no deployment is started), so it works while agents run: they see a revoke on their next call.
+
+import { readFile, writeFile } from 'node:fs/promises'
+import { GrantStore } from '@faber/plugin-approval'
+import { Store, StoreError } from '@faber/store'
+import { DeploymentError, loadDeploymentFile } from './deployment.ts'
+
+export class GrantsUsageError extends Error {}
+
+export interface GrantsOptions {
+  store?: string
+  deployment?: string
+  json?: boolean
+  replace?: boolean
+  output?: string
+}
+
+export const GRANTS_HELP = `faber grants — list, revoke, export and import the approval grants kept in a deployment's store
+
+Usage:
+  faber grants list   (--store FILE | --deployment FILE) [--json]
+  faber grants revoke <id>... (--store FILE | --deployment FILE)
+  faber grants export (--store FILE | --deployment FILE) [--output FILE]
+  faber grants import <file.json | -> (--store FILE | --deployment FILE) [--replace]
+
+"Always" answers of @faber/plugin-approval are kept in the deployment's store (@faber/store). Running agents see
+changes made here on their next call. export writes { "version": 1, "grants": [...] }; import reads the same
+(an entry with an id already stored replaces it; --replace drops the stored grants that are not in the file).
+
+Options:
+  --store FILE        the SQLite store
+  -d, --deployment FILE  a deployment file: its '@faber/store' plugin's path is the store
+  --json              list as JSON (the export format)
+  --output FILE       export to FILE instead of stdout
+  --replace           import: the file becomes the whole set of grants`
+
+async function storePath(options: GrantsOptions): Promise<string> {
+  if (options.store && options.deployment) throw new GrantsUsageError('faber grants: give --store or --deployment, not both')
+  if (options.store) return options.store
+  if (!options.deployment) throw new GrantsUsageError('faber grants: which store? pass --store FILE or --deployment FILE')
+  const spec = await loadDeploymentFile(options.deployment)
+  const entry = spec.plugins.find((plugin) => plugin.use === '@faber/store')
+  const path = (entry?.config as { path?: unknown } | undefined)?.path
+  if (typeof path !== 'string' || !path) {
+    throw new DeploymentError(`${options.deployment}: plugins: no '@faber/store' plugin with a path, so this deployment keeps no grants`)
+  }
+  return path
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)))
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
+}
+
+/** runs one `faber grants` subcommand; resolves with the exit code */
+export async function grants(args: string[], options: GrantsOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  const [action, ...rest] = args
+  if (!['list', 'revoke', 'export', 'import'].includes(action)) {
+    throw new GrantsUsageError(`faber grants: expected list, revoke, export or import${action ? `, not "${action}"` : ''}\nRun faber grants --help for usage.`)
+  }
+  if (action === 'revoke' ? !rest.length : action === 'import' ? rest.length !== 1 : rest.length) {
+    const wanted = action === 'revoke' ? 'one or more grant ids' : action === 'import' ? 'one file (or - for stdin)' : 'no arguments'
+    throw new GrantsUsageError(`faber grants ${action}: expected ${wanted}\nRun faber grants --help for usage.`)
+  }
+  const path = await storePath(options)
+  let data: unknown
+  if (action === 'import') {
+    const source = rest[0]
+    const text =
+      source === '-'
+        ? await readStdin()
+        : await readFile(source, 'utf8').catch((error) => {
+            throw new GrantsUsageError(`faber grants import: cannot read ${source} (${(error as NodeJS.ErrnoException).code ?? error})`)
+          })
+    try {
+      data = JSON.parse(text)
+    } catch (error) {
+      throw new GrantsUsageError(`faber grants import: ${source} is not JSON (${(error as Error).message})`)
+    }
+  }
+  let store: Store
+  try {
+    store = new Store(path, { mustExist: action !== 'import' })
+  } catch (error) {
+    if (StoreError.isInstance(error) && action !== 'import' && /does not exist|unable to open/i.test(error.message)) {
+      throw new GrantsUsageError(`faber grants: there is no store at ${path} (nothing has been granted there yet?)`)
+    }
+    throw error
+  }
+  try {
+    const saved = new GrantStore(store)
+    switch (action) {
+      case 'list': {
+        if (options.json) {
+          out.write(`${JSON.stringify(saved.export(), null, 2)}\n`)
+          return 0
+        }
+        const list = saved.list()
+        if (!list.length) {
+          out.write(`no grants in ${store.path}\n`)
+          return 0
+        }
+        const rows = [['ID', 'DECISION', 'TOOL', 'AGENT', 'ARGUMENTS', 'BY', 'CREATED']]
+        for (const g of list) {
+          const conditions = Object.entries(g.arguments ?? {}).map(([at, pattern]) => `${at}~${pattern}`)
+          rows.push([g.id, g.decision, g.tool, g.agent ?? '*', conditions.join(' ') || '-', g.by ?? '-', g.createdAt || '-'])
+        }
+        out.write(`${table(rows)}\n`)
+        return 0
+      }
+      case 'revoke': {
+        let missing = 0
+        for (const id of rest) {
+          if (saved.remove(id)) out.write(`revoked ${id}\n`)
+          else {
+            process.stderr.write(`faber grants revoke: no grant with id "${id}" in ${store.path}\n`)
+            missing++
+          }
+        }
+        return missing ? 1 : 0
+      }
+      case 'export': {
+        const text = `${JSON.stringify(saved.export(), null, 2)}\n`
+        if (options.output) await writeFile(options.output, text)
+        else out.write(text)
+        return 0
+      }
+      default: {
+        let count: number
+        try {
+          count = saved.import(data, { replace: options.replace })
+        } catch (error) {
+          if (error instanceof TypeError) throw new GrantsUsageError(`faber grants import: ${error.message}; nothing was imported`)
+          throw error
+        }
+        out.write(`imported ${count} grant${count === 1 ? '' : 's'} into ${store.path}\n`)
+        return 0
+      }
+    }
+  } finally {
+    store.close()
+  }
+}
+
+async function readStdin(): Promise<string> {
+  let text = ''
+  for await (const chunk of process.stdin) text += chunk
+  return text
+}

@@ -1,0 +1,80 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { GrantStore } from '@faber/plugin-approval'
+import { Store } from '@faber/store'
+import { expect } from 'chai'
+import { faber } from './helpers.ts'
+
+describe('faber grants', function () {
+  this.timeout(60_000)
+  let dir: string
+  beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-grants-cli-'))))
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  it('imports, lists, revokes and exports the grants of a store', async () => {
+    const store = join(dir, 'state', 'faber.db')
+    const input = join(dir, 'grants.json')
+    await writeFile(
+      input,
+      JSON.stringify({
+        version: 1,
+        grants: [
+          { id: 'src-writes', tool: 'write', arguments: { '$.path': '^src/' }, decision: 'allow' },
+          { id: 'no-deploy', tool: 'deploy', agent: 'ci', decision: 'reject' },
+        ],
+      }),
+    )
+    const imported = await faber(['grants', 'import', input, '--store', store])
+    expect(imported.stderr).to.equal('')
+    expect(imported.code).to.equal(0)
+    expect(imported.stdout).to.include('imported 2 grants into')
+
+    const listed = await faber(['grants', 'list', '--store', store])
+    expect(listed.code).to.equal(0)
+    const lines = listed.stdout.trim().split('\n')
+    expect(lines[0]).to.match(/^ID\s+DECISION\s+TOOL\s+AGENT\s+ARGUMENTS\s+BY\s+CREATED$/)
+    expect(lines[1]).to.match(/^src-writes\s+allow\s+write\s+\*\s+\$\.path~\^src\//)
+    expect(lines[2]).to.match(/^no-deploy\s+reject\s+deploy\s+ci\s+-/)
+
+    const revoked = await faber(['grants', 'revoke', 'no-deploy', 'nope', '--store', store])
+    expect(revoked.code).to.equal(1)
+    expect(revoked.stdout).to.equal('revoked no-deploy\n')
+    expect(revoked.stderr).to.include('no grant with id "nope"')
+
+    const exported = join(dir, 'out.json')
+    expect((await faber(['grants', 'export', '--store', store, '--output', exported])).code).to.equal(0)
+    const data = JSON.parse(await readFile(exported, 'utf8'))
+    expect(data.version).to.equal(1)
+    expect(data.grants.map((g: { id: string }) => g.id)).to.deep.equal(['src-writes'])
+
+    // what the command wrote is what the approval plugin reads
+    const opened = new Store(store)
+    try {
+      expect(new GrantStore(opened).list().map((g) => [g.id, g.tool, g.arguments])).to.deep.equal([['src-writes', 'write', { '$.path': '^src/' }]])
+    } finally {
+      opened.close()
+    }
+  })
+
+  it("finds the store through a deployment file's @faber/store plugin", async () => {
+    await writeFile(join(dir, 'deploy.yml'), `plugins:\n  '@faber/store': { path: '\${dir}/faber.db' }\n  '@faber/plugin-approval': {}\n`)
+    const imported = await faber(['grants', 'import', '-', '-d', join(dir, 'deploy.yml')], {
+      input: '{ "version": 1, "grants": [{ "tool": "read*", "decision": "allow" }] }',
+    })
+    expect(imported.code, imported.stderr).to.equal(0)
+    const listed = await faber(['grants', 'list', '--json', '-d', join(dir, 'deploy.yml')])
+    expect(JSON.parse(listed.stdout).grants.map((g: { tool: string }) => g.tool)).to.deep.equal(['read*'])
+  })
+
+  it('exits 2 with what is wrong: no store named, a bad import', async () => {
+    const none = await faber(['grants', 'list'])
+    expect(none.code).to.equal(2)
+    expect(none.stderr).to.include('pass --store FILE or --deployment FILE')
+    const store = join(dir, 'faber.db')
+    await writeFile(join(dir, 'bad.json'), '{ "version": 1, "grants": [{ "tool": "x", "decision": "maybe" }] }')
+    const bad = await faber(['grants', 'import', join(dir, 'bad.json'), '--store', store])
+    expect(bad.code).to.equal(2)
+    expect(bad.stderr).to.include('grants[0].decision must be "allow" or "reject"; nothing was imported')
+  })
+})
