@@ -2,6 +2,7 @@
 // restarts (approval's grants, fs-observation's record of reads) use it when it is loaded; where the file lives
 // is this plugin's config, so a deployment names it once.
 
+import { strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Store } from './store.ts'
 
@@ -41,10 +42,12 @@ namespace DeploymentStore {
     busyTimeout?: number
   }
 
-  export const Config: Schema<Input, Config> = Schema.object({
-    path: Schema.string().required().description('the SQLite database file; created with its directory when missing'),
-    busyTimeout: Schema.natural().default(5000).description("ms a write waits for another process's transaction before failing"),
-  })
+  export const Config: Schema<Input, Config> = strict(
+    Schema.object({
+      path: Schema.string().required().description('the SQLite database file; created with its directory when missing'),
+      busyTimeout: Schema.natural().default(5000).description("ms a write waits for another process's transaction before failing"),
+    }),
+  )
 }
 
 export default DeploymentStore
