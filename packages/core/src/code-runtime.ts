@@ -40,10 +40,25 @@ export type CodeRunOutcome =
   | { ok: true; logs: string[]; result?: string }
   | { ok: false; kind: CodeFailureKind; message: string; logs: string[]; line?: number; column?: number }
 
+/** how busy a code runtime is, for the inspector */
+export interface CodeRuntimeLoad {
+  /** programs running now */
+  running: number
+  /** runs waiting for a place under the cap */
+  queued: number
+  /** the cap on programs running at once */
+  maxConcurrent: number
+  /** the most programs that ran at once, and the longest the queue was, since the runtime started */
+  peakRunning: number
+  peakQueued: number
+}
+
 export interface CodeRuntime {
   /** a short name for reports, e.g. `worker-vm` or `isolated-vm` (not `name`: cordis services own that) */
   readonly backend: string
   run(request: CodeRunRequest): Promise<CodeRunOutcome>
+  /** how busy it is; optional, for the inspector */
+  load?(): CodeRuntimeLoad
 }
 
 export const defaultCodeLimits: CodeRunLimits = {

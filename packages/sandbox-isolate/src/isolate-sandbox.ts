@@ -1,4 +1,5 @@
-import { failure, limitMessages, messageOf, Output } from '@faber/sandbox/outcome'
+import { defaultMaxConcurrent, Gate } from '@faber/sandbox/gate'
+import { argumentBytes, boundReply, failure, limitMessages, maxPendingCalls, messageOf, Output, overheadMb } from '@faber/sandbox/outcome'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import {
@@ -8,6 +9,7 @@ import {
   type CodeRunOutcome,
   type CodeRunRequest,
   type CodeRuntime,
+  type CodeRuntimeLoad,
   defaultCodeLimits,
 } from './types.ts'
 
@@ -16,13 +18,24 @@ export interface IsolateSandboxOptions {
   poolSize?: number
   /** fills in any limit a request leaves out; `memoryMb` is also the memory limit of the pooled isolates */
   limits?: Partial<CodeRunLimits>
+  /** programs running at once; runs beyond it wait in order (default: two per core, at least 2) */
+  maxConcurrent?: number
+  /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
+  maxRunsPerIsolate?: number
 }
 
 interface Slot {
   isolate: ivm.Isolate
   prelude: ivm.Script
   memoryMb: number
+  runs: number
+  /** V8 ran out of memory outside the limit isolated-vm checks, and its handler parked the isolate's thread for good */
+  parked?: boolean
+  /** fails the run in progress when that happens */
+  onParked?: () => void
 }
+
+const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
@@ -34,6 +47,10 @@ export class IsolateSandbox implements CodeRuntime {
   readonly backend = 'isolated-vm'
   readonly poolSize: number
   readonly limits: CodeRunLimits
+  readonly maxRunsPerIsolate: number
+  /** isolates whose thread V8's out-of-memory handler parked: their memory is lost until the process ends */
+  parked = 0
+  private gate: Gate
   private idle: Slot[] = []
   private running = new Set<(outcome: CodeRunOutcome) => void>()
   private closed = false
@@ -41,6 +58,8 @@ export class IsolateSandbox implements CodeRuntime {
   constructor(options: IsolateSandboxOptions = {}) {
     this.poolSize = options.poolSize ?? 2
     this.limits = { ...defaultCodeLimits, ...options.limits }
+    this.maxRunsPerIsolate = options.maxRunsPerIsolate ?? 200
+    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
   }
 
@@ -48,18 +67,29 @@ export class IsolateSandbox implements CodeRuntime {
     const limits = { ...this.limits, ...request.limits }
     if (this.closed) return failure('crash', 'the sandbox is closed')
     if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-    let slot: Slot
+    const leave = await this.gate.acquire(request.signal)
+    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
     try {
-      slot = (limits.memoryMb === this.limits.memoryMb && this.idle.pop()) || this.create(limits.memoryMb)
-    } catch (error) {
-      return failure('crash', `could not create an isolate: ${messageOf(error)}`)
+      let slot: Slot
+      try {
+        slot = (limits.memoryMb === this.limits.memoryMb && this.idle.pop()) || this.create(limits.memoryMb)
+      } catch (error) {
+        return failure('crash', `could not create an isolate: ${messageOf(error)}`)
+      }
+      return await this.execute(slot, request, limits)
+    } finally {
+      leave()
     }
-    return this.execute(slot, request, limits)
+  }
+
+  load(): CodeRuntimeLoad {
+    return this.gate.load()
   }
 
   /** disposes every isolate; runs in progress end with kind `abort` */
   async close() {
     this.closed = true
+    this.gate.drain()
     for (const stop of [...this.running]) stop(failure('abort', 'the sandbox was closed during the run'))
     for (const slot of this.idle) slot.isolate.dispose()
     this.idle = []
@@ -72,10 +102,18 @@ export class IsolateSandbox implements CodeRuntime {
     const { logs } = output
     let settled = false
     let reported = false
+    let waiting = 0
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
+    // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
+    const handles: { release(): void }[] = []
+    const hold = <T extends { release(): void }>(handle: T) => {
+      handles.push(handle)
+      return handle
+    }
+    slot.runs++
 
     return new Promise<CodeRunOutcome>((resolve) => {
       const finish = (outcome: CodeRunOutcome, healthy: boolean) => {
@@ -85,8 +123,9 @@ export class IsolateSandbox implements CodeRuntime {
         clearTimeout(wallTimer)
         request.signal.removeEventListener('abort', onAbort)
         this.running.delete(stop)
-        if (healthy) {
-          context?.release()
+        slot.onParked = undefined
+        if (healthy && this.reusable(slot)) {
+          for (const handle of handles) handle.release()
           this.release(slot)
         } else {
           this.discard(slot)
@@ -107,17 +146,20 @@ export class IsolateSandbox implements CodeRuntime {
 
       const forward = async (call: number, name: string, json: string) => {
         let reply: BridgeReply
+        waiting++
         try {
-          reply = tools.has(name) ? await request.call(name, json) : { ok: false, message: `${name} is not a tool of this run` }
+          // the prelude refuses these first; the host does not take the program's word for it
+          if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
+          else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
+          else reply = await request.call(name, json)
         } catch (error) {
           reply = { ok: false, message: messageOf(error) }
+        } finally {
+          waiting--
         }
         if (settled) return
-        const answer = reply.ok
-          ? typeof reply.value === 'string'
-            ? [call, true, reply.value]
-            : [call, false, 'the host replied without a JSON value']
-          : [call, false, String(reply.message), reply.code]
+        reply = boundReply(reply, limits, name)
+        const answer = reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code]
         try {
           deliver!.applyIgnored(undefined, answer)
         } catch {}
@@ -129,8 +171,9 @@ export class IsolateSandbox implements CodeRuntime {
           if (settled || reported) return
           switch (kind) {
             case 'call':
-              if (typeof a === 'number' && typeof b === 'string' && typeof c === 'string') void forward(a, b, c)
-              return
+              if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return
+              if (c.length > argumentBytes(limits)) return fail('memory', limitMessages.refused(limits, 'argument'))
+              return void forward(a, b, c)
             case 'log':
               if (typeof a === 'string' && !output.log(a)) fail('output-limit', limitMessages.output(limits))
               return
@@ -146,7 +189,7 @@ export class IsolateSandbox implements CodeRuntime {
             case 'limit':
               return fail('output-limit', limitMessages.output(limits))
             case 'memory':
-              return fail('memory', `${limitMessages.memory(limits)}: too many array buffers`)
+              return fail('memory', limitMessages.refused(limits, a))
           }
         },
         { ignored: true },
@@ -174,17 +217,17 @@ export class IsolateSandbox implements CodeRuntime {
       let script: ivm.Script
       let start: ivm.Reference
       try {
-        context = isolate.createContextSync()
-        const setup = slot.prelude.runSync(context, { reference: true })
-        const args = [bridge, JSON.stringify(request.tools), limits.outputBytes, limits.memoryMb * 1024 * 1024]
-        const api: ivm.Reference<any> = setup.applySync(undefined, args, { result: { reference: true } })
-        start = api.getSync('start', { reference: true })
-        deliver = api.getSync('deliver', { reference: true })
+        context = hold(isolate.createContextSync())
+        const setup = hold(slot.prelude.runSync(context, { reference: true }))
+        const args = [bridge, JSON.stringify(request.tools), limits.outputBytes, limits.memoryMb * MB, argumentBytes(limits), maxPendingCalls]
+        const api: ivm.Reference<any> = hold(setup.applySync(undefined, args, { result: { reference: true } }))
+        start = hold(api.getSync('start', { reference: true }))
+        deliver = hold(api.getSync('deliver', { reference: true }))
       } catch (error) {
         return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
       }
       try {
-        script = isolate.compileScriptSync(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 })
+        script = hold(isolate.compileScriptSync(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }))
       } catch (error) {
         const text = messageOf(error)
         const match = syntaxLocation.exec(text)
@@ -195,22 +238,42 @@ export class IsolateSandbox implements CodeRuntime {
 
       request.signal.addEventListener('abort', onAbort, { once: true })
       this.running.add(stop)
+      slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
       const cpuStart = isolate.cpuTime
       cpuTimer = setTimeout(checkCpu, limits.cpuMs)
       wallTimer = setTimeout(() => fail('timeout', limitMessages.wall(limits)), limits.wallMs)
       // async throughout: a program can run code while its script is evaluated, and that must not block the host
       script
         .run(context, { reference: true })
-        .then((main) => start.apply(undefined, [main.derefInto()], { result: { promise: true } }))
+        .then((main) => start.apply(undefined, [hold(main).derefInto()], { result: { promise: true } }))
         // the program's outcome arrives through the bridge; this only hears of a dying isolate
         .then(() => {}, onRejected)
     })
   }
 
   private create(memoryMb: number): Slot {
-    const isolate = new ivm.Isolate({ memoryLimit: memoryMb })
-    const prelude = isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
-    return { isolate, prelude, memoryMb }
+    const slot: Slot = { memoryMb, runs: 0 } as Slot
+    // without this handler such an out-of-memory aborts the whole process; with it isolated-vm parks the isolate's
+    // thread for good instead, and the isolate is abandoned (never disposed: its thread still holds it)
+    const onCatastrophicError = () => {
+      this.parked++
+      slot.parked = true
+      slot.onParked?.()
+    }
+    // the program's memoryMb on top of what the prelude and a fresh context take
+    slot.isolate = new ivm.Isolate({ memoryLimit: memoryMb + overheadMb, onCatastrophicError })
+    slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
+    return slot
+  }
+
+  // an isolate whose heap stays half full after a run would leave the next program less than its memoryMb
+  private reusable(slot: Slot) {
+    if (slot.parked || slot.runs >= this.maxRunsPerIsolate || slot.isolate.isDisposed) return false
+    try {
+      return slot.isolate.getHeapStatisticsSync().used_heap_size < (slot.memoryMb * MB) / 2
+    } catch {
+      return false
+    }
   }
 
   private release(slot: Slot) {
@@ -219,7 +282,7 @@ export class IsolateSandbox implements CodeRuntime {
   }
 
   private discard(slot: Slot) {
-    if (!slot.isolate.isDisposed) slot.isolate.dispose()
+    if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
     // off the path of the run that is settling
     setImmediate(() => this.fill())
   }

@@ -1,2 +1,2 @@
-export type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime } from '@faber/core'
-export { defaultCodeLimits } from '@faber/core'
+export type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime, CodeRuntimeLoad } from '@faber/core/code-runtime'
+export { defaultCodeLimits } from '@faber/core/code-runtime'

@@ -2,4 +2,4 @@ import { describeHazards, describePool, hazardLimits } from '@faber/sandbox/haza
 import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))
-describePool('isolated-vm', (poolSize) => new IsolateSandbox({ poolSize, limits: hazardLimits }), IsolateSandboxService)
+describePool('isolated-vm', (poolSize, maxConcurrent) => new IsolateSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), IsolateSandboxService)

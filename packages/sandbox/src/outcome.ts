@@ -1,4 +1,4 @@
-import type { CodeFailureKind, CodeRunLimits, CodeRunOutcome } from './types.ts'
+import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome } from './types.ts'
 
 // what both backends say when a run fails, so a program's failure reads the same whichever sandbox ran it
 
@@ -6,11 +6,38 @@ export const failure = (kind: CodeFailureKind, message: string, logs: string[] =
 
 export const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
+const MB = 1024 * 1024
+
+/** the largest JSON text one tool argument may be (a quarter of `memoryMb`): the host holds it while the call runs */
+export const argumentBytes = (limits: CodeRunLimits) => Math.floor((limits.memoryMb * MB) / 4)
+/** the largest JSON text a tool's reply may be to enter the program (a quarter of `memoryMb`) */
+export const replyBytes = argumentBytes
+/** tool calls one program may have waiting at once; more are refused inside the sandbox */
+export const maxPendingCalls = 1024
+/** what a sandbox may hold beyond the program's `memoryMb`: its own code, the prelude and a fresh context */
+export const overheadMb = 16
+
 export const limitMessages = {
   cpu: (limits: CodeRunLimits) => `the program computed for more than ${limits.cpuMs} ms of CPU time (cpuMs); time spent awaiting tools does not count`,
   wall: (limits: CodeRunLimits) => `the program did not finish within ${limits.wallMs} ms of wall-clock time (wallMs), waits included`,
   memory: (limits: CodeRunLimits) => `the program ran out of its ${limits.memoryMb} MB of memory (memoryMb)`,
   output: (limits: CodeRunLimits) => `the program printed or returned more than ${limits.outputBytes} bytes (outputBytes)`,
+  /** a `memory` failure the prelude or the bridge reported, by its reason */
+  refused: (limits: CodeRunLimits, reason: unknown) =>
+    reason === 'argument'
+      ? `${limitMessages.memory(limits)}: a tool argument was larger than ${argumentBytes(limits)} bytes (a quarter of memoryMb); pass less data per call`
+      : `${limitMessages.memory(limits)}: too many array buffers`,
+}
+
+/** a reply the sandbox can take in: a tool result larger than the program's share of memory is refused, not copied */
+export function boundReply(reply: BridgeReply, limits: CodeRunLimits, name: string): BridgeReply {
+  if (!reply.ok) {
+    const message = String(reply.message)
+    return message.length > 4096 ? { ...reply, message: `${message.slice(0, 4096)}…` } : { ...reply, message }
+  }
+  if (typeof reply.value !== 'string') return { ok: false, message: 'the host replied without a JSON value' }
+  if (reply.value.length <= replyBytes(limits)) return reply
+  return { ok: false, message: `the result of ${name} is larger than ${replyBytes(limits)} bytes (a quarter of memoryMb); ask for less at a time` }
 }
 
 /** the host's count of what a run printed; the prelude counts too, this is the copy the host trusts */
@@ -22,13 +49,14 @@ export class Output {
 
   /** false when the line does not fit: the run is over its budget */
   log(line: string) {
-    this.bytes += Buffer.byteLength(line)
+    // a utf-16 unit is at least one utf-8 byte: an overlong line is over without measuring it
+    this.bytes += line.length > this.limit ? line.length : Buffer.byteLength(line)
     if (this.bytes > this.limit) return false
     this.logs.push(line)
     return true
   }
 
   fits(result: string) {
-    return this.bytes + Buffer.byteLength(result) <= this.limit
+    return result.length <= this.limit - this.bytes && this.bytes + Buffer.byteLength(result) <= this.limit
   }
 }

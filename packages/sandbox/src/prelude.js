@@ -3,7 +3,9 @@
 // and returns primitives. `bridge` stays in this closure and is never handed to the program or to anything
 // the program can replace (no `.call`, no callbacks), so nothing of the host's realm is reachable.
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
-;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes) {
+// nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
+// of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
+;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls) {
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
   const { apply, construct } = Reflect
@@ -49,10 +51,11 @@
     return n
   }
 
-  // false once the budget is spent: the host stops the run when it hears `limit`
+  // false once the budget is spent: the host stops the run when it hears `limit`.
+  // utf-8 takes at least a byte per utf-16 unit, so a string longer than what is left is over without reading it
   const spend = (text) => {
     if (over) return false
-    const bytes = utf8Bytes(text)
+    const bytes = text.length > outputBytes - used ? Infinity : utf8Bytes(text)
     if (used + bytes > outputBytes) {
       over = true
       bridge('limit')
@@ -61,6 +64,10 @@
     used += bytes
     return true
   }
+  const left = () => outputBytes - used
+
+  // thrown by toJson and inspect when what they build would pass their budget; never reaches the program
+  const tooLarge = freeze(create(null))
 
   const key = (path, name) => (isIdentifier.test(name) ? `${path}.${name}` : `${path}[${stringify(name)}]`)
   const typeName = (value) => {
@@ -73,19 +80,27 @@
 
   const notJson = (label, path, what, hint) => new $TypeError(`${label} ${path} is ${what}, which is not JSON${hint ? `; ${hint}` : ''}`)
 
-  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it
-  const toJson = (root, label) => {
+  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it.
+  // throws `tooLarge` as soon as the text would pass `budget` characters, before building it
+  const toJson = (root, label, budget) => {
     const ancestors = []
+    let size = 0
+    const grow = (text) => {
+      size += text.length
+      if (size > budget) throw tooLarge
+      return text
+    }
     const walk = (value, path) => {
       switch (typeof value) {
         case 'string':
-          return stringify(value)
+          if (value.length + 2 > budget - size) throw tooLarge
+          return grow(stringify(value))
         case 'boolean':
-          return value ? 'true' : 'false'
+          return grow(value ? 'true' : 'false')
         case 'number':
           if (isNotNumber(value)) throw notJson(label, path, 'NaN', 'pass null or a string')
           if (value === Infinity || value === -Infinity) throw notJson(label, path, 'an infinite number', 'pass null or a string')
-          return stringify(value)
+          return grow(stringify(value))
         case 'bigint':
           throw notJson(label, path, 'a BigInt', 'pass a string or number')
         case 'undefined':
@@ -95,7 +110,7 @@
         case 'symbol':
           throw notJson(label, path, 'a symbol', 'pass a string')
       }
-      if (value === null) return 'null'
+      if (value === null) return grow('null')
       const seen = apply(indexOf, ancestors, [value])
       if (seen !== -1) throw new $TypeError(`${label} ${path} refers back to ${ancestors[seen + 1]} (a cycle), which is not JSON`)
       const proto = getPrototypeOf(value)
@@ -108,10 +123,12 @@
       ancestors[ancestors.length] = value
       ancestors[ancestors.length] = path
       const parts = []
+      grow('{}')
       if (array) {
         const length = value.length
         for (let i = 0; i < length; i++) {
           if (!(i in value)) throw notJson(label, `${path}[${i}]`, 'a hole in a sparse array', 'fill it with null')
+          if (i) grow(',')
           parts[parts.length] = walk(read(value, i, `${path}[${i}]`), `${path}[${i}]`)
         }
       } else {
@@ -119,8 +136,10 @@
           throw notJson(label, path, 'an object with symbol keys', 'use string keys')
         }
         for (const name of keys(value)) {
+          if (name.length + 4 > budget - size) throw tooLarge
           const at = key(path, name)
-          parts[parts.length] = `${stringify(name)}:${walk(read(value, name, at), at)}`
+          parts[parts.length] = `${grow(stringify(name))}:${walk(read(value, name, at), at)}`
+          grow(':,')
         }
       }
       ancestors.length -= 2
@@ -141,65 +160,95 @@
     }
   }
 
+  // a message or stack no longer than this is shown (cut to `shown`); a longer one is only described, never copied
+  const shown = 2000
+  const clip = (text) =>
+    text.length <= shown ? text : text.length > 1e6 ? `(${text.length} characters, too long to show)` : `${text.slice(0, shown)}… (${text.length} characters)`
+
   const describe = (error) => {
     try {
       if (error !== null && typeof error === 'object') {
         const name = error.name
         const message = error.message
-        if (typeof message === 'string') return `${typeof name === 'string' && name ? name : 'Error'}: ${message}`
+        if (typeof message === 'string') return `${typeof name === 'string' && name ? clip(name) : 'Error'}: ${clip(message)}`
       }
-      return `${inspect(error, 2)}`
+      return clip(inspect(error, 2, shown))
     } catch {
       return 'a value that could not be described'
     }
   }
 
-  // what console prints for a non-string: JSON-like, bounded in depth and width, never throwing
-  const inspect = (value, depth) => {
+  // what console prints for a non-string: JSON-like, bounded in depth and width, never throwing but `tooLarge`
+  // once the text passes `budget` characters
+  const inspect = (value, depth, budget) => {
     const seen = []
+    let size = 0
+    // every piece of the text is counted once, when it is made
+    const grow = (text) => {
+      count(text.length)
+      return text
+    }
+    const count = (n) => {
+      size += n
+      if (size > budget) throw tooLarge
+    }
     const show = (v, level) => {
       switch (typeof v) {
         case 'string':
-          return level === 0 ? v : stringify(v)
+          if (v.length + 2 > budget - size) throw tooLarge
+          return grow(level === 0 ? v : stringify(v))
         case 'number':
-          return v === 0 && 1 / v < 0 ? '-0' : $String(v)
+          return grow(v === 0 && 1 / v < 0 ? '-0' : $String(v))
         case 'bigint':
-          return `${v}n`
+          return grow(`${v}n`)
         case 'symbol':
-          return v.toString()
+          return grow(clip(v.toString()))
         case 'undefined':
-          return 'undefined'
+          return grow('undefined')
         case 'boolean':
-          return v ? 'true' : 'false'
+          return grow(v ? 'true' : 'false')
         case 'function':
-          return `[Function ${v.name || '(anonymous)'}]`
+          return grow(`[Function ${clip(v.name || '(anonymous)')}]`)
       }
-      if (v === null) return 'null'
-      if (seen.includes(v)) return '[Circular]'
+      if (v === null) return grow('null')
+      if (seen.includes(v)) return grow('[Circular]')
       try {
         if (v instanceof $Error) {
           const stack = v.stack
-          return typeof stack === 'string' && stack ? stack : `${v.name}: ${v.message}`
+          if (typeof stack === 'string' && stack) {
+            if (stack.length > budget - size) throw tooLarge
+            return grow(stack)
+          }
+          return grow(describe(v))
         }
         const type = typeName(v)
-        if (level > depth) return isArray(v) ? '[Array]' : `[${type}]`
+        if (level > depth) return grow(isArray(v) ? '[Array]' : `[${type}]`)
         seen.push(v)
         let out
         if (isArray(v)) {
           const items = []
-          for (let i = 0; i < v.length && i < 100; i++) items.push(show(v[i], level + 1))
-          if (v.length > 100) items.push(`... ${v.length - 100} more`)
+          for (let i = 0; i < v.length && i < 100; i++) {
+            count(2)
+            items.push(show(v[i], level + 1))
+          }
+          if (v.length > 100) items.push(grow(`... ${v.length - 100} more`))
           out = `[${items.join(', ')}]`
         } else if (v instanceof $Map) {
           const items = []
-          for (const [k, x] of v) if (items.push(`${show(k, level + 1)} => ${show(x, level + 1)}`) >= 100) break
+          for (const [k, x] of v) {
+            count(6)
+            if (items.push(`${show(k, level + 1)} => ${show(x, level + 1)}`) >= 100) break
+          }
           out = `Map(${v.size}) {${items.join(', ')}}`
         } else if (v instanceof $Set) {
           const items = []
-          for (const x of v) if (items.push(show(x, level + 1)) >= 100) break
+          for (const x of v) {
+            count(2)
+            if (items.push(show(x, level + 1)) >= 100) break
+          }
           out = `Set(${v.size}) {${items.join(', ')}}`
         } else if (type === 'Date') {
-          out = v.toISOString()
+          out = grow(v.toISOString())
         } else {
           const items = []
           for (const name of keys(v).slice(0, 100)) {
@@ -209,14 +258,18 @@
             } catch {
               x = '[getter threw]'
             }
-            items.push(`${isIdentifier.test(name) ? name : stringify(name)}: ${show(x, level + 1)}`)
+            if (name.length > budget - size) throw tooLarge
+            count(4)
+            items.push(`${grow(isIdentifier.test(name) ? name : stringify(name))}: ${show(x, level + 1)}`)
           }
           out = `${type === 'Object' ? '' : `${type} `}{${items.join(', ')}}`
         }
         seen.pop()
+        grow('{}')
         return out
-      } catch {
-        return '[uninspectable]'
+      } catch (error) {
+        if (error === tooLarge) throw error
+        return grow('[uninspectable]')
       }
     }
     return show(value, 0)
@@ -226,7 +279,19 @@
     function log(...args) {
       if (settled || over) return
       let line = prefix
-      for (let i = 0; i < args.length; i++) line += (i ? ' ' : '') + (typeof args[i] === 'string' ? args[i] : inspect(args[i], 4))
+      try {
+        for (let i = 0; i < args.length; i++) {
+          const arg = args[i]
+          if (i) line += ' '
+          if (typeof arg === 'string' && arg.length > left() - line.length) throw tooLarge
+          line += typeof arg === 'string' ? arg : inspect(arg, 4, left() - line.length)
+        }
+      } catch (error) {
+        if (error !== tooLarge) throw error
+        over = true
+        bridge('limit')
+        return
+      }
       if (spend(line)) bridge('log', line)
     }
 
@@ -257,10 +322,27 @@
     const helper = name[0] === '$'
     const binding = async (...args) => {
       if (settled) throw new ToolCallError(name, `${label.slice(0, -1)} was called after the program finished; the call was not made`)
+      if (pending.size >= maxPendingCalls) {
+        throw new ToolCallError(
+          name,
+          `${label.slice(0, -1)} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`,
+        )
+      }
       // where the program made the call, read only if the call fails
       const site = new $Error()
       // a call without an argument means "no arguments", which tools take as an empty object
-      const json = helper ? toJson(args, `${label} arguments`) : args[0] === undefined ? '{}' : toJson(args[0], `${label} argument`)
+      let json = '{}'
+      if (helper || args[0] !== undefined) {
+        try {
+          json = helper ? toJson(args, `${label} arguments`, argumentBytes) : toJson(args[0], `${label} argument`, argumentBytes)
+        } catch (error) {
+          if (error !== tooLarge) throw error
+          // what crosses to the host is held there while the call runs: the run ends rather than copy it
+          settled = true
+          bridge('memory', 'argument')
+          throw new ToolCallError(name, `${label.slice(0, -1)} was not called: its argument is larger than ${argumentBytes} bytes`)
+        }
+      }
       const id = ++seq
       const reply = new $Promise((resolve, reject) => pending.set(id, { name, site, resolve, reject }))
       let sent = false
@@ -327,6 +409,8 @@
   remove('Atomics')
   remove('WebAssembly')
   if (bufferBytes > 0) guardBuffers()
+  // its callbacks run whenever the engine collects garbage, which may be after the run, or during the next one
+  remove('FinalizationRegistry')
 
   // array buffers live outside the js heap, so a heap limit does not see them; count what the program allocates
   function guardBuffers() {
@@ -352,7 +436,7 @@
     const bufferOf = getOwnPropertyDescriptor(typedArray.prototype, 'buffer').get
     const refuse = (bytes) => {
       if (live + bytes <= bufferBytes) return
-      bridge('memory')
+      bridge('memory', 'buffers')
       throw new $RangeError(`array buffer memory over the limit of ${bufferBytes} bytes`)
     }
     // the engine's own allocator may refuse first (isolated-vm counts buffers against the isolate's limit)
@@ -360,7 +444,7 @@
       try {
         return account(make())
       } catch (error) {
-        if (error instanceof $RangeError && allocationFailed.test(error.message)) bridge('memory')
+        if (error instanceof $RangeError && allocationFailed.test(error.message)) bridge('memory', 'buffers')
         throw error
       }
     }
@@ -429,7 +513,7 @@
   const location = (error) => {
     try {
       const stack = error !== null && typeof error === 'object' ? error.stack : undefined
-      const match = typeof stack === 'string' ? locationPattern.exec(stack) : null
+      const match = typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null
       if (match) return [+match[1], +match[2]]
     } catch {}
     return [undefined, undefined]
@@ -446,7 +530,8 @@
         const code = typeof error.code === 'string' ? ` ${error.code}` : ''
         message = `uncaught ToolCallError${code} from ${key('tools', `${error.toolName}`)}${at}: ${error.message}; catch it with try/catch (error.code says why) to recover inside the program`
       } else if (error instanceof $TypeError) {
-        const missing = notAFunction.exec(`${error.message}`)
+        const text = `${error.message}`
+        const missing = text.length < 1000 ? notAFunction.exec(text) : null
         if (missing) message = `TypeError: ${unknownTool(missing[1])}${at}`
       }
     } catch {}
@@ -462,9 +547,12 @@
     }
     let json
     try {
-      json = value === undefined ? undefined : toJson(value, 'the return value')
+      json = value === undefined ? undefined : toJson(value, 'the return value', left())
     } catch (error) {
-      return fail(error)
+      if (error !== tooLarge) return fail(error)
+      settled = true
+      over = true
+      return bridge('limit')
     }
     settled = true
     if (json !== undefined && !spend(json)) return

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
-import { failure, limitMessages, messageOf, Output } from './outcome.ts'
+import { defaultMaxConcurrent, Gate } from './gate.ts'
+import { argumentBytes, boundReply, failure, limitMessages, maxPendingCalls, messageOf, Output, overheadMb } from './outcome.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
 import {
   type BridgeReply,
@@ -8,6 +9,7 @@ import {
   type CodeRunOutcome,
   type CodeRunRequest,
   type CodeRuntime,
+  type CodeRuntimeLoad,
   defaultCodeLimits,
 } from './types.ts'
 
@@ -18,11 +20,16 @@ export interface WorkerSandboxOptions {
   poolSize?: number
   /** fills in any limit a request leaves out; `memoryMb` is also the heap limit of the pooled workers */
   limits?: Partial<CodeRunLimits>
+  /** programs running at once; runs beyond it wait in order (default: two per core, at least 2) */
+  maxConcurrent?: number
+  /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
+  maxRunsPerWorker?: number
 }
 
 interface Slot {
   worker: Worker
   memoryMb: number
+  runs: number
 }
 
 interface Spawn {
@@ -34,9 +41,9 @@ type Message =
   | { t: 'ready' }
   | { t: 'call'; id: number; call: number; name: string; json: string }
   | { t: 'log'; id: number; line: string }
-  | { t: 'done'; id: number; result?: string }
-  | { t: 'throw'; id: number; message: string; line?: number; column?: number }
-  | { t: 'limit' | 'memory'; id: number }
+  | { t: 'done'; id: number; result?: string; heap: number }
+  | { t: 'throw'; id: number; message: string; line?: number; column?: number; heap: number }
+  | { t: 'limit' | 'memory'; id: number; reason?: string }
 
 /**
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
@@ -46,6 +53,8 @@ export class WorkerSandbox implements CodeRuntime {
   readonly backend = 'worker-vm'
   readonly poolSize: number
   readonly limits: CodeRunLimits
+  readonly maxRunsPerWorker: number
+  private gate: Gate
   private idle: Slot[] = []
   private spawns: Spawn[] = []
   private running = new Set<(outcome: CodeRunOutcome) => void>()
@@ -56,6 +65,8 @@ export class WorkerSandbox implements CodeRuntime {
   constructor(options: WorkerSandboxOptions = {}) {
     this.poolSize = options.poolSize ?? 2
     this.limits = { ...defaultCodeLimits, ...options.limits }
+    this.maxRunsPerWorker = options.maxRunsPerWorker ?? 200
+    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
   }
 
@@ -63,23 +74,34 @@ export class WorkerSandbox implements CodeRuntime {
     const limits = { ...this.limits, ...request.limits }
     if (this.closed) return failure('crash', 'the sandbox is closed')
     if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-    let slot: Slot | undefined
+    const leave = await this.gate.acquire(request.signal)
+    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
     try {
-      slot = await this.acquire(limits.memoryMb, request.signal)
-    } catch (error) {
-      return failure('crash', `could not start a sandbox worker: ${messageOf(error)}`)
+      let slot: Slot | undefined
+      try {
+        slot = await this.acquire(limits.memoryMb, request.signal)
+      } catch (error) {
+        return failure('crash', `could not start a sandbox worker: ${messageOf(error)}`)
+      }
+      if (slot === undefined) return failure('abort', 'the run was aborted before it started')
+      if (this.closed) {
+        this.release(slot)
+        return failure('abort', 'the sandbox was closed before the run started')
+      }
+      return await this.execute(slot, request, limits)
+    } finally {
+      leave()
     }
-    if (slot === undefined) return failure('abort', 'the run was aborted before it started')
-    if (this.closed) {
-      this.release(slot)
-      return failure('abort', 'the sandbox was closed before the run started')
-    }
-    return this.execute(slot, request, limits)
+  }
+
+  load(): CodeRuntimeLoad {
+    return this.gate.load()
   }
 
   /** terminates every worker; runs in progress end with kind `abort` */
   async close() {
     this.closed = true
+    this.gate.drain()
     for (const stop of [...this.running]) stop(failure('abort', 'the sandbox was closed during the run'))
     const workers = this.idle.map((slot) => slot.worker)
     this.idle = []
@@ -93,9 +115,11 @@ export class WorkerSandbox implements CodeRuntime {
     const output = new Output(limits.outputBytes)
     const { logs } = output
     let settled = false
+    let waiting = 0
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
     const elu = worker.performance.eventLoopUtilization()
+    slot.runs++
 
     return new Promise<CodeRunOutcome>((resolve) => {
       const finish = (outcome: CodeRunOutcome, healthy: boolean) => {
@@ -119,37 +143,46 @@ export class WorkerSandbox implements CodeRuntime {
 
       const forward = async (call: number, name: string, json: string) => {
         let reply: BridgeReply
+        waiting++
         try {
-          reply = tools.has(name) ? await request.call(name, json) : { ok: false, message: `${name} is not a tool of this run` }
+          // the prelude refuses these first; the host does not take the program's word for it
+          if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
+          else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
+          else reply = await request.call(name, json)
         } catch (error) {
           reply = { ok: false, message: messageOf(error) }
+        } finally {
+          waiting--
         }
         if (settled) return
-        if (reply.ok && typeof reply.value === 'string') worker.postMessage({ t: 'reply', id, call, ok: true, text: reply.value })
-        else if (reply.ok) worker.postMessage({ t: 'reply', id, call, ok: false, text: 'the host replied without a JSON value' })
-        else worker.postMessage({ t: 'reply', id, call, ok: false, text: String(reply.message), code: reply.code })
+        reply = boundReply(reply, limits, name)
+        if (reply.ok) worker.postMessage({ t: 'reply', id, call, ok: true, text: reply.value })
+        else worker.postMessage({ t: 'reply', id, call, ok: false, text: reply.message, code: reply.code })
       }
+      // a worker whose heap stays half full after a run would leave the next program less than its memoryMb
+      const healthy = (heap: number) => slot.runs < this.maxRunsPerWorker && heap < (slot.memoryMb * 1024 * 1024) / 2
 
       const onMessage = (message: Message) => {
         if (message.t === 'ready' || message.id !== id) return
         switch (message.t) {
           case 'call':
+            if (message.json.length > argumentBytes(limits)) return fail('memory', limitMessages.refused(limits, 'argument'))
             return void forward(message.call, message.name, message.json)
           case 'log':
             if (!output.log(message.line)) overOutput()
             return
           case 'done':
-            if (message.result === undefined) return finish({ ok: true, logs }, true)
+            if (message.result === undefined) return finish({ ok: true, logs }, healthy(message.heap))
             if (!output.fits(message.result)) return overOutput()
-            return finish({ ok: true, logs, result: message.result }, true)
+            return finish({ ok: true, logs, result: message.result }, healthy(message.heap))
           case 'throw': {
             const { line, column } = message
-            return finish({ ok: false, kind: 'exception', message: message.message, logs, ...(line ? { line, column } : {}) }, true)
+            return finish({ ok: false, kind: 'exception', message: message.message, logs, ...(line ? { line, column } : {}) }, healthy(message.heap))
           }
           case 'limit':
             return overOutput()
           case 'memory':
-            return fail('memory', `${limitMessages.memory(limits)}: too many array buffers`)
+            return fail('memory', limitMessages.refused(limits, message.reason))
         }
       }
       const onError = (error: Error & { code?: string }) => {
@@ -183,6 +216,8 @@ export class WorkerSandbox implements CodeRuntime {
         tools: request.tools,
         outputBytes: limits.outputBytes,
         bufferBytes: limits.memoryMb * 1024 * 1024,
+        argumentBytes: argumentBytes(limits),
+        maxPendingCalls,
       })
     })
   }
@@ -255,12 +290,23 @@ export class WorkerSandbox implements CodeRuntime {
       // the import() callback in worker.mjs is only consulted with this flag
       execArgv: ['--experimental-vm-modules'],
       workerData: { prelude: preludeSource },
-      resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(1, Math.floor(memoryMb / 8)), stackSizeMb: 4 },
+      // the program's memoryMb on top of what the worker itself holds, so a program gets all of it
+      resourceLimits: {
+        maxOldGenerationSizeMb: memoryMb + overheadMb,
+        maxYoungGenerationSizeMb: Math.max(1, Math.floor(memoryMb / 8)),
+        stackSizeMb: 4,
+      },
+      // whatever the worker's thread writes (node's own warnings included) is read here and dropped: the host's
+      // stdout may carry a protocol (MCP over stdio)
+      stdout: true,
+      stderr: true,
     })
+    worker.stdout.resume()
+    worker.stderr.resume()
     worker.unref()
     // a worker can still fail after its run settled (out of memory while being terminated): never throw in the host
     worker.on('error', () => {})
-    const slot: Slot = { worker, memoryMb }
+    const slot: Slot = { worker, memoryMb, runs: 0 }
     // an idle worker that dies leaves the pool
     worker.once('exit', () => {
       const index = this.idle.indexOf(slot)

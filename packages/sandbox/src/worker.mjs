@@ -1,5 +1,6 @@
 // the worker's entry: plain js, because a .ts worker entry does not load under tsx on node 20.
 // it runs one program at a time, each in a fresh vm context, and talks to the host in strings and numbers.
+import v8 from 'node:v8'
 import vm from 'node:vm'
 import { parentPort, workerData } from 'node:worker_threads'
 
@@ -11,7 +12,10 @@ process.on('unhandledRejection', () => {})
 
 const post = (message) => parentPort.postMessage(message)
 
-function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
+// what the host reads to decide whether this worker may serve another run
+const heapUsed = () => v8.getHeapStatistics().used_heap_size
+
+function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls }) {
   const run = { id, finished: false, deliver: undefined }
   current = run
   const finish = (message) => {
@@ -19,7 +23,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
     // posted once the microtask queue is empty: a program still computing after its return never reports done
     setImmediate(() => {
       if (current === run) current = undefined
-      post(message)
+      post({ ...message, heap: heapUsed() })
     })
   }
   // the program's only way out; it sees nothing but what it returns (booleans), and it checks every argument
@@ -28,6 +32,12 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
     switch (kind) {
       case 'call':
         if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+        // the prelude checks the size first; this is the copy the program cannot talk its way past
+        if (c.length > argumentBytes) {
+          run.finished = true
+          post({ t: 'memory', id, reason: 'argument' })
+          return false
+        }
         post({ t: 'call', id, call: a, name: b, json: c })
         return true
       case 'log':
@@ -49,7 +59,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
       case 'limit':
       case 'memory':
         run.finished = true
-        post({ t: kind, id })
+        post({ t: kind, id, reason: a === 'argument' ? 'argument' : 'buffers' })
         return true
     }
     return false
@@ -59,7 +69,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes }) {
     name: 'faber-program',
     codeGeneration: { strings: true, wasm: false },
   })
-  const api = preludeScript.runInContext(context)(bridge, JSON.stringify(tools), outputBytes, bufferBytes)
+  const api = preludeScript.runInContext(context)(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 

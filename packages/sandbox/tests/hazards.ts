@@ -83,6 +83,8 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
           return new Promise(() => {})
         case 'throws':
           throw new Error('the host bridge broke')
+        case 'huge':
+          return { ok: true, value: JSON.stringify('x'.repeat(9e6)) }
         default:
           return { ok: true, value: JSON.stringify(name) }
       }
@@ -91,7 +93,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
     const run = async (code: string, options: { signal?: AbortSignal; limits?: Partial<CodeRunLimits> } = {}) => {
       const outcome = await runtime.run({
         code,
-        tools: ['echo', 'fail', 'slow', 'never', 'throws', 'a-b'],
+        tools: ['echo', 'fail', 'slow', 'never', 'throws', 'huge', 'a-b'],
         call,
         signal: options.signal ?? new AbortController().signal,
         limits: { ...hazardLimits, ...options.limits },
@@ -282,6 +284,34 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expectFailure(await run('const keep = []\nwhile (true) keep.push(new Uint8Array(1 << 20))', { limits }), 'memory')
       })
 
+      it('ends a run whose tool argument is larger than a quarter of memoryMb, before the host sees it', async () => {
+        const outcome = expectFailure(await run('await tools.echo({ s: "x".repeat(9e6) })', { limits }), 'memory', /tool argument was larger than/)
+        expect(outcome.message).to.match(/pass less data/)
+        expect(calls).to.deep.equal([])
+      })
+
+      it('refuses a tool result larger than a quarter of memoryMb', async () => {
+        const code = 'try { await tools.huge({}) } catch (e) { return [e.name, e.message] }'
+        expectOk(await run(code, { limits }), [
+          'ToolCallError',
+          `the result of huge is larger than ${(32 * 1024 * 1024) / 4} bytes (a quarter of memoryMb); ask for less at a time`,
+        ])
+      })
+
+      it('refuses a tool call beyond the calls already waiting', async () => {
+        const code =
+          'const waiting = []\nfor (let i = 0; i < 1024; i++) waiting.push(tools.never({}))\ntry { await tools.echo({}) } catch (e) { return e.message }'
+        const outcome = expectOk(await run(code))
+        expect(JSON.parse(outcome.result!)).to.match(/1024 tool calls are already waiting; await some/)
+        expect(calls).to.have.length(1024)
+      })
+
+      it('gives a program its full memoryMb on a sandbox that served many runs', async () => {
+        for (let i = 0; i < 30; i++) expectOk(await run('const a = new Array(1e5).fill(i => i); return 1'))
+        // three quarters of the 32 MB as live doubles
+        expectOk(await run('const keep = []\nfor (let i = 0; i < 24; i++) keep.push(new Float64Array(131072).fill(i))\nreturn keep.length', { limits }), 24)
+      })
+
       it('turns deep recursion into an exception', async () => {
         expectFailure(await run('const f = (n) => f(n + 1) + 1\nf(0)'), 'exception', /RangeError/)
       })
@@ -295,6 +325,24 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
 
       it('counts the result against the budget', async () => {
         expectFailure(await run('return "x".repeat(5000)'), 'output-limit')
+      })
+
+      it('stops a huge result without measuring it', async () => {
+        expectFailure(await run('return ["x".repeat(3e7)]', { limits: { memoryMb: 128, cpuMs: 5000, wallMs: 5000 } }), 'output-limit')
+        expectFailure(await run('return { a: Array.from({ length: 1e5 }, (_, i) => ({ i })) }', { limits: { cpuMs: 5000, wallMs: 5000 } }), 'output-limit')
+      })
+
+      it('stops a huge log line without building it', async () => {
+        expectFailure(await run('console.log({ a: ["x".repeat(3e7)] })', { limits: { memoryMb: 128, cpuMs: 5000, wallMs: 5000 } }), 'output-limit')
+        const nested = 'const wide = (d) => d === 0 ? "abcdefgh" : Array.from({ length: 100 }, () => wide(d - 1))\nconsole.log(wide(3))'
+        expectFailure(await run(nested, { limits: { cpuMs: 5000, wallMs: 5000 } }), 'output-limit')
+      })
+
+      it('shows a huge error message only by its length', async () => {
+        const outcome = expectFailure(await run('throw new Error("x".repeat(3e6))'), 'exception')
+        expect(outcome.message).to.equal('Error: (3000000 characters, too long to show)')
+        const cut = expectFailure(await run('throw new Error("y".repeat(5000))'), 'exception')
+        expect(cut.message).to.match(/^Error: y{2000}… \(5000 characters\)/)
       })
     })
 
@@ -390,7 +438,9 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       it('offer only standard globals', async () => {
         const outcome = expectOk(await run('return Object.getOwnPropertyNames(globalThis)'))
         const names: string[] = JSON.parse(outcome.result!)
-        for (const name of ['process', 'require', 'module', 'Buffer', 'setTimeout', 'fetch', 'SharedArrayBuffer', 'WebAssembly', 'Atomics']) {
+        // FinalizationRegistry would let a program's code run after the run, whenever the engine collects garbage
+        const late = ['FinalizationRegistry', 'setTimeout', 'setInterval', 'setImmediate', 'queueMicrotask']
+        for (const name of ['process', 'require', 'module', 'Buffer', 'fetch', 'SharedArrayBuffer', 'WebAssembly', 'Atomics', ...late]) {
           expect(names).not.to.include(name)
         }
         expect(names).to.include('ToolCallError')
@@ -410,7 +460,7 @@ const none = async (): Promise<BridgeReply> => ({ ok: false, message: 'none' })
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
 export function describePool(
   name: string,
-  makePool: (poolSize: number) => ClosableRuntime,
+  makePool: (poolSize: number, maxConcurrent?: number) => ClosableRuntime,
   Service: new (ctx: Context, config?: SandboxService.Input) => SandboxService,
 ) {
   describe(`${name}: pool`, () => {
@@ -432,6 +482,38 @@ export function describePool(
         const signal = new AbortController().signal
         const outcome = await sandbox.run({ code: 'return 1', tools: [], call: none, signal, limits: { ...hazardLimits, memoryMb: 48 } })
         expect(outcome).to.deep.equal({ ok: true, logs: [], result: '1' })
+      } finally {
+        await sandbox.close()
+      }
+    })
+
+    it('caps the programs running at once, queues the rest in order and drops a queued run that is aborted', async () => {
+      const sandbox = makePool(1, 2)
+      try {
+        const started: string[] = []
+        const waiting: (() => void)[] = []
+        const call = async (_: string, json: string): Promise<BridgeReply> => {
+          started.push(json)
+          await new Promise<void>((resolve) => waiting.push(resolve))
+          return { ok: true, value: json }
+        }
+        const controller = new AbortController()
+        const run = (n: number, signal = new AbortController().signal) =>
+          sandbox.run({ code: `return await tools.hold(${n})`, tools: ['hold'], call, signal, limits: hazardLimits })
+        const runs = [run(1), run(2), run(3, controller.signal), run(4)]
+        while (started.length < 2) await sleep(5)
+        expect(sandbox.load?.()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
+        controller.abort()
+        expect(await runs[2]).to.include({ ok: false, kind: 'abort' })
+        expect(sandbox.load?.()).to.include({ running: 2, queued: 1 })
+        for (let next = 0; next < 3; next++) {
+          while (waiting.length <= next) await sleep(5)
+          waiting[next]()
+        }
+        const outcomes = await Promise.all([runs[0], runs[1], runs[3]])
+        expect(outcomes.map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '4'])
+        expect([...started.slice(0, 2)].sort().concat(started.slice(2))).to.deep.equal(['1', '2', '4'])
+        expect(sandbox.load?.()).to.include({ running: 0, queued: 0, peakRunning: 2, peakQueued: 2 })
       } finally {
         await sandbox.close()
       }

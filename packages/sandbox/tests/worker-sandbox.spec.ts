@@ -2,4 +2,4 @@ import WorkerSandboxService, { WorkerSandbox } from '../src/index.ts'
 import { describeHazards, describePool, hazardLimits } from './hazards.ts'
 
 describeHazards('worker-vm', () => new WorkerSandbox({ poolSize: 2, limits: hazardLimits }))
-describePool('worker-vm', (poolSize) => new WorkerSandbox({ poolSize, limits: hazardLimits }), WorkerSandboxService)
+describePool('worker-vm', (poolSize, maxConcurrent) => new WorkerSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), WorkerSandboxService)
