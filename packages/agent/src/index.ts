@@ -1,3 +1,4 @@
+export * from './http.ts'
 export * from './model.ts'
 export * from './openai.ts'
 export * from './prompt.ts'

@@ -30,6 +30,20 @@ export interface ModelRequest {
   /** streaming callbacks: text as it arrives, and each tool call's name once it is known */
   onText?(delta: string): void
   onToolCall?(call: { index: number; id: string; name: string }): void
+  /** a failed attempt is about to be retried after `delayMs` */
+  onRetry?(retry: RetryInfo): void
+}
+
+export interface RetryInfo {
+  /** the attempt about to start (2 for the first retry) and how many there may be in all */
+  attempt: number
+  maxAttempts: number
+  delayMs: number
+  /** short, for people: `429`, `network error (ECONNRESET)`, `the stream broke before any content` */
+  reason: string
+  status?: number
+  /** the failed attempt's full message */
+  message: string
 }
 
 export interface ModelResponse {
@@ -48,6 +62,9 @@ export interface Model {
 
 /** a model call that failed for a reason a person should read; `status` is the HTTP status when there was one */
 export class ModelError extends Error {
+  /** the text streamed before the answer broke off, when some was (it was shown, and is not the whole answer) */
+  partial?: string
+
   constructor(
     message: string,
     readonly status?: number,

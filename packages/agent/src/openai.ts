@@ -1,6 +1,7 @@
 // OpenAIChatModel: OpenAI-compatible chat completions over fetch (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server).
 // streaming SSE with tool-call deltas assembled across chunks, usage, retries with backoff on 429/5xx, an idle timeout.
 
+import { Attempt, type Defined, parseRetryAfter, providerMessage, RetryableError, readEvents, transportError, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
@@ -62,79 +63,16 @@ function usageOf(raw: any): Usage | undefined {
   return { promptTokens, completionTokens, totalTokens: Number(raw.total_tokens) || promptTokens + completionTokens }
 }
 
-/** Retry-After in ms: delta-seconds or an HTTP date */
-export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
-  if (!value) return undefined
-  const seconds = Number(value)
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
-  const date = Date.parse(value)
-  if (Number.isNaN(date)) return undefined
-  return Math.max(0, date - now)
-}
+const DEFAULTS = { timeoutMs: 60_000, maxRetries: 3, retryBaseMs: 500, retryMaxMs: 30_000, stream: true }
 
-function defaultSleep(ms: number, signal: AbortSignal) {
-  return new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason)
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', abort)
-      resolve()
-    }, ms)
-    const abort = () => {
-      clearTimeout(timer)
-      reject(signal.reason)
-    }
-    signal.addEventListener('abort', abort, { once: true })
-  })
-}
-
-function providerMessage(text: string): string {
-  try {
-    const body = JSON.parse(text)
-    const message = body?.error?.message ?? body?.message ?? body?.error
-    if (typeof message === 'string') return message
-  } catch {}
-  return text.trim().slice(0, 300)
-}
-
-class Attempt {
-  timedOut = false
-  readonly controller = new AbortController()
-  private timer?: NodeJS.Timeout
-  private unlink: () => void
-
-  constructor(
-    outer: AbortSignal,
-    private timeoutMs: number,
-  ) {
-    const abort = () => this.controller.abort(outer.reason)
-    outer.addEventListener('abort', abort, { once: true })
-    this.unlink = () => outer.removeEventListener('abort', abort)
-    this.touch()
-  }
-
-  /** progress: restart the idle timer */
-  touch() {
-    clearTimeout(this.timer)
-    this.timer = setTimeout(() => {
-      this.timedOut = true
-      this.controller.abort(new Error('timeout'))
-    }, this.timeoutMs)
-  }
-
-  close() {
-    clearTimeout(this.timer)
-    this.unlink()
-  }
-}
-
-export class OpenAIChatModel implements Model {
+export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelOptions> implements Model {
   readonly name: string
-  private options: Required<Pick<OpenAIChatModelOptions, 'timeoutMs' | 'maxRetries' | 'retryBaseMs' | 'retryMaxMs' | 'stream'>> & OpenAIChatModelOptions
+  private options: typeof DEFAULTS & OpenAIChatModelOptions
 
-  constructor(options: OpenAIChatModelOptions) {
+  constructor(options: Defined<O, keyof typeof DEFAULTS>) {
     if (!options?.baseURL) throw new TypeError('OpenAIChatModel: baseURL is required, e.g. https://api.openai.com/v1')
     if (!options.model) throw new TypeError('OpenAIChatModel: model is required, e.g. gpt-4o-mini')
-    this.options = { timeoutMs: 60_000, maxRetries: 3, retryBaseMs: 500, retryMaxMs: 30_000, stream: true, ...options }
+    this.options = withDefaults(DEFAULTS, options as OpenAIChatModelOptions)
     this.name = `openai:${options.model}`
   }
 
@@ -157,17 +95,7 @@ export class OpenAIChatModel implements Model {
       ...options.extraBody,
     }
     const payload = JSON.stringify(body)
-    const sleep = options.sleep ?? defaultSleep
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.attempt(payload, request)
-      } catch (error) {
-        if (request.signal.aborted) throw request.signal.reason
-        if (!(error instanceof ModelError) || !error.retryable || attempt >= options.maxRetries) throw error
-        const delay = (error as RetryableError).retryAfterMs ?? Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** attempt)
-        await sleep(delay, request.signal)
-      }
-    }
+    return withRetries(options, request, () => this.attempt(payload, request))
   }
 
   private async attempt(payload: string, request: ModelRequest): Promise<ModelResponse> {
@@ -194,27 +122,21 @@ export class OpenAIChatModel implements Model {
       attempt.touch()
       if (!response.ok) throw await this.statusError(response)
       const type = response.headers.get('content-type') ?? ''
+      if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
+      let text: string
       try {
-        if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
-        const text = await response.text()
-        return this.readJson(text, request)
+        text = await response.text()
       } catch (error) {
-        if (error instanceof ModelError) throw error
-        // a stream cut short is not retried: the caller may already have shown part of it
-        const failure = this.transportError(error, attempt, request.signal, 'reading the answer from')
-        throw new ModelError(failure.message, undefined, false)
+        throw this.transportError(error, attempt, request.signal, 'reading the answer from')
       }
+      return this.readJson(text, request)
     } finally {
       attempt.close()
     }
   }
 
   private transportError(error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
-    if (outer.aborted) return outer.reason instanceof Error ? outer.reason : new Error(String(outer.reason))
-    if (attempt.timedOut) return new RetryableError(`${this.name}: no response from ${this.url} for ${this.options.timeoutMs} ms (timeout)`)
-    const cause = (error as { cause?: { code?: string; message?: string } })?.cause
-    const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
-    return new RetryableError(`${this.name}: network error ${doing} ${this.url}: ${detail}`)
+    return transportError(this.name, this.url, this.options.timeoutMs, error, attempt, outer, doing)
   }
 
   private async statusError(response: Response): Promise<ModelError> {
@@ -232,7 +154,7 @@ export class OpenAIChatModel implements Model {
       return new ModelError(`${name}: not found (404) at ${url}: ${detail}. Check the base URL and the model name "${this.options.model}".`, status)
     }
     if (status === 429 || status >= 500) {
-      const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, status)
+      const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, String(status), status)
       error.retryAfterMs = parseRetryAfter(response.headers.get('retry-after'))
       return error
     }
@@ -268,26 +190,20 @@ export class OpenAIChatModel implements Model {
   }
 
   private async readStream(response: Response, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
-    if (!response.body) throw new ModelError(`${this.name}: the server sent an empty stream`)
-    const decoder = new TextDecoder()
+    if (!response.body) throw new RetryableError(`${this.name}: the server sent an empty stream`, 'an empty stream')
     const fragments: Fragment[] = []
     let text = ''
+    let shown = false
     let usage: Usage | undefined
     let finishReason: string | undefined
-    let done = false
-    let buffer = ''
-    let data: string[] = []
 
     const handle = (json: string) => {
-      if (json === '[DONE]') {
-        done = true
-        return
-      }
+      if (json === '[DONE]') return true
       let chunk: any
       try {
         chunk = JSON.parse(json)
       } catch {
-        throw new ModelError(`${this.name}: a stream chunk is not JSON: ${json.slice(0, 200)}`)
+        throw new BrokenStream(`a stream chunk is not JSON: ${json.slice(0, 200)}`)
       }
       if (chunk?.error) throw new ModelError(`${this.name}: the server reported an error mid-stream: ${providerMessage(json)}`)
       if (chunk?.usage) usage = usageOf(chunk.usage)
@@ -296,6 +212,7 @@ export class OpenAIChatModel implements Model {
       const delta = choice.delta ?? {}
       if (typeof delta.content === 'string' && delta.content) {
         text += delta.content
+        shown = true
         request.onText?.(delta.content)
       }
       if (Array.isArray(delta.tool_calls)) {
@@ -310,6 +227,7 @@ export class OpenAIChatModel implements Model {
           else if (fn.arguments && typeof fn.arguments === 'object') fragment.arguments = JSON.stringify(fn.arguments)
           if (!fragment.announced && fragment.name) {
             fragment.announced = true
+            shown = true
             fragment.id ||= `call_${index}`
             request.onToolCall?.({ index, id: fragment.id, name: fragment.name })
           }
@@ -318,39 +236,20 @@ export class OpenAIChatModel implements Model {
       if (choice.finish_reason) finishReason = choice.finish_reason
     }
 
-    const line = (raw: string) => {
-      if (raw === '') {
-        if (data.length) handle(data.join('\n'))
-        data = []
-        return
-      }
-      if (raw.startsWith(':')) return
-      const colon = raw.indexOf(':')
-      const field = colon < 0 ? raw : raw.slice(0, colon)
-      const value = colon < 0 ? '' : raw.slice(colon + 1).replace(/^ /, '')
-      if (field === 'data') data.push(value)
+    try {
+      const done = await readEvents(response.body, attempt, (_, data) => handle(data))
+      if (!done && !finishReason) throw new BrokenStream('the stream ended before the model finished (no finish_reason and no [DONE])')
+    } catch (error) {
+      if (error instanceof ModelError) throw error
+      const broken = error instanceof BrokenStream ? error : this.transportError(error, attempt, request.signal, 'reading the answer from')
+      if (request.signal.aborted) throw broken
+      const what = broken instanceof BrokenStream ? `${this.name}: ${broken.message}` : broken.message
+      // nothing was shown yet: another attempt is as good as the first; after text or a call was shown, keep it as partial
+      if (!shown) throw new RetryableError(what, 'the stream broke before any content')
+      const failure = new ModelError(what)
+      failure.partial = text
+      throw failure
     }
-
-    const reader = response.body.getReader()
-    while (!done) {
-      const { value, done: ended } = await reader.read()
-      if (ended) break
-      attempt.touch()
-      buffer += decoder.decode(value, { stream: true })
-      let newline: number
-      while (!done && (newline = buffer.search(/\r?\n/)) >= 0) {
-        const raw = buffer.slice(0, newline)
-        buffer = buffer.slice(buffer[newline] === '\r' ? newline + 2 : newline + 1)
-        line(raw)
-      }
-    }
-    if (!done) {
-      buffer += decoder.decode()
-      if (buffer) line(buffer)
-      line('')
-    }
-    await reader.cancel().catch(() => {})
-    if (!done && !finishReason) throw new ModelError(`${this.name}: the stream ended before the model finished (no finish_reason and no [DONE])`)
     const toolCalls: ToolCall[] = []
     fragments.forEach((fragment, index) => {
       if (!fragment) return
@@ -361,10 +260,4 @@ export class OpenAIChatModel implements Model {
   }
 }
 
-class RetryableError extends ModelError {
-  retryAfterMs?: number
-
-  constructor(message: string, status?: number) {
-    super(message, status, true)
-  }
-}
+class BrokenStream extends Error {}

@@ -40,7 +40,8 @@ export type LogRecord = Base &
     | { type: 'nested-call'; turn: number; outerCallId: string; callId: string; name: string; arguments: unknown }
     | ({ type: 'nested-result'; turn: number; outerCallId: string; callId: string; name: string; content: string } & CallOutcome)
     | { type: 'approval'; turn: number; event: string; callId?: string; tool?: string; detail: Record<string, unknown> }
-    | { type: 'turn-end'; turn: number; reason: string; steps: number; usage?: Usage; error?: string }
+    | { type: 'turn-end'; turn: number; reason: string; steps: number; usage?: Usage; error?: string; partial?: string }
+    | { type: 'retry'; turn: number; step: number; attempt: number; maxAttempts: number; delayMs: number; reason: string; status?: number }
   )
 
 export type LogRecordOf<T extends LogRecord['type']> = Extract<LogRecord, { type: T }>

@@ -4,7 +4,7 @@
 
 import { type Agent, errorResult, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult, untraced } from '@faber/core'
 import type { Context, Events } from 'cordis'
-import { addUsage, type Message, type Model, type ModelResponse, type ToolCall, type Usage } from './model.ts'
+import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, hooksFor, type Prompt } from './prompt.ts'
 import { type CallOutcome, conversationOf, type SessionLog } from './session-log.ts'
 
@@ -37,6 +37,7 @@ export type SessionEvent =
   | { type: 'nested-start'; turn: number; event: NestedCallStart }
   | { type: 'nested-end'; turn: number; event: NestedCallSettle }
   | { type: 'approval'; turn: number; event: string; detail: Record<string, unknown> }
+  | { type: 'retry'; turn: number; step: number; retry: RetryInfo }
   | { type: 'turn-end'; outcome: TurnOutcome }
 
 export interface AgentSessionOptions {
@@ -237,6 +238,11 @@ export class AgentSession {
             tools: wire.tools,
             signal,
             onText: (delta) => this.emit({ type: 'text', turn, step, delta }),
+            onRetry: (retry) => {
+              const { attempt, maxAttempts, delayMs, reason, status } = retry
+              this.record({ type: 'retry', turn, step, attempt, maxAttempts, delayMs, reason, status })
+              this.emit({ type: 'retry', turn, step, retry })
+            },
           })
         } catch (error) {
           if (signal.aborted) {
@@ -271,7 +277,8 @@ export class AgentSession {
       this.emit({ type: 'turn-end', outcome })
       return outcome
     } catch (error) {
-      this.record({ type: 'turn-end', turn, reason: 'error', steps, usage, error: error instanceof Error ? error.message : String(error) })
+      const partial = error instanceof ModelError ? error.partial : undefined
+      this.record({ type: 'turn-end', turn, reason: 'error', steps, usage, error: error instanceof Error ? error.message : String(error), partial })
       await log?.flush().catch(() => {})
       throw error
     } finally {

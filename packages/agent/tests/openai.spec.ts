@@ -199,7 +199,7 @@ describe('OpenAIChatModel', () => {
     )
     const errors: string[] = []
     for (const stream of [true, false, true, true]) {
-      await model({ stream })
+      await model({ stream, maxRetries: 0 })
         .complete({ messages, tools: [], signal: signal() })
         .then(
           () => errors.push('resolved'),
@@ -210,6 +210,71 @@ describe('OpenAIChatModel', () => {
     expect(errors[1]).to.match(/no choices\[0\]\.message/)
     expect(errors[2]).to.match(/ended before the model finished/)
     expect(errors[3]).to.match(/context length exceeded/)
+  })
+
+  it('retries a stream that breaks before any content, and reports each retry first', async () => {
+    server = await serve(
+      (_, res) => sse(res, ['{"choices": [ broken']),
+      (_, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.write(': connected\n\n', () => res.destroy())
+      },
+      (_, res) => sse(res, [delta({ content: 'fine' }, 'stop')]),
+    )
+    const retries: string[] = []
+    const response = await model({ sleep: async () => {} }).complete({
+      messages,
+      tools: [],
+      signal: signal(),
+      onRetry: (r) => retries.push(`${r.reason} ${r.attempt}/${r.maxAttempts}`),
+    })
+    expect(response.text).to.equal('fine')
+    expect(retries).to.deep.equal(['the stream broke before any content 2/4', 'the stream broke before any content 3/4'])
+  })
+
+  it('keeps the text of a stream that breaks after content as partial, and does not retry it', async () => {
+    server = await serve((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`data: ${JSON.stringify(delta({ content: 'half an ans' }))}\n\n`)
+      res.end('data: {"choices": [ broken\n\n')
+    })
+    let error: any
+    await model({ sleep: async () => {} })
+      .complete({ messages, tools: [], signal: signal() })
+      .catch((e) => (error = e))
+    expect(error).to.be.instanceOf(ModelError)
+    expect(error.message).to.match(/stream chunk is not JSON/)
+    expect(error.partial).to.equal('half an ans')
+    expect(server.requests).to.have.length(1)
+  })
+
+  it('reports a 429 retry with its status and the Retry-After delay', async () => {
+    server = await serve(
+      (_, res) => json(res, 429, { error: { message: 'slow down' } }, { 'retry-after': '2' }),
+      (_, res) => sse(res, [delta({ content: 'ok' }, 'stop')]),
+    )
+    const retries: unknown[] = []
+    await model({ sleep: async () => {} }).complete({ messages, tools: [], signal: signal(), onRetry: (r) => retries.push(r) })
+    expect(retries).to.deep.equal([
+      {
+        attempt: 2,
+        maxAttempts: 4,
+        delayMs: 2000,
+        reason: '429',
+        status: 429,
+        message: `openai:test-model: the server answered 429 at ${server.url}/chat/completions: slow down`,
+      },
+    ])
+  })
+
+  it('an option given as undefined keeps its default (a deployment file that leaves it out)', async () => {
+    server = await serve((_, res) => sse(res, [delta({ content: 'streamed' }, 'stop')]))
+    const unset: { timeoutMs?: number; maxRetries?: number; stream?: boolean } = {}
+    const options: OpenAIChatModelOptions = { baseURL: server.url, model: 'm', ...unset }
+    Object.assign(options, { timeoutMs: undefined, maxRetries: undefined, stream: undefined })
+    const response = await new OpenAIChatModel(options).complete({ messages, tools: [], signal: signal() })
+    expect(response.text).to.equal('streamed')
+    expect(server.requests[0].body.stream).to.equal(true)
   })
 
   it('times out a server that stops sending, and retries a silent one', async () => {

@@ -3,6 +3,7 @@
 
 import { createInterface } from 'node:readline'
 import { AgentSession, type Model, SessionLog } from '@faber/agent'
+import { type AskLine, shareTerminal } from '@faber/plugin-approval'
 import type { Deployed } from './deployment.ts'
 import type { Style } from './style.ts'
 import { Transcript } from './transcript.ts'
@@ -46,16 +47,60 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
   const { paint } = options.style
   const prompt = paint('you › ', 'bold', 'blue')
   const lines = createInterface({ input, output: interactive ? output : undefined, terminal: interactive, prompt })
+  const queue: string[] = []
+  let wake: (() => void) | undefined
+  let closed = false
+  let leaving = false
   let running: AbortController | undefined
   let exitCode = 0
-  let closing = false
+  // an approval question asked through this chat: while it is open, the next line answers it and is not a user turn
+  let question: ((line: string | undefined) => void) | undefined
+
+  const leave = () => {
+    leaving = true
+    running?.abort(new Error('the user left'))
+    question?.(undefined)
+    lines.close()
+  }
+  const ask: AskLine = (text, signal) =>
+    new Promise((resolve) => {
+      if (signal.aborted || closed) return resolve(undefined)
+      transcript.spinner.stop()
+      const cut = text.lastIndexOf('\n') + 1
+      output.write(text.slice(0, cut))
+      const finish = (line: string | undefined) => {
+        signal.removeEventListener('abort', cancel)
+        question = undefined
+        lines.setPrompt(prompt)
+        resolve(line)
+      }
+      const cancel = () => finish(undefined)
+      signal.addEventListener('abort', cancel, { once: true })
+      question = finish
+      lines.setPrompt(text.slice(cut))
+      lines.prompt()
+    })
+  const release = interactive ? shareTerminal(input, ask) : () => {}
+
+  lines.on('line', (raw) => {
+    const text = raw.trim()
+    // on a terminal /exit leaves at once, whatever is running or asking; piped, it ends the input where it stands
+    if (interactive && (text === '/exit' || text === '/quit')) return leave()
+    if (question) return question(raw)
+    queue.push(raw)
+    wake?.()
+  })
+  lines.on('close', () => {
+    closed = true
+    question?.(undefined)
+    wake?.()
+  })
   lines.on('SIGINT', () => {
     if (running && !running.signal.aborted) {
       transcript.note('\n(cancelling the turn; Ctrl-C again to leave)')
       running.abort(new Error('cancelled by the user'))
     } else {
-      closing = true
-      lines.close()
+      leave()
     }
   })
   try {
@@ -65,7 +110,14 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
       )
       lines.prompt()
     }
-    for await (const raw of lines) {
+    while (!leaving) {
+      const raw = queue.shift()
+      if (raw === undefined) {
+        if (closed) break
+        await new Promise<void>((resolve) => (wake = resolve))
+        wake = undefined
+        continue
+      }
       const text = raw.trim()
       if (text === '/exit' || text === '/quit') break
       if (text) {
@@ -73,17 +125,17 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
         try {
           await session.send(text, { signal: running.signal })
         } catch (error) {
-          transcript.line(paint(`error: ${error instanceof Error ? error.message : error}`, 'red'))
+          transcript.failure(error)
           exitCode = 1
           if (!interactive) break
         } finally {
           running = undefined
         }
       }
-      if (closing) break
-      if (interactive) lines.prompt()
+      if (interactive && !leaving) lines.prompt()
     }
   } finally {
+    release()
     lines.close()
     session.dispose()
     await log?.close()

@@ -428,6 +428,11 @@ async function start(ctx: Context, spec: DeploymentSpec, loaded: Awaited<ReturnT
   return { ctx, spec, agents, agent: name ? agents.get(name) : undefined, stop: () => ctx.stop() }
 }
 
+/** the keys whose value is not undefined */
+export function given<T extends object>(values: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> }
+}
+
 export function createModel(spec: ModelSpec | undefined, source: string): Model {
   if (!spec) throw new DeploymentError(`${source}: model: no model is configured; add model: { baseURL, model, apiKeyEnv } (or provider: scripted)`)
   if (spec.provider === 'scripted') return new ScriptedModel(spec.script, { latencyMs: spec.latencyMs })
@@ -437,5 +442,6 @@ export function createModel(spec: ModelSpec | undefined, source: string): Model 
     if (!apiKey) throw new DeploymentError(`${source}: model.apiKeyEnv: the environment variable ${spec.apiKeyEnv} is not set (it should hold the API key)`)
   }
   const { baseURL, model, timeoutMs, maxRetries, temperature, stream } = spec
-  return new OpenAIChatModel({ baseURL, model, apiKey, timeoutMs, maxRetries, temperature, stream })
+  // a key the file leaves out is left out here too, so the adapter's default applies
+  return new OpenAIChatModel({ baseURL, model, ...given({ apiKey, timeoutMs, maxRetries, temperature, stream }) })
 }

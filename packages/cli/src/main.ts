@@ -6,7 +6,7 @@ import { OpenAIChatModel } from '@faber/agent'
 import { Logger } from 'cordis'
 import { chat } from './chat.ts'
 import { runDemo } from './demo.ts'
-import { compose, createModel, type Deployed, DeploymentError, type DeploymentSpec, loadDeploymentFile, readDeployment } from './deployment.ts'
+import { compose, createModel, type Deployed, DeploymentError, type DeploymentSpec, loadDeploymentFile, type ModelSpec, readDeployment } from './deployment.ts'
 import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, type Style } from './style.ts'
@@ -44,7 +44,7 @@ Options:
   --no-color  plain output`,
   run: `faber run <deployment.yml> — compose a deployment file and chat with its model
 
-Usage: faber run <deployment.yml> [--json]
+Usage: faber run <deployment.yml> [--json] [--base-url URL] [--model NAME]
 
 Each input line is a user turn. On a terminal: a prompt, Ctrl-C cancels the running turn, /exit leaves.
 Piped: every line of stdin is run as a turn, then the command exits.
@@ -61,8 +61,10 @@ The file (YAML):
   session: { agent: main, persona: '…', maxSteps: 24, log: ./session.jsonl }
 
 Options:
-  --json      JSON lines instead of the transcript
-  --no-color  plain output`,
+  --json           JSON lines instead of the transcript
+  --base-url URL   talk to this endpoint instead of the file's model.baseURL (e.g. a local server)
+  --model NAME     use this model instead of the file's model.model
+  --no-color       plain output`,
   chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
 
 Usage: faber chat [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
@@ -136,6 +138,16 @@ async function composeReported(spec: DeploymentSpec): Promise<Deployed> {
   }
 }
 
+/** `faber run --base-url / --model`: the same deployment against another endpoint or model */
+function overrideModel(spec: DeploymentSpec, values: Values): ModelSpec | undefined {
+  const baseURL = values['base-url'] as string | undefined
+  const model = values.model as string | undefined
+  if (!baseURL && !model) return spec.model
+  if (!spec.model || spec.model.provider === 'scripted')
+    throw new UsageError(`faber run: --base-url and --model change the model of ${spec.source}, which has no provider: openai or anthropic model`)
+  return { ...spec.model, ...(baseURL ? { baseURL } : {}), ...(model ? { model } : {}) }
+}
+
 async function composeFile(file: string): Promise<Deployed> {
   return composeReported(await loadDeploymentFile(file))
 }
@@ -169,11 +181,12 @@ export async function main(argv: string[]): Promise<number> {
       return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), log, style: styleFor(values) })
     }
     case 'run': {
-      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' } })
+      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' }, 'base-url': { type: 'string' }, model: { type: 'string' } })
       if (values.help) break
-      const deployed = await composeFile(deploymentArg(command, positionals))
+      const spec = await loadDeploymentFile(deploymentArg(command, positionals))
+      const deployed = await composeReported(spec)
       try {
-        const model = createModel(deployed.spec.model, deployed.spec.source)
+        const model = createModel(overrideModel(spec, values), spec.source)
         return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
       } finally {
         await deployed.stop()

@@ -1,6 +1,6 @@
 // renders a session's events: a readable transcript for people (colored on a TTY), or JSON lines for machines.
 
-import type { SessionEvent } from '@faber/agent'
+import { ModelError, type SessionEvent } from '@faber/agent'
 import type { ToolResult } from '@faber/core'
 import { Spinner, type Style } from './style.ts'
 
@@ -84,6 +84,16 @@ export class Transcript {
         }
         this.out.write(event.delta)
         break
+      case 'retry': {
+        const { retry } = event
+        const reason = retry.status ? `${retry.status} from the model` : `${retry.reason} from the model`
+        const wait = retry.delayMs >= 1000 ? `${Math.round(retry.delayMs / 100) / 10} s` : `${Math.round(retry.delayMs)} ms`
+        if (this.streaming) this.out.write('\n')
+        this.streaming = false
+        this.line(paint(`  ${reason}; retrying in ${wait} (attempt ${retry.attempt} of ${retry.maxAttempts})`, 'yellow'))
+        this.spinner.start(`waiting to retry (attempt ${retry.attempt} of ${retry.maxAttempts})`)
+        break
+      }
       case 'model-end': {
         if (this.streaming) this.out.write('\n')
         this.streaming = false
@@ -145,6 +155,18 @@ export class Transcript {
         break
       }
     }
+  }
+
+  /** a turn that failed: the error on its own line, after whatever part of the answer was streamed */
+  failure(error: unknown) {
+    const message = error instanceof Error ? error.message : String(error)
+    const partial = error instanceof ModelError ? error.partial : undefined
+    if (this.options.json) return this.json({ type: 'error', message, ...(partial !== undefined ? { partial } : {}) })
+    const { paint } = this.style
+    if (this.streaming) this.out.write('\n')
+    this.streaming = false
+    if (partial) this.line(paint('  (the answer above is partial: the model stopped sending)', 'gray'))
+    this.line(paint(`error: ${message}`, 'red'))
   }
 
   private outcome(name: string, result: ToolResult) {

@@ -39,3 +39,76 @@ export function jsonLines(text: string): Record<string, any>[] {
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l))
 }
+
+export interface Pty {
+  /** everything the command wrote to the terminal so far */
+  readonly output: string
+  /** resolves with the output once it holds `text` `times` times (default once), or rejects after `timeoutMs` */
+  until(text: string | RegExp, options?: { times?: number; timeoutMs?: number }): Promise<string>
+  type(text: string): void
+  /** the command's exit code (util-linux `script -e` passes it on) */
+  exited: Promise<number | null>
+  kill(): void
+}
+
+/** runs the real `faber` bin on a real pseudo-terminal (util-linux `script`), keys typed through it */
+export function faberPty(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Pty {
+  const command = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
+  const child = spawn('script', ['-qfec', command, '/dev/null'], {
+    cwd: options.cwd,
+    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: undefined, TERM: 'xterm', COLUMNS: '160', LINES: '50', ...options.env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  let output = ''
+  const waiters = new Set<() => void>()
+  const check = () => {
+    for (const waiter of waiters) waiter()
+  }
+  child.stdout.on('data', (chunk) => {
+    output += chunk
+    check()
+  })
+  child.stderr.on('data', (chunk) => {
+    output += chunk
+    check()
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  const count = (text: string | RegExp) => (typeof text === 'string' ? output.split(text).length - 1 : (output.match(new RegExp(text, 'g')) ?? []).length)
+  return {
+    get output() {
+      return output
+    },
+    until(text, { times = 1, timeoutMs = 20_000 } = {}) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(waiter)
+          reject(new Error(`timed out waiting for ${text} (×${times}) in:\n${output}`))
+        }, timeoutMs)
+        const waiter = () => {
+          if (count(text) < times) return
+          clearTimeout(timer)
+          waiters.delete(waiter)
+          resolve(output)
+        }
+        waiters.add(waiter)
+        exited.then(() =>
+          setImmediate(() => {
+            waiter()
+            if (!waiters.has(waiter)) return
+            clearTimeout(timer)
+            waiters.delete(waiter)
+            reject(new Error(`exited before ${text} (×${times}) appeared:\n${output}`))
+          }),
+        )
+        waiter()
+      })
+    },
+    type(text) {
+      child.stdin.write(text)
+    },
+    exited,
+    kill() {
+      child.kill('SIGKILL')
+    },
+  }
+}

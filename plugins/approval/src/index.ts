@@ -9,6 +9,7 @@ export * from './commands.ts'
 export * from './grants.ts'
 export * as RulesAnswerer from './rules.ts'
 export * as TerminalAnswerer from './terminal.ts'
+export { type AskLine, shareTerminal } from './terminal.ts'
 
 type Awaitable<T> = T | Promise<T>
 

@@ -1,6 +1,7 @@
 // the terminal answerer: one prompt at a time on a TTY, showing the tool, its arguments and, for a call made inside
 // run_code, the program. without a TTY it does not answer, so the request ends unavailable unless another answerer
-// takes it.
+// takes it. when a program already reads the terminal line by line (the chat of `faber run`), it shares its line
+// reader with `shareTerminal`, so the answer is read there and never reaches the program as input of its own.
 
 import type { Readable, Writable } from 'node:stream'
 import { strict } from '@faber/core'
@@ -20,8 +21,25 @@ function clip(text: string, max: number) {
   return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
 }
 
-/** the next line typed, or undefined when the input ends or the request is abandoned */
-function readLine(input: Input, signal: AbortSignal): Promise<string | undefined> {
+/** asks one question on a terminal someone else reads: the next line typed, or undefined when cancelled or closed */
+export type AskLine = (question: string, signal: AbortSignal) => Promise<string | undefined>
+
+const SHARED = Symbol.for('faber.approval.terminal')
+
+/** lets the terminal answerer ask its questions through `ask` while the returned disposer is not called */
+export function shareTerminal(input: NodeJS.ReadableStream, ask: AskLine): () => void {
+  const holder = input as { [SHARED]?: AskLine }
+  holder[SHARED] = ask
+  return () => {
+    if (holder[SHARED] === ask) delete holder[SHARED]
+  }
+}
+
+/**
+ * the next line typed, or undefined when the input ends or the request is abandoned. a terminal in raw mode sends
+ * Enter as `\r` and Ctrl-C as `\x03` (which abandons the question); what is typed is echoed there.
+ */
+function readLine(input: Input, signal: AbortSignal, output: Output): Promise<string | undefined> {
   return new Promise((resolve) => {
     let buffer = ''
     const done = (line: string | undefined) => {
@@ -32,10 +50,14 @@ function readLine(input: Input, signal: AbortSignal): Promise<string | undefined
       input.pause()
       resolve(line)
     }
+    const raw = (input as { isRaw?: boolean }).isRaw === true
     const onData = (chunk: Buffer | string) => {
-      buffer += chunk.toString()
-      const end = buffer.indexOf('\n')
-      if (end >= 0) done(buffer.slice(0, end).replace(/\r$/, ''))
+      const text = chunk.toString()
+      if (text.includes('\x03')) return done(undefined)
+      if (raw) output.write(text.replace(/\r/g, '\r\n'))
+      buffer += text
+      const end = buffer.search(/[\r\n]/)
+      if (end >= 0) done(buffer.slice(0, end))
     }
     const onEnd = () => done(undefined)
     const onAbort = () => done(undefined)
@@ -107,13 +129,23 @@ export function apply(ctx: Context, config: Config) {
   const prompt = async (query: ApprovalQuery): Promise<ApprovalAnswer | undefined> => {
     if (query.signal.aborted) return
     const always = (ctx.approval as { persistent?: boolean }).persistent === true
-    // whatever was typed before the question is not an answer to it
-    while (input.read() !== null);
-    output.write(render(query, always))
-    for (;;) {
-      const line = await readLine(input, query.signal)
+    const shared = (input as { [SHARED]?: AskLine })[SHARED]
+    const question = render(query, always)
+    let ask: (text: string) => Promise<string | undefined>
+    if (shared) {
+      ask = (text) => shared(text, query.signal)
+    } else {
+      // whatever was typed before the question is not an answer to it
+      while (input.read() !== null);
+      ask = (text) => {
+        output.write(text)
+        return readLine(input, query.signal, output)
+      }
+    }
+    for (let text = question; ; text = `please answer ${always ? 'y, s, a or n' : 'y, s or n'}: `) {
+      const line = await ask(text)
       if (line === undefined) {
-        output.write(query.signal.aborted ? '\n(the call was cancelled; no answer needed)\n' : '\n(input closed; not answered)\n')
+        output.write(query.signal.aborted ? '\n(the call was cancelled; no answer needed)\n' : '\n(not answered)\n')
         return
       }
       const choice = line.trim().toLowerCase()
@@ -122,7 +154,6 @@ export function apply(ctx: Context, config: Config) {
         output.write(`→ ${answer.decision === 'allow' ? `allowed${answer.remember ? ` (${answer.remember})` : ' once'}` : 'rejected'}\n`)
         return answer
       }
-      output.write(`please answer ${always ? 'y, s, a or n' : 'y, s or n'}: `)
     }
   }
 

@@ -4,6 +4,8 @@ import Approval, { TerminalAnswerer } from '@faber/plugin-approval'
 import { Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
+// as under a chat's line editor: Enter arrives as \r, Ctrl-C as \x03, nothing is echoed by the terminal
+if (process.env.RAW_MODE) process.stdin.setRawMode(true)
 const ctx = new Context()
 ctx.plugin(ToolRuntime)
 ctx.plugin(Approval, { require: ['write'] })
@@ -20,4 +22,5 @@ ctx.tools.register(
 )
 const result = await ctx.tools.execute({ callId: 'c1', name: 'write', arguments: { path: 'notes.md' }, signal: new AbortController().signal })
 console.log(`RESULT ${result.content}`)
+if (process.env.RAW_MODE) process.stdin.setRawMode(false)
 await ctx.stop()

@@ -1,0 +1,191 @@
+// what the HTTP model adapters share: options with defaults, the idle timeout of one attempt, the retry loop (which
+// reports each retry before it waits), Retry-After, and a server-sent-events reader.
+
+import { ModelError, type ModelRequest, type RetryInfo } from './model.ts'
+
+/**
+ * an options type whose defaulted keys may be left out but never set to `undefined`: `{ timeoutMs: spec.timeoutMs }`
+ * with a `number | undefined` value is a type error, so a caller cannot override a default with nothing.
+ */
+export type Defined<O, Defaulted extends keyof O> = O & {
+  [K in keyof O]: K extends Defaulted ? ({} extends Pick<O, K> ? O[K] : undefined extends O[K] ? never : O[K]) : O[K]
+}
+
+/** the options with every undefined value dropped, over the defaults: the runtime half of `Defined` */
+export function withDefaults<D extends object, O extends object>(defaults: D, options: O): D & O {
+  const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined))
+  return { ...defaults, ...given } as D & O
+}
+
+/** Retry-After in ms: delta-seconds or an HTTP date */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
+  const date = Date.parse(value)
+  if (Number.isNaN(date)) return undefined
+  return Math.max(0, date - now)
+}
+
+export function defaultSleep(ms: number, signal: AbortSignal) {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', abort)
+      resolve()
+    }, ms)
+    const abort = () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    signal.addEventListener('abort', abort, { once: true })
+  })
+}
+
+/** a failure worth another attempt; `reason` is what a person reads in "429 from the model; retrying …" */
+export class RetryableError extends ModelError {
+  retryAfterMs?: number
+
+  constructor(
+    message: string,
+    readonly reason: string,
+    status?: number,
+  ) {
+    super(message, status, true)
+  }
+}
+
+/** one HTTP attempt: aborted with the caller's signal, or after `timeoutMs` without progress */
+export class Attempt {
+  timedOut = false
+  readonly controller = new AbortController()
+  private timer?: NodeJS.Timeout
+  private unlink: () => void
+
+  constructor(
+    outer: AbortSignal,
+    private timeoutMs: number,
+  ) {
+    const abort = () => this.controller.abort(outer.reason)
+    outer.addEventListener('abort', abort, { once: true })
+    this.unlink = () => outer.removeEventListener('abort', abort)
+    this.touch()
+  }
+
+  /** progress: restart the idle timer */
+  touch() {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.timedOut = true
+      this.controller.abort(new Error('timeout'))
+    }, this.timeoutMs)
+  }
+
+  close() {
+    clearTimeout(this.timer)
+    this.unlink()
+  }
+}
+
+export interface RetryOptions {
+  maxRetries: number
+  retryBaseMs: number
+  retryMaxMs: number
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+}
+
+/** runs `attempt` until it succeeds, fails for good, or the retries are spent; each retry is reported before the wait */
+export async function withRetries<T>(options: RetryOptions, request: ModelRequest, attempt: () => Promise<T>): Promise<T> {
+  const sleep = options.sleep ?? defaultSleep
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt()
+    } catch (error) {
+      if (request.signal.aborted) throw request.signal.reason
+      if (!(error instanceof RetryableError) || n >= options.maxRetries) throw error
+      const delayMs = error.retryAfterMs ?? Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** n)
+      const info: RetryInfo = {
+        attempt: n + 2,
+        maxAttempts: options.maxRetries + 1,
+        delayMs,
+        reason: error.reason,
+        status: error.status,
+        message: error.message,
+      }
+      request.onRetry?.(info)
+      await sleep(delayMs, request.signal)
+    }
+  }
+}
+
+/** the message of a provider's JSON error body, else the start of the text */
+export function providerMessage(text: string): string {
+  try {
+    const body = JSON.parse(text)
+    const message = body?.error?.message ?? body?.message ?? body?.error
+    if (typeof message === 'string') return message
+  } catch {}
+  return text.trim().slice(0, 300)
+}
+
+/** what went wrong on the wire: the caller's abort as is, else a retryable timeout or network error */
+export function transportError(name: string, url: string, timeoutMs: number, error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
+  if (outer.aborted) return outer.reason instanceof Error ? outer.reason : new Error(String(outer.reason))
+  if (attempt.timedOut) return new RetryableError(`${name}: no response from ${url} for ${timeoutMs} ms (timeout)`, `no response for ${timeoutMs} ms`)
+  const cause = (error as { cause?: { code?: string; message?: string } })?.cause
+  const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+  return new RetryableError(`${name}: network error ${doing} ${url}: ${detail}`, `network error (${detail})`)
+}
+
+/**
+ * reads a text/event-stream body, calling `onEvent(event, data)` per event until it returns true (done) or the body
+ * ends; returns whether it was told it is done. every chunk restarts the attempt's idle timer.
+ */
+export async function readEvents(
+  body: ReadableStream<Uint8Array>,
+  attempt: Attempt,
+  onEvent: (event: string, data: string) => boolean | undefined,
+): Promise<boolean> {
+  const decoder = new TextDecoder()
+  let buffer = ''
+  let data: string[] = []
+  let event = ''
+  let done = false
+  const line = (raw: string) => {
+    if (raw === '') {
+      if (data.length) done = onEvent(event || 'message', data.join('\n')) === true
+      data = []
+      event = ''
+      return
+    }
+    if (raw.startsWith(':')) return
+    const colon = raw.indexOf(':')
+    const field = colon < 0 ? raw : raw.slice(0, colon)
+    const value = colon < 0 ? '' : raw.slice(colon + 1).replace(/^ /, '')
+    if (field === 'data') data.push(value)
+    else if (field === 'event') event = value
+  }
+  const reader = body.getReader()
+  try {
+    while (!done) {
+      const { value, done: ended } = await reader.read()
+      if (ended) break
+      attempt.touch()
+      buffer += decoder.decode(value, { stream: true })
+      let newline: number
+      while (!done && (newline = buffer.search(/\r?\n/)) >= 0) {
+        const raw = buffer.slice(0, newline)
+        buffer = buffer.slice(buffer[newline] === '\r' ? newline + 2 : newline + 1)
+        line(raw)
+      }
+    }
+    if (!done) {
+      buffer += decoder.decode()
+      if (buffer) line(buffer)
+      line('')
+    }
+  } finally {
+    await reader.cancel().catch(() => {})
+  }
+  return done
+}

@@ -1,0 +1,162 @@
+// `faber run` and `faber chat` as people run them: the deployment file the READMEs show, a real model server on
+// 127.0.0.1 streaming OpenAI chat completions, and (for the terminal) a real pseudo-terminal.
+
+import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+import { type ModelServer, modelServer } from '../../agent/tests/model-servers.ts'
+import { faber, faberPty, jsonLines } from './helpers.ts'
+
+const EXAMPLE = fileURLToPath(new URL('../../../examples/deployment/', import.meta.url))
+
+const PROGRAM = `const notes = await tools.read({ path: 'NOTES.md' })
+let wrote = 'not written'
+try {
+  wrote = (await tools.write({ path: 'SUMMARY.md', content: 'a workspace for the example\\n' })).path
+} catch (error) {
+  wrote = String(error.message)
+}
+return { lines: notes.totalLines, wrote }`
+
+const runCode = { toolCalls: [{ name: 'run_code', arguments: { code: PROGRAM, description: 'read the notes, write a summary' } }] }
+
+describe('faber against a local model server', function () {
+  this.timeout(60_000)
+  let dir: string
+  let server: ModelServer | undefined
+
+  beforeEach(async () => {
+    // the example deployment exactly as shipped, next to a copy of its workspace
+    dir = await mkdtemp(join(tmpdir(), 'faber-served-'))
+    await mkdir(join(dir, 'workspace'))
+    await copyFile(join(EXAMPLE, 'faber.yml'), join(dir, 'faber.yml'))
+    await copyFile(join(EXAMPLE, 'workspace', 'NOTES.md'), join(dir, 'workspace', 'NOTES.md'))
+  })
+  afterEach(async () => {
+    await server?.close()
+    server = undefined
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('faber run with the example file: streamed, run_code with nested calls, approval unanswered when piped, a final answer', async () => {
+    server = await modelServer('openai', [runCode, { text: 'The notes describe the example workspace.' }])
+    const ran = await faber(['run', 'faber.yml', '--base-url', server.url, '--json'], {
+      cwd: dir,
+      input: 'summarise the notes\n',
+      env: { FABER_API_KEY: 'sk-local' },
+    })
+    expect(ran.code, ran.stderr).to.equal(0)
+    const events = jsonLines(ran.stdout)
+    const nested = events.filter((e) => e.type === 'nested-end').map((e) => [e.name, e.result.isError])
+    expect(nested).to.deep.equal([
+      ['read', false],
+      ['write', true],
+    ])
+    const call = events.find((e) => e.type === 'call-end')
+    expect(call?.result.content).to.include('"lines"').and.include('approval')
+    expect(events.find((e) => e.type === 'turn-end')?.outcome).to.include({ reason: 'done', text: 'The notes describe the example workspace.' })
+    // the file's model block leaves out timeoutMs, maxRetries and stream: the defaults hold (a stream, one request per step)
+    expect(server.requests).to.have.length(2)
+    const [first] = server.requests
+    expect(first.path).to.equal('/v1/chat/completions')
+    expect(first.headers.authorization).to.equal('Bearer sk-local')
+    expect(first.body).to.deep.include({ model: 'gpt-4o-mini', stream: true })
+    expect(first.body.tools.map((t: { function: { name: string } }) => t.function.name)).to.deep.equal(['run_code'])
+    expect(server.requests[1].body.messages.at(-1)).to.include({ role: 'tool' })
+  })
+
+  it('faber run shows a retry, and a stream that breaks after content as partial text with the error on its own line', async () => {
+    server = await modelServer('openai', [
+      {
+        raw: (res) => {
+          res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' })
+          res.end(JSON.stringify({ error: { message: 'rate limited' } }))
+        },
+      },
+      {
+        raw: (res) => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' })
+          res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'The notes sa' } }] })}\n\n`)
+          res.end('data: {"choices": [ cut\n\n')
+        },
+      },
+    ])
+    const ran = await faber(['run', 'faber.yml', '--base-url', server.url], { cwd: dir, input: 'summarise the notes\n', env: { FABER_API_KEY: 'sk-local' } })
+    expect(ran.code).to.equal(1)
+    expect(ran.stdout).to.include('429 from the model; retrying in 1 s (attempt 2 of 4)')
+    expect(ran.stdout).to.match(
+      /model › The notes sa\n {2}\(the answer above is partial: the model stopped sending\)\nerror: openai:gpt-4o-mini: a stream chunk is not JSON/,
+    )
+  })
+
+  it('faber run on a terminal: the approval answered with y + Enter, and the answer is not a user turn', async () => {
+    server = await modelServer('openai', [runCode, { text: 'Summary written.' }])
+    const pty = faberPty(['run', 'faber.yml', '--base-url', server.url], { cwd: dir, env: { FABER_API_KEY: 'sk-local' } })
+    try {
+      await pty.until('you › ')
+      pty.type('summarise the notes\r')
+      await pty.until('[n] reject: ')
+      pty.type('y\r')
+      await pty.until('Summary written.')
+      await pty.until('you › ', { times: 2 })
+      pty.type('/exit\r')
+      expect(await pty.exited).to.equal(0)
+    } finally {
+      pty.kill()
+    }
+    expect(pty.output).to.include('wants to call write').and.include('→ allowed once')
+    expect(await readFile(join(dir, 'workspace', 'SUMMARY.md'), 'utf8')).to.equal('a workspace for the example\n')
+    expect(server.requests).to.have.length(2)
+    const users = server.requests[1].body.messages.filter((m: { role: string }) => m.role === 'user').map((m: { content: string }) => m.content)
+    expect(users).to.deep.equal(['summarise the notes'])
+  })
+
+  it('faber chat on a terminal: /exit at the approval prompt leaves at once, nothing written', async () => {
+    server = await modelServer('openai', [runCode, { text: 'never asked for' }])
+    const pty = faberPty(['chat', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
+      cwd: dir,
+      env: { FABER_API_KEY: 'sk-local' },
+    })
+    try {
+      await pty.until('you › ')
+      pty.type('summarise the notes\r')
+      await pty.until('[n] reject: ')
+      pty.type('/exit\r')
+      expect(await pty.exited).to.equal(0)
+    } finally {
+      pty.kill()
+    }
+    expect(server.requests).to.have.length(1)
+    expect(server.requests[0].body).to.deep.include({ model: 'local-model', stream: true })
+    await readFile(join(dir, 'workspace', 'SUMMARY.md')).then(
+      () => expect.fail('SUMMARY.md was written'),
+      (error) => expect(error.code).to.equal('ENOENT'),
+    )
+  })
+
+  it('faber chat on a terminal: Ctrl-C at the approval prompt cancels the turn; the chat goes on', async () => {
+    server = await modelServer('openai', [runCode, { text: 'second turn' }])
+    const pty = faberPty(['chat', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
+      cwd: dir,
+      env: { FABER_API_KEY: 'sk-local' },
+    })
+    try {
+      await pty.until('you › ')
+      pty.type('summarise the notes\r')
+      await pty.until('[n] reject: ')
+      pty.type('\x03')
+      await pty.until('you › ', { times: 2 })
+      pty.type('hello again\r')
+      await pty.until('second turn')
+      pty.type('/exit\r')
+      expect(await pty.exited).to.equal(0)
+    } finally {
+      pty.kill()
+    }
+    expect(pty.output).to.include('cancelling the turn').and.include('turn 1 aborted')
+    const users = server.requests[1].body.messages.filter((m: { role: string }) => m.role === 'user').map((m: { content: string }) => m.content)
+    expect(users).to.deep.equal(['summarise the notes', 'hello again'])
+  })
+})
