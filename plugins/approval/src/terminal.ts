@@ -25,6 +25,7 @@ function clip(text: string, max: number) {
 export type AskLine = (question: string, signal: AbortSignal) => Promise<string | undefined>
 
 const SHARED = Symbol.for('faber.approval.terminal')
+const CTRL_C = '\x03'
 
 /** lets the terminal answerer ask its questions through `ask` while the returned disposer is not called */
 export function shareTerminal(input: NodeJS.ReadableStream, ask: AskLine): () => void {
@@ -53,7 +54,7 @@ function readLine(input: Input, signal: AbortSignal, output: Output): Promise<st
     const raw = (input as { isRaw?: boolean }).isRaw === true
     const onData = (chunk: Buffer | string) => {
       const text = chunk.toString()
-      if (text.includes('\x03')) return done(undefined)
+      if (text.includes(CTRL_C)) return done(CTRL_C)
       if (raw) output.write(text.replace(/\r/g, '\r\n'))
       buffer += text
       const end = buffer.search(/[\r\n]/)
@@ -144,8 +145,13 @@ export function apply(ctx: Context, config: Config) {
     }
     for (let text = question; ; text = `please answer ${always ? 'y, s, a or n' : 'y, s or n'}: `) {
       const line = await ask(text)
-      if (line === undefined) {
-        output.write(query.signal.aborted ? '\n(the call was cancelled; no answer needed)\n' : '\n(not answered)\n')
+      if (line === undefined || line === CTRL_C) {
+        const why = query.signal.aborted
+          ? '(the call was cancelled; no answer needed)'
+          : line === CTRL_C
+            ? '(Ctrl-C: not answered)'
+            : '(input closed; not answered)'
+        output.write(`\n${why}\n`)
         return
       }
       const choice = line.trim().toLowerCase()

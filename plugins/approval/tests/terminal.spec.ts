@@ -47,7 +47,7 @@ describe('approval: the terminal answerer on a real pseudo-terminal', function (
 
   it('a terminal in raw mode: Ctrl-C abandons the question and the call is not run', async () => {
     const abandoned = await underPty('\x03', { raw: true })
-    expect(abandoned).to.contain('(not answered)')
+    expect(abandoned).to.contain('(Ctrl-C: not answered)')
     expect(abandoned).not.to.contain('RESULT wrote')
     expect(abandoned).to.match(/RESULT Error: .*approv/)
   })
