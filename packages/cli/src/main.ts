@@ -21,7 +21,7 @@ Commands:
   run <deployment.yml>      compose a deployment file and chat with its model
   chat                      chat with a model given by flags or environment, on the standard deployment
   inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events
-  mcp <deployment.yml>      serve the deployment's agent over MCP on stdio
+  mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
   grants list|revoke|export|import  the approval grants kept in a deployment's store
 
 Options:
@@ -88,25 +88,31 @@ tools per agent (visible, wire, mode and its origin, what collapses), and listen
 Options:
   --json      the report as JSON
   --no-color  plain output`,
-  mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio)
+  mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio, or streamable HTTP)
 
-Usage: faber mcp <deployment.yml> [--agent NAME]
+Usage: faber mcp <deployment.yml> [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
 
 tools/list is exactly what the agent is shown (under code mode: run_code with the SDK); tools/call runs through
 the whole pipeline, so every policy applies.
 
 Options:
-  --agent NAME  the agent whose view is served (default: session.agent, else the first agent, else the global view)`,
+  --agent NAME             the agent whose view is served (default: session.agent, else the first agent, else
+                           the global view)
+  --http [HOST:]PORT       serve MCP streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to
+                           127.0.0.1; PORT 0 picks a free port). Each client gets its own session and approvals;
+                           requests whose Host or Origin is not the listening host or a loopback name get 403.
+  --allow-host NAME        with --http, also accept this host name in Host and Origin (repeatable)
+  --max-message-bytes N    refuse larger messages with a JSON-RPC error (default 4194304)`,
 }
 
 class UsageError extends Error {}
 
-type Values = Record<string, string | boolean | undefined>
+type Values = Record<string, string | boolean | string[] | undefined>
 
 function parse(
   command: string,
   args: string[],
-  options: Record<string, { type: 'string' | 'boolean'; short?: string }>,
+  options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>,
 ): { values: Values; positionals: string[] } {
   try {
     return parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'no-color': { type: 'boolean' }, ...options } })
@@ -146,6 +152,14 @@ function overrideModel(spec: DeploymentSpec, values: Values): ModelSpec | undefi
   if (!spec.model || spec.model.provider === 'scripted')
     throw new UsageError(`faber run: --base-url and --model change the model of ${spec.source}, which has no provider: openai or anthropic model`)
   return { ...spec.model, ...(baseURL ? { baseURL } : {}), ...(model ? { model } : {}) }
+}
+
+/** `--http [HOST:]PORT`: a port alone listens on 127.0.0.1; an IPv6 host is written in brackets */
+function parseListen(text: string): { host: string; port: number } {
+  const match = /^(?:(\[[^\]]+\]|[^:[\]]+):)?(\d{1,5})$/.exec(text.trim())
+  const port = Number(match?.[2])
+  if (!match || port > 65535) throw new UsageError(`faber mcp: --http takes [HOST:]PORT (e.g. 3000, 127.0.0.1:3000, [::1]:3000), got "${text}"`)
+  return { host: match[1]?.replace(/^\[|\]$/g, '') ?? '127.0.0.1', port }
 }
 
 async function composeFile(file: string): Promise<Deployed> {
@@ -242,13 +256,38 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     case 'mcp': {
-      const { values, positionals } = parse(command, rest, { agent: { type: 'string' } })
+      const { values, positionals } = parse(command, rest, {
+        agent: { type: 'string' },
+        http: { type: 'string' },
+        'allow-host': { type: 'string', multiple: true },
+        'max-message-bytes': { type: 'string' },
+      })
       if (values.help) break
-      // stdout belongs to the protocol: logs go to stderr
+      const listen = typeof values.http === 'string' ? parseListen(values.http) : undefined
+      const maxMessageBytes = values['max-message-bytes'] === undefined ? undefined : Number(values['max-message-bytes'])
+      if (maxMessageBytes !== undefined && !(Number.isSafeInteger(maxMessageBytes) && maxMessageBytes > 0))
+        throw new UsageError(`faber mcp: --max-message-bytes takes a positive whole number of bytes, got "${values['max-message-bytes']}"`)
+      if (values['allow-host'] && !listen) throw new UsageError('faber mcp: --allow-host only applies with --http')
+      // stdout belongs to the protocol on stdio: logs go to stderr
       const deployed = await composeFile(deploymentArg(command, positionals))
       try {
-        const { serveMcp } = await import('@faber/plugin-mcp')
-        const serving = await serveMcp(deployed.ctx, { agent: (values.agent as string | undefined) ?? deployed.agent, transport: 'stdio' })
+        const mcp = await import('@faber/plugin-mcp')
+        const agent = (values.agent as string | undefined) ?? deployed.agent
+        if (listen) {
+          // stdout says where to connect; logs go to stderr as on stdio
+          mcp.logsToStderr()
+          const extra = (values['allow-host'] as string[] | undefined) ?? []
+          const allowedHosts = extra.length ? ['localhost', '127.0.0.1', '[::1]', listen.host, ...extra] : undefined
+          const serving = await mcp.serveMcpHttp(deployed.ctx, { agent, ...listen, allowedHosts, maxMessageBytes })
+          process.stdout.write(`faber mcp: serving over MCP streamable HTTP at ${serving.url} (Ctrl-C stops)\n`)
+          await new Promise<void>((resolve) => {
+            process.once('SIGINT', resolve)
+            process.once('SIGTERM', resolve)
+          })
+          await serving.close()
+          return 0
+        }
+        const serving = await mcp.serveMcp(deployed.ctx, { agent, transport: 'stdio', maxMessageBytes })
         const stop = () => serving.close()
         process.once('SIGINT', stop)
         process.once('SIGTERM', stop)

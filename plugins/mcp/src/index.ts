@@ -1,4 +1,6 @@
 export * from './client.ts'
 export { renderContent, toCallToolResult } from './content.ts'
+export { type HttpServeOptions, type McpHttpServing, serveMcpHttp } from './http.ts'
 export { type ImportedSchema, importSchema } from './schema.ts'
-export { elicitApproval, type McpServing, type ServeOptions, serveMcp, wireTools } from './server.ts'
+export { elicitApproval, logsToStderr, MAX_ARGUMENT_DEPTH, type McpServing, type ServeOptions, serveMcp, wireTools } from './server.ts'
+export { DEFAULT_MAX_MESSAGE_BYTES, LineTransport, type LineTransportOptions } from './stdio.ts'

@@ -2,13 +2,15 @@
 // registry's wire shows that agent; tools/call runs through `ctx.tools.execute`, so every policy applies.
 
 import { randomUUID } from 'node:crypto'
-import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, RUN_CODE, untraced } from '@faber/core'
+import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, errorResult, type Json, RUN_CODE, untraced } from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
+import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js'
+import { ErrorCode, ListToolsRequestSchema, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js'
 import { type Context, Logger } from 'cordis'
+import { z } from 'zod'
 import { toCallToolResult } from './content.ts'
+import { LineTransport } from './stdio.ts'
 
 export interface ServeOptions {
   /** the agent (or its name) whose view is served; the global view when left out */
@@ -22,6 +24,8 @@ export interface ServeOptions {
   elicitation?: boolean
   /** how long a person may take to answer an elicitation; default 10 minutes */
   elicitationTimeoutMs?: number
+  /** on stdio, the largest message accepted in bytes; larger ones are refused with an error reply; default 4 MiB */
+  maxMessageBytes?: number
 }
 
 export interface McpServing {
@@ -98,6 +102,26 @@ export async function elicitApproval(
 
 type Ours = (request: ApprovalRequest) => boolean
 
+/** arguments nested deeper than this are refused before they reach the pipeline (a wire limit, not a schema rule) */
+export const MAX_ARGUMENT_DEPTH = 256
+
+/** the JSON path at which `value` first nests deeper than `max`, found without recursion */
+function tooDeep(value: unknown, max: number): string | undefined {
+  const stack: [unknown, string, number][] = [[value, '$', 0]]
+  while (stack.length) {
+    const [node, path, depth] = stack.pop()!
+    if (typeof node !== 'object' || node === null) continue
+    if (depth >= max) return path.length > 80 ? `${path.slice(0, 77)}...` : path
+    if (Array.isArray(node)) for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], `${path}[${i}]`, depth + 1])
+    else for (const key of Object.keys(node)) stack.push([(node as Record<string, unknown>)[key], `${path}.${key}`, depth + 1])
+  }
+  return undefined
+}
+
+// tools/call as the protocol layer sees it: only the method. The SDK's own schema would turn arguments that are not
+// an object into a protocol error; here they reach the pipeline, whose answer (INVALID_ARGUMENTS) the model can act on
+const CallToolRequest = z.object({ method: z.literal('tools/call') }).loose()
+
 /** the approver serveMcp mounts when the deployment has none: each serving session answers its own calls' requests */
 class ElicitingApprover implements ApprovalService {
   sessions = new Map<Ours, (request: ApprovalRequest) => Promise<ApprovalOutcome>>()
@@ -108,8 +132,8 @@ class ElicitingApprover implements ApprovalService {
   }
 }
 
-/** while stdout carries the protocol, logs must go to stderr */
-function divertLogs() {
+/** sends cordis' log output and console.log to stderr (while stdout carries the protocol); returns the undo */
+export function logsToStderr() {
   const targets = Logger.targets.map((target) => [target, target.print] as const)
   for (const [target] of targets) target.print = (text: string) => process.stderr.write(`${text}\n`)
   const log = console.log
@@ -153,11 +177,20 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
   }
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listTools() }))
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  // registered past Server's own tools/call wrapper, which would apply the SDK's strict schema first
+  Protocol.prototype.setRequestHandler.call(server, CallToolRequest, async (request, extra) => {
+    const params = request.params as { name?: unknown; arguments?: unknown } | undefined
+    if (typeof params?.name !== 'string') throw new McpError(ErrorCode.InvalidParams, 'Invalid params: tools/call needs params.name, a string')
+    const name = params.name
+    const deep = tooDeep(params.arguments, MAX_ARGUMENT_DEPTH)
+    if (deep !== undefined) {
+      const message = `invalid arguments for "${name}": they nest deeper than ${MAX_ARGUMENT_DEPTH} levels (at ${deep}). Flatten them and call again.`
+      return toCallToolResult(errorResult('INVALID_ARGUMENTS', message))
+    }
     const callId = `mcp-${session}-${++sequence}`
     inflight.set(callId, extra.requestId)
     try {
-      const result = await tools.execute({ callId, name: request.params.name, arguments: request.params.arguments ?? {}, signal: extra.signal, agent })
+      const result = await tools.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent })
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
@@ -216,8 +249,14 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
   if (scope.error) throw scope.error
   disposers.push(() => scope.dispose())
 
-  const transport = options.transport === undefined || options.transport === 'stdio' ? new StdioServerTransport() : options.transport
-  if (transport instanceof StdioServerTransport) disposers.push(divertLogs())
+  const stdio = options.transport === undefined || options.transport === 'stdio'
+  const transport = stdio
+    ? new LineTransport({
+        maxMessageBytes: options.maxMessageBytes,
+        onproblem: (problem, severe) => (severe ? logger.error : logger.warn).call(logger, 'session %s: %s', session, problem),
+      })
+    : (options.transport as Transport)
+  if (stdio) disposers.push(logsToStderr())
 
   let resolveClosed!: () => void
   const closed = new Promise<void>((resolve) => (resolveClosed = resolve))
@@ -228,13 +267,8 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     resolveClosed()
   }
   server.onclose = detach
+  // on stdio, the client closing our stdin is how it hangs up: the transport closes, and with it the server
   await server.connect(transport)
-  if (transport instanceof StdioServerTransport) {
-    // the client closing our stdin is how stdio clients hang up
-    const hangUp = () => server.close()
-    process.stdin.once('end', hangUp)
-    disposers.push(() => process.stdin.off('end', hangUp))
-  }
   logger.debug('serving %s over MCP (session %s)', agent ? String(agent) : 'the global view', session)
   return {
     server,
