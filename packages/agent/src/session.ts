@@ -12,6 +12,11 @@ declare module 'cordis' {
   interface Events {
     /** a user turn starts; per-turn policy state (repeat-call breakers, rate limits) resets on it */
     'agent/turn'(info: { agent?: Agent; turn: number }): void
+    /**
+     * a session with a log starts (`resumed: false`) or continues one (`resumed: true`, same `id`): plugins that keep
+     * per-session state (fs-observation's record of reads) key it by `id`, so a resumed session gets it back
+     */
+    'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
   }
 }
 
@@ -87,6 +92,8 @@ function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
 export class AgentSession {
   readonly messages: Message[] = []
   readonly agent?: Agent
+  /** the session's id: from the log it continues, or new; the same across resumes of one log */
+  readonly id: string
   turn = 0
   usage?: Usage
   private model: Model
@@ -105,17 +112,20 @@ export class AgentSession {
     this.model = options.model
     this.agent = options.agent
     const log = options.log
-    if (log?.resumed) {
+    const resumed = log?.resumed === true
+    if (log && resumed) {
       const { messages, dangling } = conversationOf(log.records)
       this.messages.push(...messages, ...dangling)
       this.turn = log.records.reduce((n, r) => (r.type === 'turn' ? Math.max(n, r.turn) : n), 0)
       for (const record of log.records) if (record.type === 'model') this.usage = addUsage(this.usage, record.usage)
       log.append({ type: 'resume', turns: this.turn, skipped: log.truncated })
       for (const message of dangling) log.append({ type: 'message', turn: this.turn, message })
-    } else if (log) {
-      log.append({ type: 'session', version: 1, id: `${Date.now().toString(36)}-${process.pid}`, agent: this.agent?.name, model: this.model.name })
     }
+    const begun = log?.records.find((record) => record.type === 'session')
+    this.id = begun?.type === 'session' ? begun.id : `${Date.now().toString(36)}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
+    if (log && !resumed) log.append({ type: 'session', version: 1, id: this.id, agent: this.agent?.name, model: this.model.name })
     this.listen()
+    if (log) ctx.emit('agent/session', { agent: this.agent, id: this.id, resumed })
   }
 
   private get scope(): Context {

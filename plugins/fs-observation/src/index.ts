@@ -8,6 +8,7 @@ import path from 'node:path'
 import { type Agent, agentOf, type Execution, type PreDecision, strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { ABSENT, Observations, pathKey } from './observations.ts'
+import { SavedObservations } from './saved.ts'
 
 export { ABSENT, Observations, pathKey } from './observations.ts'
 
@@ -15,6 +16,8 @@ declare module 'cordis' {
   interface Events {
     /** the contract with fs tool sets: see @faber/plugin-tools-fs; answered here with what the agent observed */
     'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
+    /** emitted by @faber/agent's AgentSession when a logged session starts or resumes (declared identically there) */
+    'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
   }
 }
 
@@ -49,7 +52,8 @@ async function existsNow(file: string): Promise<boolean | undefined> {
 
 export const name = 'fs-observation'
 export const reusable = true
-export const inject = ['tools']
+/** the store is optional: with it, what each session's agent observed outlives the process */
+export const inject = { tools: { required: true }, store: { required: false } }
 
 export interface Config {
   tools: { read: string[]; write: string[]; edit: string[] }
@@ -81,9 +85,37 @@ export function apply(ctx: Context, config: Config) {
   const roles = new Map<string, Role>()
   for (const role of ['read', 'write', 'edit'] as const) for (const tool of config.tools[role]) roles.set(tool, role)
   const observations = new Observations()
-  ctx.on('dispose', () => observations.clear())
+  // the session each agent speaks in (from agent/session): its observations are saved under that id
+  const sessions = new WeakMap<Agent, string>()
+  let agentlessSession: string | undefined
+  let saved: SavedObservations | undefined
+  const useStore = () => {
+    saved?.flush()
+    const store = ctx.get('store')?.connection
+    saved = store?.open ? new SavedObservations(store) : undefined
+  }
+  useStore()
+  ctx.on('internal/service', (name) => {
+    if (name === 'store') useStore()
+  })
+  ctx.on('dispose', () => {
+    saved?.flush()
+    observations.clear()
+  })
 
   const governs = (exec: Execution) => scope === undefined || exec.agent?.isWithin(scope) === true
+  const observe = (agent: Agent | undefined, root: string | undefined, key: string, version: string) => {
+    observations.set(agent, root, key, version)
+    const session = agent ? sessions.get(agent) : agentlessSession
+    if (session !== undefined) saved?.write(session, agent?.name ?? '', root ?? '', key, version)
+  }
+
+  ctx.on('agent/session', ({ agent, id }) => {
+    if (scope !== undefined && agent?.isWithin(scope) !== true) return
+    if (agent) sessions.set(agent, id)
+    else agentlessSession = id
+    for (const row of saved?.read(id, agent?.name ?? '') ?? []) observations.set(agent, row.root || undefined, row.path, row.version)
+  })
   const rootOf = (exec: Execution): string | undefined => {
     if (config.root !== undefined) return path.resolve(config.root)
     const hint = exec.tool.annotations.fsRoot
@@ -98,11 +130,11 @@ export function apply(ctx: Context, config: Config) {
       const value = result.value as { path?: unknown; version?: unknown } | null
       if (typeof value?.path !== 'string' || typeof value.version !== 'string') return
       const key = pathKey(root, value.path)
-      if (key !== undefined) observations.set(exec.agent, root, key, value.version)
+      if (key !== undefined) observe(exec.agent, root, key, value.version)
     } else if (result.error.toolCode === 'FS_NOT_FOUND') {
       const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
       const key = typeof input === 'string' ? pathKey(root, input) : undefined
-      if (key !== undefined) observations.set(exec.agent, root, key, ABSENT)
+      if (key !== undefined) observe(exec.agent, root, key, ABSENT)
     }
   })
 
@@ -151,4 +183,4 @@ export function apply(ctx: Context, config: Config) {
 }
 
 /** the plugin as one object, for `ctx.plugin(FsObservation, config)` with a default import */
-export default { name, reusable, Config, apply }
+export default { name, reusable, inject, Config, apply }

@@ -1,0 +1,82 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
+import ToolRuntime, { assertStarted, createAgent } from '@faber/core'
+import * as ToolsFs from '@faber/plugin-tools-fs'
+import DeploymentStore from '@faber/store'
+import { expect } from 'chai'
+import { Context, Logger } from 'cordis'
+import * as FsObservation from '../src/index.ts'
+
+Logger.levels.base = 0
+
+describe('fs-observation: a resumed session keeps what its agent read', () => {
+  let dir: string
+  let root: string
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'faber-resume-'))
+    root = path.join(dir, 'ws')
+    await import('node:fs/promises').then((fs) => fs.mkdir(root))
+    await writeFile(path.join(root, 'notes.txt'), 'hello world\n')
+  })
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  /** one process's worth: a deployment with the store, a session on `log` for agent "main", one user turn */
+  async function turn(log: string, script: ScriptStep[]) {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime)
+    ctx.plugin(DeploymentStore, { path: path.join(dir, 'faber.db') })
+    ctx.plugin(ToolsFs, { root })
+    ctx.plugin(FsObservation, {})
+    await ctx.start()
+    await assertStarted(ctx)
+    const agent = createAgent(ctx, { name: 'main' })
+    const sessionLog = await SessionLog.open(log)
+    const results: string[] = []
+    const session = new AgentSession(ctx, {
+      model: new ScriptedModel(script),
+      agent,
+      log: sessionLog,
+      onEvent: (event) => {
+        if (event.type === 'call-end') results.push(event.result.content)
+      },
+    })
+    try {
+      await session.send('go')
+    } finally {
+      session.dispose()
+      await sessionLog.close()
+      await ctx.stop()
+    }
+    return results
+  }
+
+  const read: ScriptStep[] = [{ toolCalls: [{ name: 'read', arguments: { path: 'notes.txt' } }] }, { text: 'read it' }]
+  const edit: ScriptStep[] = [{ toolCalls: [{ name: 'edit', arguments: { path: 'notes.txt', oldString: 'world', newString: 'there' } }] }, { text: 'done' }]
+
+  it('an edit after a restart needs no new read in the same session, and still needs one in a new session', async () => {
+    const log = path.join(dir, 'session.jsonl')
+    const [first] = await turn(log, read)
+    expect(first).to.contain('hello world')
+    // a new process resumes the log: the read it made before is known
+    const [resumed] = await turn(log, edit)
+    expect(resumed).to.match(/^edited notes\.txt: 1 replacement/)
+    expect(await readFile(path.join(root, 'notes.txt'), 'utf8')).to.equal('hello there\n')
+    // another session (another log) never read the file
+    const [fresh] = await turn(path.join(dir, 'other.jsonl'), [
+      { toolCalls: [{ name: 'edit', arguments: { path: 'notes.txt', oldString: 'there', newString: 'again' } }] },
+      { text: 'done' },
+    ])
+    expect(fresh).to.contain('edit requires reading "notes.txt" first')
+  })
+
+  it('a change made while the session was away is caught: the kept observation is of the old version', async () => {
+    const log = path.join(dir, 'session.jsonl')
+    await turn(log, read)
+    await writeFile(path.join(root, 'notes.txt'), 'hello world, changed by someone\n')
+    const [resumed] = await turn(log, edit)
+    expect(resumed).to.contain('"notes.txt" changed since you read it')
+    expect(await readFile(path.join(root, 'notes.txt'), 'utf8')).to.equal('hello world, changed by someone\n')
+  })
+})
