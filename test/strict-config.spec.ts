@@ -24,13 +24,15 @@ interface Subject {
   /** a config that starts, for plugins with required keys */
   base?: Record<string, unknown>
   needsTools?: boolean
+  /** a service plugin it needs besides the runtime */
+  needs?: unknown
 }
 
 const subjects: Record<string, Subject> = {
   '@faber/core': { plugin: ToolRuntime as never },
   '@faber/plugin-guards': { plugin: Guards as never, needsTools: true },
   '@faber/plugin-approval': { plugin: Approval as never },
-  'TerminalAnswerer (@faber/plugin-approval)': { plugin: TerminalAnswerer as never },
+  'TerminalAnswerer (@faber/plugin-approval)': { plugin: TerminalAnswerer as never, needs: Approval },
   '@faber/plugin-fs-observation': { plugin: FsObservation as never, needsTools: true },
   '@faber/plugin-tools-fs': { plugin: ToolsFs as never, base: { root: tmpdir() }, needsTools: true },
   '@faber/plugin-tool-cordis': { plugin: Inspector as never, needsTools: true },
@@ -50,6 +52,7 @@ function misspell(key: string): string {
 async function startError(subject: Subject, config: Record<string, unknown>): Promise<Error | undefined> {
   const ctx = new Context()
   if (subject.needsTools) ctx.plugin(ToolRuntime)
+  if (subject.needs) ctx.plugin(subject.needs as never)
   ctx.plugin(subject.plugin as never, config)
   try {
     await assertStarted(ctx)

@@ -15,12 +15,35 @@ export class PluginStartError extends Error {
   }
 }
 
-/** the first plugin (or fork) that failed to start, after every pending load has settled */
+// cordis 3.18's ScopeStatus.PENDING: a load whose required services are not all there yet
+const PENDING = 0
+
+/** the required services a pending load still waits for (none when it is not pending) */
+export function waitingFor(fork: { ctx: Context; status: number; runtime: { inject?: unknown; isReusable?: boolean; status: number } }): string[] {
+  const scope = fork.runtime.isReusable ? fork : fork.runtime
+  if (scope.status !== PENDING) return []
+  return Object.entries((fork.runtime.inject ?? {}) as Record<string, { required?: boolean }>)
+    .filter(([name, meta]) => meta.required && fork.ctx.get(name) == null)
+    .map(([name]) => name)
+}
+
+/**
+ * the first plugin load that did not start, after every pending load has settled: one whose config or apply failed,
+ * or one still waiting for a service no plugin provides (a policy that never runs is a policy not in force)
+ */
 export async function pluginFailure(ctx: Context): Promise<PluginStartError | undefined> {
   await ctx.lifecycle.flush()
   for (const runtime of ctx.registry.values()) {
+    const name = runtime.name ?? (runtime.plugin as { name?: string })?.name ?? 'anonymous'
     const failed = runtime.error ? runtime : [...runtime.children].find((fork) => fork.error)
-    if (failed?.error) return new PluginStartError(runtime.name ?? (runtime.plugin as { name?: string })?.name ?? 'anonymous', failed.error, runtime.plugin)
+    if (failed?.error) return new PluginStartError(name, failed.error, runtime.plugin)
+    for (const fork of runtime.children) {
+      const missing = waitingFor(fork as never)
+      if (!missing.length) continue
+      const services = missing.map((service) => `"${service}"`).join(', ')
+      const cause = `it needs the service${missing.length > 1 ? 's' : ''} ${services}, which no loaded plugin provides; load the plugin that provides it`
+      return new PluginStartError(name, cause, runtime.plugin)
+    }
   }
 }
 

@@ -169,3 +169,6 @@ export function apply(ctx: Context, config: Config) {
     return answer
   })
 }
+
+/** the answerer as one object, for `ctx.plugin(TerminalAnswerer, config)` */
+export default { name, inject, Config, apply }

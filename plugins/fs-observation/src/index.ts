@@ -183,4 +183,4 @@ export function apply(ctx: Context, config: Config) {
 }
 
 /** the plugin as one object, for `ctx.plugin(FsObservation, config)` with a default import */
-export default { name, reusable, inject, Config, apply }
+export default { name, inject, reusable, Config, apply }

@@ -300,3 +300,6 @@ export function apply(ctx: Context, config: Config) {
     limiter.resetTurn(slot)
   })
 }
+
+/** the plugin as one object, for `ctx.plugin(Guards, config)` with a default import */
+export default { name, inject, reusable, Config, apply }

@@ -437,3 +437,6 @@ export async function apply(ctx: Context, input: McpClient.Input = {}) {
   })
   await Promise.all(connections.map((connection) => connection.start()))
 }
+
+/** the MCP client plugin as one object, for `ctx.plugin(Mcp, config)` with a default import */
+export default { name, inject, reusable, Config, apply }

@@ -1,4 +1,5 @@
 export * from './client.ts'
+export { default } from './client.ts'
 export { renderContent, toCallToolResult } from './content.ts'
 export { type HttpServeOptions, type McpHttpServing, serveMcpHttp } from './http.ts'
 export { type ImportedSchema, importSchema } from './schema.ts'

@@ -61,13 +61,17 @@ function plugins(report: Report, name?: string): Selection {
   } else {
     const counts = countPlugins(report.plugins)
     lines.push(`plugins: ${counts.loads} loaded, ${counts.failed} failed, ${counts.pending} pending${name ? ` (showing those matching "${name}")` : ''}`)
+    for (const entry of report.inactive.filter((e) => !name || matches(e.name, name))) {
+      lines.push(`NOT ACTIVE: ${entry.name}${entry.agent ? ` on agent ${entry.agent}` : ''} (${entry.reason}); nothing it enforces is in force`)
+    }
     pluginLines(tree, 0, lines)
   }
   if (disposed.length) {
     lines.push('recently disposed:')
     for (const d of disposed) lines.push(`- ${d.name} (loaded by ${d.loadedBy}${d.agent ? ` on agent ${d.agent}` : ''}) at ${d.at}`)
   }
-  return { what: 'plugins', name, data: { plugins: tree ?? null, disposed }, text: lines.join('\n') }
+  const inactive = name ? report.inactive.filter((e) => matches(e.name, name)) : report.inactive
+  return { what: 'plugins', name, data: { plugins: tree ?? null, inactive, disposed }, text: lines.join('\n') }
 }
 
 // ---- services

@@ -17,6 +17,15 @@ export interface PluginReport {
   children: PluginReport[]
 }
 
+/** a plugin load that is not running: nothing it would enforce (a policy, say) is in force */
+export interface InactivePluginReport {
+  name: string
+  state: 'pending' | 'failed'
+  /** why: the error, or the services it waits for */
+  reason: string
+  agent?: string
+}
+
 export interface DisposedPluginReport {
   name: string
   /** the plugin it had been loaded by */
@@ -86,6 +95,8 @@ export interface AgentReport {
 
 export interface Report {
   plugins: PluginReport
+  /** every loaded plugin that is not active (failed, or waiting for a service), flagged */
+  inactive: InactivePluginReport[]
   disposed: DisposedPluginReport[]
   services: ServiceReport[]
   events: EventReport[]
@@ -112,6 +123,24 @@ function plugin(node: ScopeNode): PluginReport {
   if (agent) report.agent = agent.name
   if (node.reusable) report.reusable = true
   return report
+}
+
+function inactive(node: PluginReport, into: InactivePluginReport[] = []): InactivePluginReport[] {
+  for (const child of node.children) {
+    if (child.state === 'failed' || child.state === 'pending') {
+      const reason =
+        child.state === 'failed'
+          ? `failed: ${child.error ?? 'unknown error'}`
+          : child.waitingFor
+            ? `waiting for ${child.waitingFor.join(', ')}, which no loaded plugin provides`
+            : 'not started yet'
+      const entry: InactivePluginReport = { name: child.name, state: child.state, reason }
+      if (child.agent) entry.agent = child.agent
+      into.push(entry)
+    }
+    inactive(child, into)
+  }
+  return into
 }
 
 /** the tool view of one layer (undefined: the global one) */
@@ -163,8 +192,10 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
   const tools = untraced(root.get('tools'))
   if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
   const agents = tools.agents()
+  const plugins = plugin(pluginTree(root))
   return {
-    plugins: plugin(pluginTree(root)),
+    plugins,
+    inactive: inactive(plugins),
     disposed: sources.disposed ?? [],
     services: serviceSlots(root).map((slot) => {
       const service: ServiceReport = { name: slot.name, provider: slot.provider, isolated: slot.isolated }

@@ -1,0 +1,158 @@
+// a policy is in force whatever the load order: each policy plugin loaded before the runtime, after it, and with the
+// runtime replaced while the deployment runs. the plugins are loaded the way their READMEs show (default imports).
+
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import ToolRuntime, { assertStarted, type ToolResult } from '@faber/core'
+import Approval, { TerminalAnswerer } from '@faber/plugin-approval'
+import FsObservation from '@faber/plugin-fs-observation'
+import Guards from '@faber/plugin-guards'
+import Inspector, { renderReport } from '@faber/plugin-tool-cordis'
+import ToolsFs from '@faber/plugin-tools-fs'
+import { expect } from 'chai'
+import { Context, Logger } from 'cordis'
+
+Logger.levels.base = 0
+
+interface Policy {
+  load(ctx: Context): void
+  /** makes the call the policy must stop, and returns its result */
+  attempt(ctx: Context, root: string): Promise<ToolResult>
+  deniedBy: { stage: string; plugin: string }
+  /** what must be unchanged on disk afterwards */
+  untouched(root: string): Promise<void>
+}
+
+let sequence = 0
+const call = (ctx: Context, name: string, args: unknown) =>
+  ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, signal: new AbortController().signal })
+
+const noNewFile = async (root: string) => {
+  const created = await readFile(join(root, 'new.txt'), 'utf8').catch(() => undefined)
+  expect(created, 'the denied write must not have happened').to.equal(undefined)
+}
+
+const policies: Record<string, Policy> = {
+  '@faber/plugin-guards': {
+    load: (ctx) => ctx.plugin(Guards, { deny: [{ tools: ['write'], reason: 'nothing is written here' }] }),
+    attempt: (ctx) => call(ctx, 'write', { path: 'new.txt', content: 'x' }),
+    deniedBy: { stage: 'pre-execute', plugin: 'guards' },
+    untouched: noNewFile,
+  },
+  '@faber/plugin-approval': {
+    load: (ctx) => ctx.plugin(Approval, { policy: 'never', require: ['write'] }),
+    attempt: (ctx) => call(ctx, 'write', { path: 'new.txt', content: 'x' }),
+    deniedBy: { stage: 'approval', plugin: 'approval' },
+    untouched: noNewFile,
+  },
+  '@faber/plugin-fs-observation': {
+    load: (ctx) => ctx.plugin(FsObservation),
+    attempt: (ctx) => call(ctx, 'edit', { path: 'notes.txt', oldString: 'hello', newString: 'changed' }),
+    deniedBy: { stage: 'pre-execute', plugin: 'fs-observation' },
+    untouched: async (root) => {
+      expect(await readFile(join(root, 'notes.txt'), 'utf8')).to.equal('hello\n')
+    },
+  },
+}
+
+describe('policy plugins in any load order', () => {
+  let root: string
+  let ctx: Context
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'faber-order-'))
+    await writeFile(join(root, 'notes.txt'), 'hello\n')
+    ctx = new Context()
+  })
+  afterEach(async () => {
+    await ctx.stop()
+    await rm(root, { recursive: true, force: true })
+  })
+
+  async function inForce(policy: Policy) {
+    const result = await policy.attempt(ctx, root)
+    expect(result.isError && result.error, result.content).to.deep.include({ code: 'DENIED', deniedBy: policy.deniedBy })
+    await policy.untouched(root)
+  }
+
+  for (const [label, policy] of Object.entries(policies)) {
+    describe(label, () => {
+      it('loaded before the runtime', async () => {
+        policy.load(ctx)
+        ctx.plugin(ToolsFs, { root })
+        ctx.plugin(ToolRuntime)
+        await ctx.start()
+        await assertStarted(ctx)
+        await inForce(policy)
+      })
+
+      it('loaded after the runtime', async () => {
+        ctx.plugin(ToolRuntime)
+        ctx.plugin(ToolsFs, { root })
+        await ctx.start()
+        policy.load(ctx)
+        await assertStarted(ctx)
+        await inForce(policy)
+      })
+
+      it('with the runtime replaced while the deployment runs', async () => {
+        const first = ctx.plugin(ToolRuntime)
+        ctx.plugin(ToolsFs, { root })
+        policy.load(ctx)
+        await ctx.start()
+        await assertStarted(ctx)
+        await inForce(policy)
+        const before = ctx.get('tools')
+        first.dispose()
+        ctx.plugin(ToolRuntime)
+        await assertStarted(ctx)
+        expect(ctx.get('tools')).to.not.equal(before)
+        await inForce(policy)
+      })
+    })
+  }
+})
+
+describe('a plugin that never starts', () => {
+  it('waiting for a service no plugin provides, it fails the start check, naming what it waits for', async () => {
+    const ctx = new Context()
+    ctx.plugin(FsObservation)
+    await ctx.start()
+    const error = await assertStarted(ctx).then(
+      () => undefined,
+      (e: Error) => e,
+    )
+    expect(error?.message).to.equal(
+      'plugin "fs-observation" failed to start: it needs the service "tools", which no loaded plugin provides; load the plugin that provides it',
+    )
+    await ctx.stop()
+  })
+})
+
+describe('the inspector flags a loaded policy plugin that is not active', () => {
+  it('one waiting for a service and one that failed, in the report and its text', async () => {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime)
+    ctx.plugin(Inspector, { tool: false })
+    ctx.plugin(TerminalAnswerer)
+    ctx.plugin(Guards, { breaker: { remindAfter: 5, blockAfter: 2 } })
+    await ctx.start()
+    await ctx.lifecycle.flush()
+    const report = ctx.inspector.report()
+    expect(report.inactive).to.deep.equal([
+      { name: 'approval-terminal', state: 'pending', reason: 'waiting for approval, which no loaded plugin provides' },
+      {
+        name: 'guards',
+        state: 'failed',
+        reason: 'failed: guards: breaker.blockAfter (2) must be greater than breaker.remindAfter (5), or 0 to never block',
+      },
+    ])
+    const text = renderReport(report)
+    expect(text).to.contain('NOT ACTIVE: approval-terminal (waiting for approval, which no loaded plugin provides); nothing it enforces is in force')
+    expect(text).to.contain('NOT ACTIVE: guards (failed: guards: breaker.blockAfter (2)')
+    ctx.plugin(Approval)
+    await ctx.lifecycle.flush()
+    expect(ctx.inspector.report().inactive.map((entry) => entry.name)).to.deep.equal(['guards'])
+    await ctx.stop()
+  })
+})
