@@ -3,6 +3,7 @@
 
 import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
 import { Agent, agentOf } from './agent.ts'
+import { Catalog } from './catalog.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { collapses, type Mode } from './collapse.ts'
@@ -12,8 +13,8 @@ import { type Json, snapshot } from './json.ts'
 import { Pipeline, pluginName } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
 import type { JsonSchema } from './schema.ts'
-import { renderSdk } from './sdk.ts'
-import { type CompiledTool, compileTool, type Execution, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
+import { renderSdk, type SdkTool } from './sdk.ts'
+import { type CompiledTool, compileTool, type Execution, type ExecutionToken, RESULT_CHARS, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
 
 export type PreDecision = { kind: 'allow' } | { kind: 'ask'; reason: string } | { kind: 'deny'; reason: string }
 export type PostDecision = { kind: 'accept'; content?: string; value?: Json } | { kind: 'block'; feedback: string }
@@ -102,6 +103,9 @@ export interface ModeOrigin {
 
 export type Mask = { allow: string[] } | { deny: string[] }
 
+/** how the SDK is shown in the prompt: every declaration, a compact index, or whichever fits the token budget */
+export type SdkPresentation = 'full' | 'index' | 'auto'
+
 /** one noteworthy contributor to a layer, for inspection */
 interface Owned<T> {
   value: T
@@ -113,6 +117,7 @@ interface Layer {
   guards: Owned<Guard>[]
   masks: Owned<Mask>[]
   modes: Owned<Mode>[]
+  sdks: Owned<SdkPresentation>[]
 }
 
 interface View {
@@ -124,12 +129,18 @@ interface View {
   masked: Map<string, Agent>
   /** names registered on an agent that hide a same-named tool from further up */
   shadows: Map<string, { by: Agent | undefined; hidden: Agent | undefined }>
+  /** the nearest presentSdk on the agent's chain, else the config's `sdk` */
+  sdkPresentation: SdkPresentation
   schemas?: readonly ToolSchema[]
   wire?: Wire
   sdk?: string
+  sdkTools?: SdkTool[]
+  catalog?: Catalog
 }
 
 const CODE_ONLY_ORDER = 50
+/** bindings every program gets next to the tools (see catalog.ts) */
+const PROGRAM_HELPERS = ['$search', '$describe']
 const SDK_ORDER = 200
 
 const PIPELINE_EVENTS = ['tools/pre-execute', 'tools/execute', 'tools/post-execute', 'tools/result', 'code/call-start', 'code/call-settle'] as const
@@ -167,7 +178,7 @@ class ToolRuntime extends Service {
     this.hookTable = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name) => void this.services.delete(name))
-    this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [] })
+    this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
     this.codeMode = createRunCode(this)
     this.pipeline = new Pipeline({
       view: (agent) => this.view(agent),
@@ -178,7 +189,7 @@ class ToolRuntime extends Service {
       codeMode: this.codeMode,
       hookTable: this.hookTable,
     })
-    this.runCode = compileTool(this.codeMode.definition, { plugin: 'core', transport: true })
+    this.runCode = compileTool(this.codeMode.definition, { plugin: 'core', transport: true, resultChars: this.config.resultChars })
   }
 
   /** increases whenever what any agent sees may have changed */
@@ -199,7 +210,7 @@ class ToolRuntime extends Service {
     return caller.effect(() => {
       if (this.agentsByName.has(agent.name)) throw new TypeError(`createAgent: an agent named "${agent.name}" already exists; agent names are unique`)
       this.agentsByName.set(agent.name, agent)
-      this.layers.set(agent, { tools: new Map(), guards: [], masks: [], modes: [] })
+      this.layers.set(agent, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
       this.changed()
       return () => {
         agent.disposed = true
@@ -245,7 +256,7 @@ class ToolRuntime extends Service {
     const caller = this.caller ?? this.ctx
     const agent = agentOf(caller)
     const plugin = pluginName(caller)
-    const compiled = compileTool(definition, { owner: agent, plugin })
+    const compiled = compileTool(definition, { owner: agent, plugin, resultChars: this.config.resultChars })
     return caller.effect(() => {
       const layer = this.layerOf(agent, 'register')
       const existing = layer.tools.get(compiled.info.name)
@@ -277,6 +288,25 @@ class ToolRuntime extends Service {
       this.changed()
       return () => {
         layer.modes.splice(layer.modes.indexOf(entry) >>> 0, 1)
+        this.changed()
+      }
+    })
+  }
+
+  /** agent-scoped: how the SDK is shown to this agent and its descendants, over the deployment's `sdk` */
+  presentSdk(presentation: SdkPresentation): () => void {
+    const caller = this.caller ?? this.ctx
+    const agent = agentOf(caller)
+    if (!agent) throw new TypeError('tools.presentSdk is agent-scoped: call it through agent.ctx; set the deployment default with the `sdk` config')
+    if (presentation !== 'full' && presentation !== 'index' && presentation !== 'auto')
+      throw new TypeError(`tools.presentSdk: pass "full", "index" or "auto", got ${JSON.stringify(presentation)}`)
+    const entry = { value: presentation, plugin: pluginName(caller) }
+    return caller.effect(() => {
+      const layer = this.layerOf(agent, 'presentSdk')
+      layer.sdks.push(entry)
+      this.changed()
+      return () => {
+        layer.sdks.splice(layer.sdks.indexOf(entry) >>> 0, 1)
         this.changed()
       }
     })
@@ -365,6 +395,7 @@ class ToolRuntime extends Service {
     }
     let mode: Mode = this.config.mode
     let modeFrom: Agent | undefined
+    let sdkPresentation = this.config.sdk
     for (const level of chain) {
       const layer = this.layers.get(level)
       if (!layer) continue
@@ -387,9 +418,10 @@ class ToolRuntime extends Service {
         mode = present.value
         modeFrom = level
       }
+      sdkPresentation = layer.sdks.at(-1)?.value ?? sdkPresentation
     }
     if (mode !== 'native') tools.set(RUN_CODE, this.runCode)
-    view = { mode, modeFrom, tools, masked, shadows }
+    view = { mode, modeFrom, tools, masked, shadows, sdkPresentation }
     this.views.set(agent, view)
     return view
   }
@@ -455,7 +487,8 @@ class ToolRuntime extends Service {
     const tools = schemas.filter((s) => !collapses(s.name, view.mode, false))
     const sections: PromptSection[] = []
     const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
-    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: collapsed.length ? self.codeMode.codeOnlyRule(collapsed) : '' })
+    const rule = collapsed.length ? self.codeMode.codeOnlyRule(collapsed.map((name) => view.tools.get(name)!)) : ''
+    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: rule })
     if (view.mode !== 'native') sections.push({ id: 'tools:sdk', order: SDK_ORDER, text: self.codeMode.sdkSection(agent) })
     view.wire = Object.freeze({ mode: view.mode, tools: Object.freeze(tools), sections: Object.freeze(sections.map((s) => Object.freeze(s))) })
     return view.wire
@@ -494,31 +527,49 @@ class ToolRuntime extends Service {
     return self.services.get(name) as Context[K] | undefined
   }
 
-  /** @internal the binding names a program of this agent gets: everything it can see but run_code */
+  /** @internal the binding names a program of this agent gets: everything it can see but run_code, and the helpers */
   programTools(agent: Agent | undefined): string[] {
     const self = this[kRaw]
-    return self
+    const names = self
       .schemas(agent)
       .map((s) => s.name)
       .filter((name) => name !== RUN_CODE)
+    return [...PROGRAM_HELPERS, ...names]
   }
 
-  /** the TypeScript declarations of the SDK this agent's programs get; rendered once per generation */
+  /** @internal what the SDK renderers read for this agent: every tool it can see but run_code */
+  sdkTools(agent: Agent | undefined): SdkTool[] {
+    const view = this.view(agent)
+    view.sdkTools ??= [...view.tools.values()]
+      .filter((tool) => tool.info.name !== RUN_CODE)
+      .map((tool) => ({
+        name: tool.info.name,
+        description: tool.info.description,
+        parameters: tool.parameters,
+        output: tool.output,
+        rendered: tool.rendered,
+      }))
+    return view.sdkTools
+  }
+
+  /** @internal how this agent is shown the SDK */
+  sdkPresentation(agent: Agent | undefined): SdkPresentation {
+    return this.view(agent).sdkPresentation
+  }
+
+  /** @internal what tools.$search and tools.$describe read for this agent; built once per generation */
+  catalog(agent: Agent | undefined): Catalog {
+    const view = this.view(agent)
+    view.catalog ??= new Catalog(this.sdkTools(agent))
+    return view.catalog
+  }
+
+  /** the complete TypeScript declarations of the SDK this agent's programs get; rendered once per generation */
   sdkDeclarations(agent?: Agent): string {
     const self = this[kRaw]
     self.checkAgent(agent, 'sdkDeclarations')
     const view = self.view(agent)
-    view.sdk ??= renderSdk(
-      [...view.tools.values()]
-        .filter((tool) => tool.info.name !== RUN_CODE)
-        .map((tool) => ({
-          name: tool.info.name,
-          description: tool.info.description,
-          parameters: tool.parameters,
-          output: tool.output,
-          rendered: tool.rendered,
-        })),
-    )
+    view.sdk ??= renderSdk(self.sdkTools(agent))
     return view.sdk
   }
 
@@ -536,10 +587,18 @@ namespace ToolRuntime {
     /** type-check run_code programs against the SDK before running them */
     typecheck: boolean
     codeLimits: Partial<CodeRunLimits>
+    /** how the SDK is shown in the prompt */
+    sdk: SdkPresentation
+    /** under `auto`, the most tokens (estimated as characters / 4) the SDK section may take before an index replaces it */
+    sdkBudget: number
+    /** the most characters of a result's model-facing content; longer content is cut with a note saying so */
+    resultChars: number
   }
 
   /** what a deployer writes: every key optional, limits partial */
   export type Input = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
+
+  export const SDK_BUDGET = 6000
 
   export const Config: Schema<Input, Config> = strict(
     Schema.object({
@@ -548,6 +607,17 @@ namespace ToolRuntime {
         .description('how tools are shown to the model: native function calls, code (run_code + a typed SDK), or both'),
       maxParallelSubCalls: Schema.natural().min(1).default(8).description('concurrency-safe nested calls of one program that may overlap'),
       typecheck: Schema.boolean().default(false).description('type-check run_code programs against the SDK before running them'),
+      sdk: Schema.union(['auto', 'full', 'index'] as const)
+        .default('auto')
+        .description('how the SDK is shown: every declaration (full), a compact index (index), or full while it fits sdkBudget (auto)'),
+      sdkBudget: Schema.natural()
+        .min(1)
+        .default(SDK_BUDGET)
+        .description('auto: the most tokens (characters / 4) the SDK section may take in full; above it the model gets an index'),
+      resultChars: Schema.natural()
+        .min(256)
+        .default(RESULT_CHARS)
+        .description("the most characters of a result's content shown to the model; the rest is cut with a note"),
       codeLimits: Schema.object({
         cpuMs: Schema.natural().min(1).description('compute budget per program in ms; time awaiting tools does not count'),
         wallMs: Schema.natural().min(1).description('wall-clock budget per program in ms'),

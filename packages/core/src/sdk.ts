@@ -1,5 +1,6 @@
-// the Code Mode SDK: TypeScript declarations of every tool a `run_code` program can call as `await tools.<name>(args)`.
-// rendering is total (whatever it cannot express becomes `unknown`) and deterministic, so the prompt prefix stays cacheable.
+// the Code Mode SDK: TypeScript declarations of every tool a `run_code` program can call as `await tools.<name>(args)`,
+// in full or as a compact index. rendering is total (whatever it cannot express becomes `unknown`), complete (nothing
+// is cut) and deterministic, so the prompt prefix stays cacheable.
 
 import { ANNOTATION_KEYWORDS, type JsonSchema, VALUE_CONSTRAINTS } from './schema.ts'
 
@@ -13,7 +14,6 @@ export interface SdkTool {
 }
 
 const RUN_CODE = 'run_code'
-const DESCRIPTION_LIMIT = 200
 // deeper than any real tool schema; keeps hostile input from exhausting the stack
 const MAX_DEPTH = 48
 
@@ -29,6 +29,9 @@ const UNTIDY = /[^\S ]| {2}|^ | $|\*\//
 const UNION = 0
 const INTERSECTION = 1
 const ATOM = 2
+
+const ONE_LINE_MEMBERS = 4
+const ONE_LINE_WIDTH = 80
 
 const NO_PROPERTIES: Record<string, never> = Object.freeze({})
 const NO_NAMES: never[] = []
@@ -46,15 +49,65 @@ function methodKey(name: string) {
   return name === 'new' ? '"new"' : key(name)
 }
 
-/** one line, at most DESCRIPTION_LIMIT characters, safe inside a block comment */
+/** one line, safe inside a block comment; nothing is cut */
 function oneLine(text: unknown): string {
   if (typeof text !== 'string') return ''
-  const line = UNTIDY.test(text) ? text.replace(/\s+/g, ' ').trim().replaceAll('*/', '*\\/') : text
-  if (line.length <= DESCRIPTION_LIMIT) return line
-  let end = DESCRIPTION_LIMIT - 1
-  // never split a surrogate pair
-  if (/[\uD800-\uDBFF]/.test(line[end - 1])) end--
-  return `${line.slice(0, end).trimEnd()}…`
+  return UNTIDY.test(text) ? text.replace(/\s+/g, ' ').trim().replaceAll('*/', '*\\/') : text
+}
+
+/** a doc comment at `indent`: one line when it fits on one, else its lines kept (blank ones dropped), nothing cut */
+function docComment(text: string, indent: string): string {
+  if (!text) return ''
+  const lines: string[] = []
+  for (const raw of text.replaceAll('*/', '*\\/').split(/\r?\n/)) {
+    const line = raw.replace(/\s+/g, ' ').trim()
+    if (line) lines.push(line)
+  }
+  if (lines.length === 0) return ''
+  return `${indent}/** ${lines.join(`\n${indent}`)} */\n`
+}
+
+// constraints a TypeScript type cannot say, shown as doc tags: `@minimum 1 @default 10`
+const TAGS = [
+  'default',
+  'minimum',
+  'exclusiveMinimum',
+  'maximum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'format',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+]
+
+function tags(schema: Record<string, unknown>): string {
+  let text = ''
+  for (const tag of TAGS) {
+    const value = schema[tag]
+    if (value === undefined || (tag === 'uniqueItems' && value !== true)) continue
+    if (tag === 'uniqueItems') {
+      text += ' @uniqueItems'
+      continue
+    }
+    let shown: string
+    try {
+      shown = typeof value === 'string' && tag !== 'default' ? value : (JSON.stringify(value) ?? '')
+    } catch {
+      continue
+    }
+    text += ` @${tag} ${shown.replace(/\s+/g, ' ').replaceAll('*/', '*\\/')}`
+  }
+  return text.trimStart()
+}
+
+/** the property's doc comment text: its description and its constraints */
+function propertyDoc(property: unknown): string {
+  if (!isRecord(property)) return ''
+  return [oneLine(property.description), tags(property)].filter(Boolean).join(' ')
 }
 
 function literal(value: unknown): string {
@@ -206,8 +259,8 @@ class Renderer {
       if (!Object.hasOwn(properties, name)) continue
       const property = properties[name]
       const type = this.render(property, inner)
-      const description = isRecord(property) ? oneLine(property.description) : ''
-      if (description) body += `${inner}/** ${description} */\n`
+      const doc = propertyDoc(property)
+      if (doc) body += `${inner}/** ${doc} */\n`
       const isRequired = required.includes(name)
       optional ||= !isRequired
       body += `${inner}${key(name)}${isRequired ? '' : '?'}: ${type}\n`
@@ -224,6 +277,12 @@ class Renderer {
       body += `${inner}[key: string]: ${index}\n`
     } else if (count === 0) return this.atom(additionalProperties === false ? 'Record<string, never>' : 'Record<string, unknown>')
     else if (additionalProperties === true) body += `${inner}[key: string]: unknown\n`
+    // a small object without comments reads as well on one line, and costs the model fewer tokens
+    const members = body.slice(0, -1).split(`\n${inner}`)
+    if (!body.includes('/**') && members.length <= ONE_LINE_MEMBERS) {
+      const line = `{ ${members.map((m) => m.trim()).join('; ')} }`
+      if (line.length <= ONE_LINE_WIDTH && !line.includes('\n')) return this.atom(line)
+    }
     return this.atom(`{\n${body}${indent}}`)
   }
 }
@@ -267,58 +326,187 @@ function argsOptional(schema: unknown, rendered: string) {
   return !Array.isArray(schema.required) || schema.required.length === 0
 }
 
-/** deterministic TypeScript declarations for a set of tools; never throws */
-export function renderSdk(tools: readonly SdkTool[]): string {
+/** the tools a rendering covers: well-named, run_code left out, sorted by code unit, one per name */
+export function sdkTools(tools: readonly SdkTool[]): SdkTool[] {
   let list: SdkTool[] = []
   try {
     list = tools.filter((tool) => isRecord(tool) && typeof tool.name === 'string' && tool.name !== '' && tool.name !== RUN_CODE)
   } catch {}
   // equal names are a registry bug; break the tie by content so the output still ignores input order
   list.sort((a, b) => compare(a.name, b.name) || compare(safeJson(a), safeJson(b)))
-  const used = new Set<string>()
-  let types = ''
-  let bindings = ''
-  let previous: string | undefined
-  for (const tool of list) {
-    if (tool.name === previous) continue
-    previous = tool.name
-    const base = pascal(tool.name)
-    let typeName = base
-    for (let n = 2; used.has(typeName); n++) typeName = `${base}${n}`
-    used.add(typeName)
-    let parameters = 'unknown'
-    let output = 'unknown'
-    let description = ''
-    let optional = true
-    try {
-      const memo = isRecord(tool.rendered) ? tool.rendered : undefined
-      parameters = memo?.parameters ?? schemaToTs(tool.parameters)
-      output = memo?.output ?? schemaToTs(tool.output)
-      if (memo) {
-        memo.parameters = parameters
-        memo.output = output
-      }
-      description = oneLine(tool.description)
-      optional = argsOptional(tool.parameters, parameters)
-    } catch {}
-    types += `type ${typeName}Args = ${parameters}\ntype ${typeName}Output = ${output}\n\n`
-    if (description) bindings += `  /** ${description} */\n`
-    bindings += `  ${methodKey(tool.name)}(args${optional ? '?' : ''}: ${typeName}Args): Promise<${typeName}Output>\n`
-  }
-  return (
-    'declare class ToolCallError extends Error {\n  readonly toolName: string\n  readonly code?: string\n}\n\n' +
-    types +
-    (bindings ? `declare const tools: {\n${bindings}}\n` : 'declare const tools: {}\n')
-  )
+  return list.filter((tool, i) => i === 0 || list[i - 1].name !== tool.name)
 }
+
+interface RenderedTool {
+  name: string
+  description: string
+  args: string
+  output: string
+  optional: boolean
+}
+
+function renderTool(tool: SdkTool): RenderedTool {
+  const rendered: RenderedTool = { name: tool.name, description: '', args: 'unknown', output: 'unknown', optional: true }
+  try {
+    const memo = isRecord(tool.rendered) ? tool.rendered : undefined
+    rendered.args = memo?.parameters ?? schemaToTs(tool.parameters)
+    rendered.output = memo?.output ?? schemaToTs(tool.output)
+    if (memo) {
+      memo.parameters = rendered.args
+      memo.output = rendered.output
+    }
+    rendered.description = typeof tool.description === 'string' ? tool.description : ''
+    rendered.optional = argsOptional(tool.parameters, rendered.args)
+  } catch {}
+  return rendered
+}
+
+const reindent = (text: string, indent: string) => (indent ? text.replaceAll('\n', `\n${indent}`) : text)
+
+function member(tool: RenderedTool, indent: string, args: string, output: string) {
+  const signature = `${indent}${methodKey(tool.name)}(args${tool.optional ? '?' : ''}: ${args}): Promise<${output}>\n`
+  return docComment(tool.description, indent) + signature
+}
+
+const TOOL_CALL_ERROR = 'declare class ToolCallError extends Error { readonly toolName: string; readonly code?: string }\n'
+
+/** the two helpers every program has next to the tools; they are not tools and make no call through the pipeline */
+export const SDK_HELPERS =
+  '  $search(query: string, limit?: number): Promise<{ name: string; summary: string }[]>\n' + '  $describe(...names: string[]): Promise<string>\n'
+
+/**
+ * deterministic TypeScript declarations for a set of tools; never throws. argument and output types are written
+ * where they are used, except that a multi-line type used more than once is declared once under a name; `unknown`
+ * outputs stay `Promise<unknown>`.
+ */
+export function renderSdk(tools: readonly SdkTool[]): string {
+  const list = sdkTools(tools).map(renderTool)
+  const uses = new Map<string, number>()
+  for (const tool of list) {
+    for (const text of [tool.args, tool.output]) if (text.includes('\n')) uses.set(text, (uses.get(text) ?? 0) + 1)
+  }
+  const named = new Map<string, string>()
+  const taken = new Set<string>()
+  let types = ''
+  const nameFor = (text: string, base: string) => {
+    if ((uses.get(text) ?? 0) < 2) return reindent(text, '  ')
+    let name = named.get(text)
+    if (name === undefined) {
+      name = base
+      for (let n = 2; taken.has(name); n++) name = `${base}${n}`
+      taken.add(name)
+      named.set(text, name)
+      types += `type ${name} = ${text}\n`
+    }
+    return name
+  }
+  let bindings = ''
+  for (const tool of list) {
+    const base = pascal(tool.name)
+    bindings += member(tool, '  ', nameFor(tool.args, `${base}Args`), nameFor(tool.output, `${base}Output`))
+  }
+  return `${TOOL_CALL_ERROR}\n${types ? `${types}\n` : ''}declare const tools: {\n${SDK_HELPERS}${bindings}}\n`
+}
+
+/** the complete declarations of these tools, each standing alone (what `tools.$describe` answers) */
+export function describeTools(tools: readonly SdkTool[]): string {
+  return sdkTools(tools)
+    .map((tool) => {
+      const rendered = renderTool(tool)
+      return member(rendered, '', rendered.args, rendered.output)
+    })
+    .join('\n')
+}
+
+const SUMMARY_LIMIT = 160
+
+/** the first sentence of a description, on one line; an index shows it, `$describe` gives the rest */
+export function summaryOf(description: unknown): string {
+  if (typeof description !== 'string') return ''
+  const text = description.replace(/\s+/g, ' ').trim()
+  const end = /[.!?](?= |$)/.exec(text)
+  let sentence = end ? text.slice(0, end.index + 1) : text
+  // a sentence the index cannot hold ends visibly cut; $describe has it whole
+  if (sentence.length > SUMMARY_LIMIT) sentence = `${sentence.slice(0, SUMMARY_LIMIT - 1).trimEnd()}…`
+  return sentence
+}
+
+/** the argument names of a tool, `?` marking optional ones: `path, limit?` */
+export function argNames(parameters: unknown): string {
+  if (!isRecord(parameters) || !isRecord(parameters.properties)) return ''
+  const required = Array.isArray(parameters.required) ? parameters.required : []
+  return Object.keys(parameters.properties)
+    .map((name) => `${IDENTIFIER.test(name) ? name : JSON.stringify(name)}${required.includes(name) ? '' : '?'}`)
+    .join(', ')
+}
+
+const OTHER = 'other'
+
+/** groups of an index: an MCP server's prefix (`server__`), else a first name segment shared by several tools */
+export function groupTools(names: readonly string[]): Map<string, string[]> {
+  const first = (name: string) => {
+    const server = name.indexOf('__')
+    if (server > 0) return name.slice(0, server)
+    const segment = /^[A-Za-z0-9]+(?=[._:-])/.exec(name)
+    return segment ? segment[0] : undefined
+  }
+  const counts = new Map<string, number>()
+  for (const name of names) {
+    const key = first(name)
+    if (key !== undefined) counts.set(key, (counts.get(key) ?? 0) + 1)
+  }
+  const groups = new Map<string, string[]>()
+  for (const name of names) {
+    const key = first(name)
+    const group = key !== undefined && (counts.get(key) ?? 0) > 1 ? key : OTHER
+    let list = groups.get(group)
+    if (!list) groups.set(group, (list = []))
+    list.push(name)
+  }
+  const keys = [...groups.keys()].sort((a, b) => (a === OTHER ? 1 : b === OTHER ? -1 : compare(a, b)))
+  return new Map(keys.map((key) => [key, groups.get(key)!]))
+}
+
+export type IndexLevel = 'index' | 'names'
+
+/**
+ * a compact index of the tools, grouped: `index` gives each tool's call shape and first sentence, `names` only the
+ * names (for catalogs too large even for that)
+ */
+export function renderIndex(tools: readonly SdkTool[], level: IndexLevel = 'index'): string {
+  const list = sdkTools(tools)
+  const byName = new Map(list.map((tool) => [tool.name, tool]))
+  let text = ''
+  for (const [group, names] of groupTools(list.map((tool) => tool.name))) {
+    if (level === 'names') {
+      text += `${group} (${names.length}): ${names.join(', ')}\n`
+      continue
+    }
+    text += `${group}:\n`
+    for (const name of names) {
+      const tool = byName.get(name)!
+      const summary = summaryOf(tool.description)
+      text += `${binding(name)}(${argNames(tool.parameters)})${summary ? ` ${summary}` : ''}\n`
+    }
+  }
+  return text
+}
+
+function binding(name: string) {
+  return IDENTIFIER.test(name) ? name : `[${JSON.stringify(name)}]`
+}
+
+/** globals the prompt names as present in a program, besides `tools`, `console` and `ToolCallError` (checked on both sandboxes) */
+export const PROGRAM_GLOBALS = ['JSON', 'Math', 'Date', 'Intl', 'Promise', 'Map', 'Set', 'RegExp', 'Array', 'Object', 'String', 'Number', 'Uint8Array']
+/** globals a program might expect that it does not have */
+export const ABSENT_GLOBALS = ['setTimeout', 'setInterval', 'fetch', 'require', 'process', 'Buffer', 'URL']
 
 /** how to use the SDK, for the prompt section that precedes it */
 export function sdkUsage(): string {
   return [
-    'Call the tools below by writing TypeScript for `run_code`. Your code is the body of an async function: top-level `await` and `return` work.',
-    '- Call a tool with `await tools.<name>(args)`; the declarations below give each one its argument and result types.',
-    '- A failed call rejects with a `ToolCallError` (`toolName`, `code`, `message`); catch it to recover or try another way.',
-    '- Overlap independent calls: `const [a, b] = await Promise.all([tools.x(...), tools.y(...)])`.',
-    '- Only what you `return` or `console.log` comes back to the conversation, so filter and summarise inside the program.',
+    'Write the body of an async TypeScript function (top-level `await` and `return` work). Call tools as `await tools.<name>(args)`;',
+    'overlap independent calls with `Promise.all`. A failed call rejects with a `ToolCallError` (`toolName`, `code`, `message`): catch it to recover.',
+    'Only what you `return` or `console.log` comes back, so filter and summarise inside the program.',
+    `Globals: JavaScript built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...), \`tools\`, \`console\`, \`ToolCallError\`; no ${ABSENT_GLOBALS.join(', ')} or import.`,
   ].join('\n')
 }

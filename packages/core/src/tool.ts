@@ -102,8 +102,22 @@ export const RUN_CODE = 'run_code'
 
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/
 
+/** compact JSON: a result is read by a model, and pretty-printing only pads it with tokens */
 export function defaultRender(value: Json): string {
-  return typeof value === 'string' ? value : JSON.stringify(value, null, 2)
+  return typeof value === 'string' ? value : JSON.stringify(value)
+}
+
+/** the default cap on a result's model-facing content, in characters (ToolRuntime's `resultChars`) */
+export const RESULT_CHARS = 40_000
+
+/** `text` cut to `limit` characters, with a note of what was cut and how to get less */
+export function capContent(text: string, limit: number): string {
+  if (text.length <= limit) return text
+  let end = limit
+  // never split a surrogate pair
+  if (/[\uD800-\uDBFF]/.test(text[end - 1])) end--
+  const cut = text.length - end
+  return `${text.slice(0, end)}\n[cut: the last ${cut} of ${text.length} characters were left out (results are capped at ${limit}). Ask for less: a narrower range, a filter, a smaller page, or select what you need inside run_code.]`
 }
 
 /** a registered definition with its schemas checked and compiled once */
@@ -126,7 +140,7 @@ function toJsonSchema(schema: unknown, path: string): JsonSchema {
 }
 
 /** checks a definition at registration; every refusal says what to change */
-export function compileTool(definition: ToolDefinition, registrar: { owner?: Agent; plugin: string; transport?: boolean }): CompiledTool {
+export function compileTool(definition: ToolDefinition, registrar: { owner?: Agent; plugin: string; transport?: boolean; resultChars?: number }): CompiledTool {
   if (typeof definition !== 'object' || definition === null) throw new TypeError('a tool definition must be an object')
   const { name } = definition
   if (typeof name !== 'string' || !NAME.test(name)) {
@@ -154,6 +168,7 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
     throw error
   }
   const render = definition.output.render
+  const limit = registrar.resultChars ?? RESULT_CHARS
   return Object.freeze({
     definition,
     info: Object.freeze({
@@ -169,6 +184,8 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
     validateArguments: compileSchema(parameters),
     validateOutput: compileSchema(output),
     rendered: {},
-    render: render ? (args: Json, value: Json) => String(render(args, value)) : (_: Json, value: Json) => defaultRender(value),
+    render: render
+      ? (args: Json, value: Json) => capContent(String(render(args, value)), limit)
+      : (_: Json, value: Json) => capContent(defaultRender(value), limit),
   })
 }

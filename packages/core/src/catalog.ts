@@ -1,0 +1,131 @@
+// what `tools.$search` and `tools.$describe` answer inside a program: a search over the tools one agent can see,
+// built once per view (so masks, shadows and presentAs apply as they do to the bindings). these helpers are not
+// tools: they read the registry's view, run no body and make no call through the pipeline.
+
+import { describeTools, type SdkTool, sdkTools, summaryOf } from './sdk.ts'
+
+export interface SearchHit {
+  name: string
+  summary: string
+}
+
+interface Entry {
+  tool: SdkTool
+  name: string
+  lower: string
+  nameWords: Set<string>
+  words: Set<string>
+  summary: string
+}
+
+const STOP = new Set(['a', 'an', 'the', 'to', 'of', 'and', 'or', 'in', 'on', 'for', 'with', 'by', 'from', 'is', 'it', 'its', 'as', 'at', 'be', 'this', 'that'])
+export const SEARCH_LIMIT = 10
+const MAX_LIMIT = 50
+
+/** a crude stem, enough to let `files` find `file` and `reading` find `read` */
+function stem(word: string) {
+  if (word.length > 5 && word.endsWith('ing')) return word.slice(0, -3)
+  if (word.length > 4 && word.endsWith('ed')) return word.slice(0, -2)
+  if (word.length > 4 && word.endsWith('ies')) return `${word.slice(0, -3)}y`
+  if (word.length > 3 && word.endsWith('s') && !word.endsWith('ss')) return word.slice(0, -1)
+  return word
+}
+
+function words(text: string): string[] {
+  const out: string[] = []
+  // camelCase and snake_case both split into words
+  for (const word of text
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)) {
+    if (word && !STOP.has(word)) out.push(stem(word))
+  }
+  return out
+}
+
+function distance(a: string, b: string) {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = current
+  }
+  return previous[b.length]
+}
+
+export class Catalog {
+  private entries: Entry[]
+  private byName: Map<string, Entry>
+
+  constructor(tools: readonly SdkTool[]) {
+    this.entries = sdkTools(tools).map((tool) => {
+      const described = [tool.description, ...propertyText(tool.parameters)].join(' ')
+      return {
+        tool,
+        name: tool.name,
+        lower: tool.name.toLowerCase(),
+        nameWords: new Set(words(tool.name)),
+        words: new Set(words(described)),
+        summary: summaryOf(tool.description),
+      }
+    })
+    this.byName = new Map(this.entries.map((entry) => [entry.name, entry]))
+  }
+
+  /** the best matches for a query, best first; ties go by name, so the answer is the same every time */
+  search(query: string, limit = SEARCH_LIMIT): SearchHit[] {
+    const terms = [...new Set(words(query))]
+    const whole = query.trim().toLowerCase()
+    const scored: { entry: Entry; score: number }[] = []
+    for (const entry of this.entries) {
+      let score = whole && entry.lower.includes(whole) ? 3 : 0
+      for (const term of terms) {
+        if (entry.nameWords.has(term)) score += 4
+        else if (term.length >= 3 && entry.lower.includes(term)) score += 2
+        if (entry.words.has(term)) score += 1
+      }
+      if (score > 0) scored.push({ entry, score })
+    }
+    scored.sort((a, b) => b.score - a.score || (a.entry.name < b.entry.name ? -1 : 1))
+    const bound = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)))
+    return scored.slice(0, bound).map(({ entry }) => ({ name: entry.name, summary: entry.summary }))
+  }
+
+  /** the complete declarations of the named tools, or the names that are not tools with the nearest ones */
+  describe(names: readonly string[]): { ok: true; text: string } | { ok: false; message: string } {
+    const missing = names.filter((name) => !this.byName.has(name))
+    if (missing.length) {
+      const notes = missing.map((name) => {
+        const near = this.nearest(name)
+        return `\`${name}\` is not a tool${near.length ? `; did you mean ${near.map((n) => `\`${n}\``).join(' or ')}?` : ''}`
+      })
+      return { ok: false, message: `tools.$describe: ${notes.join('; ')}` }
+    }
+    return { ok: true, text: describeTools(names.map((name) => this.byName.get(name)!.tool)) }
+  }
+
+  /** up to three names close to `name` */
+  nearest(name: string): string[] {
+    const lower = name.toLowerCase()
+    const scored: [number, string][] = []
+    for (const entry of this.entries) {
+      const d = entry.lower.includes(lower) || lower.includes(entry.lower) ? 1 : distance(lower, entry.lower)
+      if (d <= Math.max(2, Math.floor(name.length / 3))) scored.push([d, entry.name])
+    }
+    scored.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1))
+    return scored.slice(0, 3).map(([, n]) => n)
+  }
+}
+
+/** property names and descriptions, so a search for an argument finds its tool */
+function propertyText(parameters: unknown): string[] {
+  const properties = (parameters as { properties?: unknown } | null)?.properties
+  if (typeof properties !== 'object' || properties === null) return []
+  const out: string[] = []
+  for (const [name, property] of Object.entries(properties)) {
+    out.push(name)
+    const description = (property as { description?: unknown } | null)?.description
+    if (typeof description === 'string') out.push(description)
+  }
+  return out
+}

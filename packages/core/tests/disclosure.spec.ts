@@ -1,0 +1,169 @@
+// progressive disclosure: how the SDK is presented (full, index, auto) per deployment and per agent, and what
+// tools.$search / tools.$describe answer; all limited to what the agent can see.
+
+import ToolRuntime, { Catalog, createAgent, defineTool, describeTools, renderIndex, type SdkTool, summaryOf, t } from '@faber/core'
+import { expect } from 'chai'
+import { Context } from 'cordis'
+import { deployment } from './helpers.ts'
+
+function register(ctx: Context, name: string, description: string, extra: Record<string, ReturnType<typeof t.string>> = {}) {
+  return ctx.tools.register(
+    defineTool({
+      name,
+      description,
+      parameters: t.object({ path: t.string().describe('where'), ...extra }),
+      output: { schema: t.object({ ok: t.boolean() }) },
+      execute: () => ({ ok: true }),
+    }),
+  )
+}
+
+const sdkText = (ctx: Context, agent?: ReturnType<typeof createAgent>) => ctx.tools.wire(agent).sections.find((s) => s.id === 'tools:sdk')!.text
+
+describe('SDK presentation', () => {
+  it('auto shows every declaration while they fit the budget, then an index, then names only', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    register(ctx, 'fs_read', 'Read a file. Returns its text.')
+    register(ctx, 'fs_write', 'Write a file. Creates it when missing.')
+    expect(sdkText(ctx)).to.include('```ts').and.include('fs_read(args: ')
+    const small = new Context()
+    small.plugin(ToolRuntime, { mode: 'code', sdkBudget: 250 })
+    await small.start()
+    register(small, 'fs_read', 'Read a file. Returns its text.')
+    register(small, 'fs_write', 'Write a file. Creates it when missing.')
+    const index = sdkText(small)
+    expect(index).to.include('an index').and.include('fs:\nfs_read(path) Read a file.\nfs_write(path) Write a file.')
+    expect(index).not.to.include('Returns its text')
+    const tiny = new Context()
+    tiny.plugin(ToolRuntime, { mode: 'code', sdkBudget: 1 })
+    await tiny.start()
+    register(tiny, 'fs_read', 'Read a file.')
+    register(tiny, 'fs_write', 'Write a file.')
+    expect(sdkText(tiny)).to.include('fs (2): fs_read, fs_write')
+  })
+
+  it('is set per deployment and per agent, the nearest presentSdk winning', async () => {
+    const ctx = await deployment({ mode: 'code', sdk: 'index' } as never)
+    register(ctx, 'read', 'Read a file.')
+    const parent = createAgent(ctx, { name: 'parent' })
+    const child = createAgent(ctx, { name: 'child', parent })
+    expect(sdkText(ctx)).to.include('an index')
+    const dispose = parent.ctx.tools.presentSdk('full')
+    expect(sdkText(ctx, child)).to.include('```ts')
+    child.ctx.tools.presentSdk('index')
+    expect(sdkText(ctx, child)).to.include('an index')
+    expect(sdkText(ctx, parent)).to.include('```ts')
+    dispose()
+    expect(sdkText(ctx, parent)).to.include('an index')
+    expect(() => ctx.tools.presentSdk('full')).to.throw(/agent-scoped/)
+    expect(() => parent.ctx.tools.presentSdk('tiny' as never)).to.throw(/"full", "index" or "auto"/)
+  })
+
+  it('is byte-identical across registration orders and runs', async () => {
+    const names = ['b_two', 'a_one', 'c_three', 'a_four', 'b_five']
+    const texts = new Set<string>()
+    for (const order of [names, [...names].reverse(), [names[2], names[0], names[4], names[1], names[3]]]) {
+      for (const sdk of ['full', 'index', 'auto'] as const) {
+        const ctx = new Context()
+        ctx.plugin(ToolRuntime, { mode: 'code', sdk })
+        await ctx.start()
+        for (const name of order) register(ctx, name, `Tool ${name}. More words.`)
+        texts.add(
+          `${sdk}\n${ctx.tools
+            .wire()
+            .sections.map((s) => s.text)
+            .join('\n')}`,
+        )
+      }
+    }
+    expect(texts.size).to.equal(3)
+  })
+})
+
+describe('the catalog behind tools.$search and tools.$describe', () => {
+  const tools: SdkTool[] = [
+    {
+      name: 'read_file',
+      description: 'Read the complete contents of a file. Use head or tail for part of it.',
+      parameters: { type: 'object', properties: { path: { type: 'string' } } },
+      output: {},
+    },
+    { name: 'write_file', description: 'Create or overwrite a file.', parameters: { type: 'object', properties: { path: { type: 'string' } } }, output: {} },
+    {
+      name: 'search_files',
+      description: 'Find files by name pattern.',
+      parameters: { type: 'object', properties: { pattern: { type: 'string' } } },
+      output: {},
+    },
+    {
+      name: 'create_issue',
+      description: 'Open an issue in the tracker.',
+      parameters: { type: 'object', properties: { title: { type: 'string' } } },
+      output: {},
+    },
+  ]
+
+  it('ranks by name, then description and arguments, ties by name', () => {
+    const catalog = new Catalog(tools)
+    expect(catalog.search('read file').map((hit) => hit.name)).to.deep.equal(['read_file', 'search_files', 'write_file'])
+    expect(catalog.search('issue')[0]).to.deep.equal({ name: 'create_issue', summary: 'Open an issue in the tracker.' })
+    expect(catalog.search('pattern')[0].name).to.equal('search_files')
+    expect(catalog.search('read file', 1)).to.have.length(1)
+    expect(catalog.search('zebra')).to.deep.equal([])
+  })
+
+  it('describes completely and names the nearest tools for a wrong name', () => {
+    const catalog = new Catalog(tools)
+    const described = catalog.describe(['read_file'])
+    expect(described).to.deep.equal({ ok: true, text: describeTools([tools[0]]) })
+    expect(described.ok && described.text).to.include('Use head or tail for part of it.')
+    expect(catalog.describe(['reed_file'])).to.deep.equal({ ok: false, message: 'tools.$describe: `reed_file` is not a tool; did you mean `read_file`?' })
+  })
+
+  it('summarises with the first sentence, and an index gives names, arguments and summaries', () => {
+    expect(summaryOf('Read a file. Then more.')).to.equal('Read a file.')
+    expect(summaryOf(`${'long '.repeat(60)}end`))
+      .to.have.length(160)
+      .and.match(/…$/)
+    expect(renderIndex(tools)).to.equal(
+      'other:\ncreate_issue(title?) Open an issue in the tracker.\nread_file(path?) Read the complete contents of a file.\nsearch_files(pattern?) Find files by name pattern.\nwrite_file(path?) Create or overwrite a file.\n',
+    )
+  })
+
+  it('finds one tool among 1,000 (bench/prompt.ts times it)', () => {
+    const many: SdkTool[] = Array.from({ length: 1000 }, (_, i) => ({
+      name: `svc${i % 20}_thing${i}`,
+      description: `Does thing ${i}.`,
+      parameters: {},
+      output: {},
+    }))
+    const catalog = new Catalog(many)
+    expect(catalog.search('thing 42')[0].name).to.equal('svc2_thing42')
+  })
+})
+
+describe('results sized for a model', () => {
+  it('renders values as compact JSON and cuts content at resultChars with a note', async () => {
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime, { resultChars: 1000 })
+    await ctx.start()
+    ctx.tools.register(
+      defineTool({
+        name: 'big',
+        description: 'returns n items',
+        parameters: t.object({ n: t.integer() }),
+        output: { schema: t.array(t.object({ i: t.integer() })) },
+        execute: ({ n }) => Array.from({ length: n }, (_, i) => ({ i })),
+      }),
+    )
+    const run = (n: number) => ctx.tools.execute({ callId: `c${n}`, name: 'big', arguments: { n }, signal: new AbortController().signal })
+    expect((await run(2)).content).to.equal('[{"i":0},{"i":1}]')
+    const big = await run(500)
+    expect(big.isError).to.equal(false)
+    expect(big.content.startsWith('[{"i":0},')).to.equal(true)
+    expect(big.content).to.match(/\n\[cut: the last \d+ of \d+ characters were left out \(results are capped at 1000\)\. Ask for less/)
+    expect(big.content.split('\n[cut')[0]).to.have.length(1000)
+    // the value itself is whole: programs get all of it
+    expect(!big.isError && (big.value as unknown[]).length).to.equal(500)
+  })
+})
