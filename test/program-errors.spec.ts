@@ -1,7 +1,7 @@
 // what a run_code program is told when it goes wrong, on both sandbox backends: they share one prelude and must
 // say the same thing.
 
-import ToolRuntime, { defineTool, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, type ToolResult, t } from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
@@ -34,13 +34,37 @@ async function deploy(backend: keyof typeof backends) {
       execute: () => true,
     }),
   )
+  ctx.tools.register(
+    defineTool({
+      name: 'slow',
+      description: 'Wait until aborted.',
+      parameters: t.object({ ms: t.integer() }),
+      output: { schema: t.null() },
+      isConcurrencySafe: () => true,
+      execute: (_, run) => new Promise<null>((resolve) => run.signal.addEventListener('abort', () => resolve(null))),
+    }),
+  )
+  ctx.tools.register(
+    defineTool({
+      name: 'issue_create',
+      description: 'Open an issue in the tracker. Returns its number.',
+      parameters: t.object({ title: t.string() }),
+      output: { schema: t.object({ number: t.integer() }) },
+      execute: () => ({ number: 7 }),
+    }),
+  )
   ctx.tools.guard((exec) => (exec.name === 'write' ? 'writing is off in this test' : undefined))
   return ctx
 }
 
 let ids = 0
-function runCode(ctx: Context, code: string) {
-  return ctx.tools.execute({ callId: `p${++ids}`, name: 'run_code', arguments: { code, description: 'test' }, signal: new AbortController().signal })
+function runCode(ctx: Context, code: string, agent?: Agent) {
+  return ctx.tools.execute({ callId: `p${++ids}`, name: 'run_code', arguments: { code, description: 'test' }, signal: new AbortController().signal, agent })
+}
+
+function succeeded(result: ToolResult) {
+  expect(result.isError, result.content).to.equal(false)
+  return result.isError ? (undefined as never) : (result.value as { logs: string[]; result?: unknown; cancelled?: string[] })
 }
 
 function failed(result: ToolResult) {
@@ -77,6 +101,56 @@ for (const backend of ['worker', 'isolate'] as const) {
       const error = failed(await runCode(ctx, "return await tools.reed({ path: 'a' })"))
       expect(error.message).to.include('`tools.reed` is not a tool; did you mean `tools.read`?')
       expect(error).to.include({ line: 1, column: 20 })
+    })
+
+    it('says when the program returned undefined', async () => {
+      const silent = await runCode(ctx, "const file = await tools.read({ path: 'a' })\nreturn file.txt")
+      expect(silent.content).to.match(/^\(the program returned undefined and printed nothing: `return` the value you need/)
+      const printed = await runCode(ctx, "console.log('hi')")
+      expect(printed.content).to.equal('hi\n(the program returned undefined)')
+    })
+
+    it('lists the calls cancelled because the program returned first', async () => {
+      const result = await runCode(ctx, "tools.slow({ ms: 1000 }).catch(() => {})\ntools.slow({ ms: 2000 }).catch(() => {})\nreturn 'early'")
+      expect(succeeded(result).cancelled).to.deep.equal(['tools.slow({"ms":1000})', 'tools.slow({"ms":2000})'])
+      expect(result.content).to.equal(
+        'early\n(2 calls were cancelled because the program returned first: tools.slow({"ms":1000}), tools.slow({"ms":2000}); await every call before returning)',
+      )
+    })
+
+    it('has exactly the globals the prompt names', async () => {
+      const usage = ctx.tools.wire().sections.find((s) => s.id === 'tools:sdk')!.text
+      for (const name of [...PROGRAM_GLOBALS.slice(0, 7), ...ABSENT_GLOBALS]) expect(usage).to.include(name)
+      const names = JSON.stringify([...PROGRAM_GLOBALS, ...ABSENT_GLOBALS])
+      const result = await runCode(ctx, `return ${names}.map((name) => typeof globalThis[name] !== 'undefined')`)
+      expect(succeeded(result).result).to.deep.equal([...PROGRAM_GLOBALS.map(() => true), ...ABSENT_GLOBALS.map(() => false)])
+    })
+
+    it('discovers, describes and calls a tool in one program', async () => {
+      const program = `
+        const [hit] = await tools.$search('open an issue')
+        const types = await tools.$describe(hit.name)
+        const made = await tools[hit.name]({ title: 'found it' })
+        return { hit, described: types.includes('title: string'), made }`
+      const value = succeeded(await runCode(ctx, program))
+      expect(value.result).to.deep.equal({
+        hit: { name: 'issue_create', summary: 'Open an issue in the tracker.' },
+        described: true,
+        made: { number: 7 },
+      })
+    })
+
+    it('searches and describes only what the agent can see', async () => {
+      const agent = createAgent(ctx, { name: `narrow-${backend}` })
+      agent.ctx.tools.restrict({ deny: ['issue_create'] })
+      try {
+        const value = succeeded(await runCode(ctx, "return (await tools.$search('issue')).map((hit) => hit.name)", agent))
+        expect(value.result).to.deep.equal([])
+        const error = failed(await runCode(ctx, "await tools.$describe('issue_create')", agent))
+        expect(error.message).to.include('uncaught ToolCallError UNKNOWN_TOOL from tools.$describe').and.include('`issue_create` is not a tool')
+      } finally {
+        agent.ctx.scope.dispose()
+      }
     })
   })
 }

@@ -19,7 +19,7 @@ export interface DemoOptions {
   output?: NodeJS.WritableStream & { isTTY?: boolean }
 }
 
-const FILES: Record<string, string> = {
+export const DEMO_FILES: Record<string, string> = {
   'README.md': '# greeter\n\nA tiny greeting library.\n',
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the content of a TypeScript file
   'src/greet.ts': 'export function greet(name: string) {\n  return `Hello, ${name}!`\n}\n',
@@ -27,9 +27,9 @@ const FILES: Record<string, string> = {
   'TODO.md': '- [ ] make the greeting configurable\n- [ ] keep a changelog\n',
 }
 
-const USER = 'Make greet() use the greeting from src/config.ts, tick the TODO item, and start a CHANGELOG.md.'
+export const DEMO_USER = 'Make greet() use the greeting from src/config.ts, tick the TODO item, and start a CHANGELOG.md.'
 
-const CHANGELOG = '# Changelog\n\n- greet() takes its greeting and punctuation from src/config.ts\n'
+export const DEMO_CHANGELOG = '# Changelog\n\n- greet() takes its greeting and punctuation from src/config.ts\n'
 
 // the program the model writes; it runs in the sandbox and reaches every tool through the SDK
 const PROGRAM = `// read what the change touches, in parallel
@@ -59,7 +59,7 @@ try {
 }
 
 // creating a file needs approval in this deployment
-const changelog = await tools.write({ path: 'CHANGELOG.md', content: ${JSON.stringify(CHANGELOG)} })
+const changelog = await tools.write({ path: 'CHANGELOG.md', content: ${JSON.stringify(DEMO_CHANGELOG)} })
 return { edited: ['src/greet.ts', 'TODO.md'], created: changelog.path }`
 
 /** the session the scripted model plays */
@@ -67,7 +67,7 @@ export const DEMO_SCRIPT: ScriptStep[] = [
   // 1. the failure the seed note reports: a direct call of a native tool, though the model was shown only run_code
   {
     text: 'I will start the changelog first.',
-    toolCalls: [{ name: 'write', arguments: { path: 'CHANGELOG.md', content: CHANGELOG } }],
+    toolCalls: [{ name: 'write', arguments: { path: 'CHANGELOG.md', content: DEMO_CHANGELOG } }],
   },
   // 2. corrected by the route in the error: one run_code program
   {
@@ -130,7 +130,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const root = await realpath(await mkdtemp(join(tmpdir(), 'faber-demo-')))
   const started = performance.now()
   try {
-    for (const [path, text] of Object.entries(FILES)) {
+    for (const [path, text] of Object.entries(DEMO_FILES)) {
       await mkdir(dirname(join(root, path)), { recursive: true })
       await writeFile(join(root, path), text)
     }
@@ -149,11 +149,11 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     const agent = deployed.agents.get('main')!
     try {
       const loaded = spec.plugins.map((p) => p.use)
-      if (options.json) transcript.json({ type: 'deployment', mode: 'code', agent: 'main', plugins: loaded, workspace: root, files: Object.keys(FILES) })
+      if (options.json) transcript.json({ type: 'deployment', mode: 'code', agent: 'main', plugins: loaded, workspace: root, files: Object.keys(DEMO_FILES) })
       transcript.heading('the deployment')
       transcript.note(`mode code (the model is shown only run_code and a typed SDK); agent "main"`)
       transcript.note(`plugins: @faber/core, ${loaded.join(', ')}`)
-      transcript.note(`workspace ${root}: ${Object.keys(FILES).join(', ')}`)
+      transcript.note(`workspace ${root}: ${Object.keys(DEMO_FILES).join(', ')}`)
       const wire = ctx.tools.wire(agent)
       transcript.note(`the model is shown ${wire.tools.map((t) => t.name).join(', ')}; programs can call ${ctx.tools.collapsedNames(agent).join(', ')}`)
 
@@ -172,7 +172,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
           transcript.event(event)
         },
       })
-      const outcome = await session.send(USER).finally(() => log?.close())
+      const outcome = await session.send(DEMO_USER).finally(() => log?.close())
       session.dispose()
 
       const { inspect, select } = await import('@faber/plugin-tool-cordis')

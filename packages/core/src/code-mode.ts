@@ -2,14 +2,15 @@
 // the scheduler for nested calls, and the prompt text that states the collapse.
 
 import type { Agent } from './agent.ts'
+import { SEARCH_LIMIT } from './catalog.ts'
 import type { BridgeReply, CodeRunOutcome } from './code-runtime.ts'
 import type { Json } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ToolRuntime } from './runtime.ts'
 import { t } from './schema.ts'
-import { sdkUsage } from './sdk.ts'
+import { argNames, renderIndex, sdkUsage } from './sdk.ts'
 import { stripTypes } from './strip.ts'
-import { defineTool, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
+import { type CompiledTool, defineTool, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
 export type CodeFailure = NonNullable<ToolErrorInfo['kind']>
 
@@ -36,7 +37,7 @@ declare module 'cordis' {
 
 export interface CodeMode {
   definition: ToolDefinition
-  codeOnlyRule(collapsed: readonly string[]): string
+  codeOnlyRule(collapsed: readonly CompiledTool[]): string
   routeMessage(name: string, declared: boolean): string
   sdkSection(agent: Agent | undefined): string
 }
@@ -92,10 +93,27 @@ class Scheduler {
   }
 }
 
-function renderOutput(logs: readonly string[], result: Json | undefined, hasResult: boolean) {
-  const parts = [...logs]
-  if (hasResult) parts.push(typeof result === 'string' ? result : JSON.stringify(result, null, 2))
-  return parts.length ? parts.join('\n') : '(run_code completed with no output)'
+const CALL_TEXT = 80
+
+/** `tools.slow({"ms":1000})`, its argument cut to a glance */
+function callText(name: string, argumentsJson: string) {
+  const args = argumentsJson.length > CALL_TEXT ? `${argumentsJson.slice(0, CALL_TEXT - 1)}…` : argumentsJson
+  return `${binding(name)}(${args})`
+}
+
+function cancelledNote(cancelled: readonly string[]) {
+  const n = cancelled.length
+  return `(${n} call${n === 1 ? ' was' : 's were'} cancelled because the program returned first: ${cancelled.join(', ')}; await every call before returning)`
+}
+
+// compact: a result is read by a model, and JSON padding only costs it tokens
+function renderOutput(value: { logs: readonly string[]; result?: Json; cancelled?: readonly string[] }, hasResult: boolean) {
+  const parts = [...value.logs]
+  if (hasResult) parts.push(typeof value.result === 'string' ? value.result : JSON.stringify(value.result))
+  else if (parts.length) parts.push('(the program returned undefined)')
+  else parts.push('(the program returned undefined and printed nothing: `return` the value you need, and check that the fields it reads exist)')
+  if (value.cancelled?.length) parts.push(cancelledNote(value.cancelled))
+  return parts.join('\n')
 }
 
 function failure(kind: CodeFailure, message: string, extra: Omit<ToolErrorInfo, 'code' | 'message' | 'kind'> = {}): ToolFailure {
@@ -130,16 +148,52 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     const stop = () => nested.abort(run.signal.reason)
     run.signal.addEventListener('abort', stop, { once: true })
     const scheduler = new Scheduler(runtime.config.maxParallelSubCalls)
-    const inflight = new Set<Promise<unknown>>()
+    // each outstanding call with what it was, so the model can be told which ones the program left behind
+    const inflight = new Map<Promise<unknown>, string>()
     let settled = false
     let sequence = 0
 
     const call = (name: string, argumentsJson: string): Promise<BridgeReply> => {
       if (settled) return Promise.resolve({ ok: false, message: `tools.${name} was called after the program finished; the call was refused` })
+      if (name[0] === '$') return Promise.resolve(helper(name, argumentsJson))
       const promise = nestedCall(exec.token, name, argumentsJson, `${exec.callId}/${++sequence}`)
-      inflight.add(promise)
+      inflight.set(promise, callText(name, argumentsJson))
       promise.finally(() => inflight.delete(promise))
       return promise
+    }
+
+    // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
+    const helper = (name: string, argumentsJson: string): BridgeReply => {
+      let args: unknown
+      try {
+        args = JSON.parse(argumentsJson)
+      } catch {}
+      if (!Array.isArray(args)) return { ok: false, message: `tools.${name}: the arguments did not arrive as a JSON list`, code: 'INVALID_ARGUMENTS' }
+      const catalog = runtime.catalog(agent)
+      if (name === '$search') {
+        const [query, limit = SEARCH_LIMIT] = args
+        if (typeof query !== 'string' || typeof limit !== 'number') {
+          return {
+            ok: false,
+            message: "tools.$search(query, limit?): pass the query as a string, e.g. tools.$search('read a file')",
+            code: 'INVALID_ARGUMENTS',
+          }
+        }
+        return { ok: true, value: JSON.stringify(catalog.search(query, limit)) }
+      }
+      if (name === '$describe') {
+        const names = args.flat()
+        if (names.length === 0 || names.some((n) => typeof n !== 'string')) {
+          return {
+            ok: false,
+            message: "tools.$describe(...names): pass tool names as strings, e.g. tools.$describe('read', 'write')",
+            code: 'INVALID_ARGUMENTS',
+          }
+        }
+        const described = catalog.describe(names as string[])
+        return described.ok ? { ok: true, value: JSON.stringify(described.text) } : { ok: false, message: described.message, code: 'UNKNOWN_TOOL' }
+      }
+      return { ok: false, message: `tools.${name} is not a helper; the helpers are tools.$search and tools.$describe`, code: 'UNKNOWN_TOOL' }
     }
 
     // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses)
@@ -167,22 +221,27 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     }
 
     let outcome: CodeRunOutcome
+    let cancelled: string[] = []
     try {
       outcome = await host.run({ code: stripped.code, tools: names, call, signal: run.signal, limits: runtime.codeLimits })
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: error instanceof Error ? error.message : String(error), logs: [] }
     } finally {
+      cancelled = [...inflight.values()]
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
       settled = true
       scheduler.close()
       nested.abort(new Error('run_code settled'))
       run.signal.removeEventListener('abort', stop)
     }
-    while (inflight.size) await Promise.allSettled([...inflight])
+    while (inflight.size) await Promise.allSettled([...inflight.keys()])
 
     if (!outcome.ok) {
       const { kind, message, logs, line, column } = outcome
-      throw new ToolResultError(failure(kind, message, { logs, line, column }))
+      const left = cancelled.length
+        ? ` (${cancelled.length} call${cancelled.length === 1 ? '' : 's'} still running were cancelled: ${cancelled.join(', ')})`
+        : ''
+      throw new ToolResultError(failure(kind, `${message}${left}`, { logs, line, column }))
     }
     let result: Json | undefined
     if (outcome.result !== undefined) {
@@ -192,21 +251,23 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
         throw new ToolResultError(failure('crash', 'the sandbox returned a result that is not JSON text', { logs: outcome.logs }))
       }
     }
-    return outcome.result === undefined ? { logs: outcome.logs } : { logs: outcome.logs, result: result as Json }
+    const value: { logs: string[]; result?: Json; cancelled?: string[] } = { logs: outcome.logs }
+    if (outcome.result !== undefined) value.result = result as Json
+    if (cancelled.length) value.cancelled = cancelled
+    return value
   }
 
   const definition = defineTool({
     name: RUN_CODE,
-    description:
-      "Run a TypeScript program that calls this deployment's tools through the typed `tools` SDK described in the system prompt. " +
-      'The code is the body of an async function: use await and return freely. Only what it returns or prints with console.log comes back.',
+    // said so that it holds wherever the SDK is given: in a system prompt, or appended to this description over MCP
+    description: 'Run a TypeScript program that calls tools as `await tools.<name>(args)` (typed by the tools SDK). Only what it returns or logs comes back.',
     parameters: t.object({
-      code: t.string({ minLength: 1 }).describe('the body of an async TypeScript function; call tools as `await tools.name(args)`'),
-      description: t.string({ minLength: 1 }).describe('one short line saying what the program does, shown to people who approve or audit it'),
+      code: t.string({ minLength: 1 }).describe('the body of an async function'),
+      description: t.string({ minLength: 1 }).describe('one line on what it does, for people who approve or audit it'),
     }),
     output: {
-      schema: t.object({ logs: t.array(t.string()), result: t.unknown().optional() }),
-      render: (_, value) => renderOutput(value.logs, value.result, 'result' in value),
+      schema: t.object({ logs: t.array(t.string()), result: t.unknown().optional(), cancelled: t.array(t.string()).optional() }),
+      render: (_, value) => renderOutput(value, 'result' in value),
     },
     execute: run,
   })
@@ -220,20 +281,71 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
       return `unknown tool "${name}": under code mode only ${RUN_CODE} can be called directly; call ${binding(name)}(...) inside a ${RUN_CODE} program`
     },
     codeOnlyRule(collapsed) {
-      const example = collapsed[0] ?? 'read'
+      const names = collapsed.map((tool) => tool.info.name)
+      const example = representative(collapsed)
       return [
         '## How to call tools here',
-        `Tools in this deployment are reached only through code. The one tool you can call directly is \`${RUN_CODE}\`: pass it a TypeScript program,`,
-        `and inside that program call every other tool through the SDK, e.g. \`await ${binding(example)}({ ... })\`.`,
-        `A direct call to any other tool name (${collapsed
-          .slice(0, 8)
+        `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`const result = await ${example}\`; a direct call of any other tool (${names
+          .slice(0, 3)
           .map((n) => `\`${n}\``)
-          .join(', ')}${collapsed.length > 8 ? ', ...' : ''}) is rejected with UNKNOWN_TOOL.`,
-        'Guidance elsewhere in this prompt that names a tool describes what that tool does; reach it through the SDK.',
+          .join(', ')}${names.length > 3 ? ', ...' : ''}) fails with UNKNOWN_TOOL.`,
+        "In a program, `await tools.$search('what you need')` finds tools and `await tools.$describe('name')` gives their full types.",
+        'Tools named anywhere else are reached the same way.',
       ].join('\n')
     },
     sdkSection(agent) {
-      return ['## The tools SDK (for run_code programs)', sdkUsage(), '', '```ts', runtime.sdkDeclarations(agent), '```'].join('\n')
+      const tools = runtime.sdkTools(agent)
+      const full = () => ['## The tools SDK (for run_code programs)', sdkUsage(), '', '```ts', runtime.sdkDeclarations(agent), '```'].join('\n')
+      const index = (level: 'index' | 'names') =>
+        [
+          '## The tools SDK (for run_code programs): an index',
+          sdkUsage(),
+          level === 'index'
+            ? 'The index lists each tool as `name(arguments) first sentence` (`?`: optional), grouped.'
+            : 'The index lists the tool names, grouped; `tools.$search` finds the right one.',
+          "Before calling a tool you have not used, get its types: `console.log(await tools.$describe('a', 'b'))`.",
+          '',
+          renderIndex(tools, level).trimEnd(),
+        ].join('\n')
+      const presentation = runtime.sdkPresentation(agent)
+      if (presentation === 'full') return full()
+      if (presentation === 'index') return index('index')
+      // auto: the most that fits the budget
+      const budget = runtime.config.sdkBudget
+      for (const text of [full, () => index('index')]) {
+        const rendered = text()
+        if (estimateTokens(rendered) <= budget) return rendered
+      }
+      return index('names')
     },
   }
+}
+
+/** a token estimate that needs no tokenizer: about four characters a token for code and English */
+export function estimateTokens(text: string) {
+  return Math.ceil(text.length / 4)
+}
+
+/**
+ * the call the code-only rule shows: a tool a task would use (read-only, taking arguments, short-named) rather than
+ * whichever sorts first, with placeholders for its required arguments
+ */
+function representative(tools: readonly CompiledTool[]): string {
+  const rank = (tool: CompiledTool) => {
+    const required = Array.isArray(tool.parameters.required) ? tool.parameters.required.length : 0
+    return [tool.info.annotations.readOnly === true ? 0 : 1, required > 0 ? 0 : 1, tool.info.name.length]
+  }
+  const chosen = [...tools].sort((a, b) => {
+    const [x, y] = [rank(a), rank(b)]
+    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || (a.info.name < b.info.name ? -1 : 1)
+  })[0]
+  if (!chosen) return `${binding('read')}({ ... })`
+  const properties = (chosen.parameters.properties ?? {}) as Record<string, { type?: unknown }>
+  const required = (Array.isArray(chosen.parameters.required) ? chosen.parameters.required : []).slice(0, 2) as string[]
+  const args = required.map((name) => {
+    const type = properties[name]?.type
+    const placeholder = type === 'number' || type === 'integer' ? '1' : type === 'boolean' ? 'true' : type === 'string' ? "'...'" : '...'
+    return `${IDENTIFIER.test(name) ? name : JSON.stringify(name)}: ${placeholder}`
+  })
+  return `${binding(chosen.info.name)}(${args.length ? `{ ${args.join(', ')} }` : argNames(chosen.parameters) ? '{ ... }' : ''})`
 }
