@@ -635,7 +635,7 @@ console.log('after read: ' + read)
 console.log('after write: ' + await write)`
     const result = await call(ctx, 'run_code', { code: program, description: 'write while reading' })
     expect(result.isError, result.content).to.equal(false)
-    expect(result.content).to.equal('after read: read done\nafter write: write done')
+    expect(result.content).to.equal('after read: read done\nafter write: write done\n(the program returned undefined)')
     expect(runs).to.deep.equal(['read', 'write'])
     expect(queries).to.have.length(1)
     expect(queries[0]).to.include({ tool: 'write', nested: true, program })

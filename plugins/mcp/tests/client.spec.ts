@@ -47,8 +47,10 @@ describe('mcp client: the npm servers', () => {
     expect(write.parameters).to.deep.include({ type: 'object', required: ['path', 'content'] })
     expect(write.parameters).not.to.have.property('$schema')
     const sdk = ctx.tools.sdkDeclarations()
-    expect(sdk).to.match(/type MemoryReadGraphOutput = \{\n {2}entities: \{/)
-    expect(sdk).to.include('type EverythingEchoOutput = unknown')
+    // read_graph, open_nodes and search_nodes share one output type, declared once
+    expect(sdk).to.match(/type Memory\w+Output = \{\n {2}entities: \{/)
+    expect(sdk).to.match(/memory__read_graph\(args\?: Record<string, unknown>\): Promise<Memory\w+Output>/)
+    expect(sdk).to.match(/ {2}everything__echo\(args: \{\n[^]*?\n {2}\}\): Promise<unknown>\n/)
   })
 
   it('maps MCP annotations onto Faber hints', () => {
@@ -153,7 +155,7 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     expect(properties.pair).to.deep.equal({})
     expect(properties.code).to.deep.equal({})
     expect(properties.tree).to.deep.equal({})
-    expect(ctx.tools.sdkDeclarations()).to.include('type OddOddSchemaOutput = {\n  echoed: unknown\n}')
+    expect(ctx.tools.sdkDeclarations()).to.include('Promise<{ echoed: unknown }>')
     const result = await ctx.tools.execute({ callId: callId(), name: 'odd__odd_schema', arguments: { at: { x: 1, y: 2 }, not_five: 6 }, signal: signal() })
     expect(result.isError === false && result.value).to.deep.equal({ echoed: { at: { x: 1, y: 2 }, not_five: 6 } })
   })

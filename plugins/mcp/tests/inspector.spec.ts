@@ -72,8 +72,8 @@ describe('mcp server: through the MCP inspector CLI', function () {
     const description = tools[0].description
     expect(description).to.include('## How to call tools here')
     expect(description).to.include('## The tools SDK (for run_code programs)')
-    expect(description).to.include('add(args: AddArgs): Promise<AddOutput>')
-    expect(description).to.include('memory__read_graph(args?: MemoryReadGraphArgs): Promise<MemoryReadGraphOutput>')
+    expect(description).to.match(/\n {2}add\(args: /)
+    expect(description).to.include('memory__read_graph(args?: Record<string, unknown>): Promise<')
   })
 
   it('lists every visible tool under native mode', async () => {
