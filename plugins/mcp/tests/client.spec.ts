@@ -50,7 +50,7 @@ describe('mcp client: the npm servers', () => {
     // read_graph, open_nodes and search_nodes share one output type, declared once
     expect(sdk).to.match(/type Memory\w+Output = \{\n {2}entities: \{/)
     expect(sdk).to.match(/memory__read_graph\(args\?: Record<string, unknown>\): Promise<Memory\w+Output>/)
-    expect(sdk).to.match(/ {2}everything__echo\(args: \{\n[^]*?\n {2}\}\): Promise<unknown>\n/)
+    expect(sdk).to.match(/ {2}everything__echo\(args: \{\n[\s\S]*?\n {2}\}\): Promise<unknown>\n/)
   })
 
   it('maps MCP annotations onto Faber hints', () => {
