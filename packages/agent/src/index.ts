@@ -1,3 +1,4 @@
+export * from './anthropic.ts'
 export * from './http.ts'
 export * from './model.ts'
 export * from './openai.ts'

@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
+import { AnthropicModel, type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
 import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure } from '@faber/core'
 import { Context } from 'cordis'
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
@@ -40,14 +40,16 @@ export interface AgentSpec {
 export type ModelSpec =
   | { provider: 'scripted'; script: ScriptStep[]; latencyMs?: number }
   | {
-      provider: 'openai'
-      baseURL: string
+      provider: 'openai' | 'anthropic'
+      /** required for openai; anthropic defaults to https://api.anthropic.com/v1 */
+      baseURL?: string
       model: string
-      /** the name of the environment variable holding the API key; never the key itself */
+      /** the name of the environment variable holding the API key; never the key itself (anthropic: ANTHROPIC_API_KEY by default) */
       apiKeyEnv?: string
       timeoutMs?: number
       maxRetries?: number
       temperature?: number
+      maxTokens?: number
       stream?: boolean
     }
 
@@ -245,20 +247,22 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
       only(model, ['provider', 'script', 'latencyMs'], ['model'])
       if (!Array.isArray(model.script)) bad(['model', 'script'], `expected a list of model turns ({ text?, toolCalls? }) but got ${typeName(model.script)}`)
       spec.model = { provider, script: model.script as ScriptStep[], latencyMs: number(model.latencyMs, ['model', 'latencyMs']) }
-    } else if (provider === 'openai') {
-      only(model, ['provider', 'baseURL', 'model', 'apiKeyEnv', 'timeoutMs', 'maxRetries', 'temperature', 'stream'], ['model'])
+    } else if (provider === 'openai' || provider === 'anthropic') {
+      only(model, ['provider', 'baseURL', 'model', 'apiKeyEnv', 'timeoutMs', 'maxRetries', 'temperature', 'maxTokens', 'stream'], ['model'])
+      if (model.stream !== undefined && typeof model.stream !== 'boolean') bad(['model', 'stream'], `expected true or false but got ${typeName(model.stream)}`)
       spec.model = {
         provider,
-        baseURL: string(model.baseURL, ['model', 'baseURL'], true)!,
+        baseURL: string(model.baseURL, ['model', 'baseURL'], provider === 'openai'),
         model: string(model.model, ['model', 'model'], true)!,
-        apiKeyEnv: string(model.apiKeyEnv, ['model', 'apiKeyEnv']),
+        apiKeyEnv: string(model.apiKeyEnv, ['model', 'apiKeyEnv']) ?? (provider === 'anthropic' ? 'ANTHROPIC_API_KEY' : undefined),
         timeoutMs: number(model.timeoutMs, ['model', 'timeoutMs']),
         maxRetries: number(model.maxRetries, ['model', 'maxRetries']),
         temperature: number(model.temperature, ['model', 'temperature']),
-        stream: model.stream === undefined ? undefined : Boolean(model.stream),
+        maxTokens: number(model.maxTokens, ['model', 'maxTokens']),
+        stream: model.stream as boolean | undefined,
       }
     } else {
-      bad(['model', 'provider'], `expected openai or scripted but got ${typeName(provider)}`)
+      bad(['model', 'provider'], `expected openai, anthropic or scripted but got ${typeName(provider)}`)
     }
   }
   const session = interpolate(mapping(top.session, ['session']), dir, ['session'], bad) as Record<string, unknown>
@@ -434,14 +438,19 @@ export function given<T extends object>(values: T): { [K in keyof T]?: Exclude<T
 }
 
 export function createModel(spec: ModelSpec | undefined, source: string): Model {
-  if (!spec) throw new DeploymentError(`${source}: model: no model is configured; add model: { baseURL, model, apiKeyEnv } (or provider: scripted)`)
+  if (!spec)
+    throw new DeploymentError(
+      `${source}: model: no model is configured; add model: { baseURL, model, apiKeyEnv } (or provider: anthropic, or provider: scripted)`,
+    )
   if (spec.provider === 'scripted') return new ScriptedModel(spec.script, { latencyMs: spec.latencyMs })
   let apiKey: string | undefined
   if (spec.apiKeyEnv) {
     apiKey = process.env[spec.apiKeyEnv]
     if (!apiKey) throw new DeploymentError(`${source}: model.apiKeyEnv: the environment variable ${spec.apiKeyEnv} is not set (it should hold the API key)`)
   }
-  const { baseURL, model, timeoutMs, maxRetries, temperature, stream } = spec
+  const { provider, baseURL, model, timeoutMs, maxRetries, temperature, maxTokens, stream } = spec
   // a key the file leaves out is left out here too, so the adapter's default applies
-  return new OpenAIChatModel({ baseURL, model, ...given({ apiKey, timeoutMs, maxRetries, temperature, stream }) })
+  const options = given({ apiKey, timeoutMs, maxRetries, temperature, maxTokens, stream })
+  if (provider === 'anthropic') return new AnthropicModel({ model, ...given({ baseURL }), ...options })
+  return new OpenAIChatModel({ baseURL: baseURL!, model, ...options })
 }

@@ -2,11 +2,21 @@
 
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { OpenAIChatModel } from '@faber/agent'
+import { AnthropicModel, OpenAIChatModel } from '@faber/agent'
 import { Logger } from 'cordis'
 import { chat } from './chat.ts'
 import { runDemo } from './demo.ts'
-import { compose, createModel, type Deployed, DeploymentError, type DeploymentSpec, loadDeploymentFile, type ModelSpec, readDeployment } from './deployment.ts'
+import {
+  compose,
+  createModel,
+  type Deployed,
+  DeploymentError,
+  type DeploymentSpec,
+  given,
+  loadDeploymentFile,
+  type ModelSpec,
+  readDeployment,
+} from './deployment.ts'
 import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, type Style } from './style.ts'
@@ -67,12 +77,15 @@ Options:
   --no-color       plain output`,
   chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
 
-Usage: faber chat [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
+Usage: faber chat [--provider P] [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
 
 Options:
-  --base-url URL       an OpenAI-compatible endpoint (env FABER_BASE_URL; default https://api.openai.com/v1)
+  --provider P         openai (an OpenAI-compatible chat completions endpoint) or anthropic (the Messages API);
+                       env FABER_PROVIDER; default openai
+  --base-url URL       the endpoint (env FABER_BASE_URL; default https://api.openai.com/v1, or https://api.anthropic.com/v1)
   --model NAME         the model (env FABER_MODEL)
-  --api-key-env VAR    the environment variable holding the API key (default FABER_API_KEY, then OPENAI_API_KEY)
+  --api-key-env VAR    the environment variable holding the API key (default FABER_API_KEY, then OPENAI_API_KEY
+                       or ANTHROPIC_API_KEY)
   --root DIR           the workspace the fs tools work in (default: the current directory)
   --mode MODE          native | code | both (default code)
   --log FILE           a JSONL session log; continued when it exists
@@ -208,6 +221,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     case 'chat': {
       const { values } = parse(command, rest, {
+        provider: { type: 'string' },
         'base-url': { type: 'string' },
         model: { type: 'string' },
         'api-key-env': { type: 'string' },
@@ -218,10 +232,13 @@ export async function main(argv: string[]): Promise<number> {
       })
       if (values.help) break
       const env = process.env
-      const baseURL = (values['base-url'] as string | undefined) ?? env.FABER_BASE_URL ?? 'https://api.openai.com/v1'
+      const provider = (values.provider as string | undefined) ?? env.FABER_PROVIDER ?? 'openai'
+      if (provider !== 'openai' && provider !== 'anthropic') throw new UsageError(`faber chat: --provider: expected openai or anthropic but got "${provider}"`)
+      const baseURL = (values['base-url'] as string | undefined) ?? env.FABER_BASE_URL
       const modelName = (values.model as string | undefined) ?? env.FABER_MODEL
       if (!modelName) throw new UsageError('faber chat: no model given; pass --model NAME or set FABER_MODEL')
-      const keyEnv = (values['api-key-env'] as string | undefined) ?? (env.FABER_API_KEY ? 'FABER_API_KEY' : 'OPENAI_API_KEY')
+      const providerKey = provider === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY'
+      const keyEnv = (values['api-key-env'] as string | undefined) ?? (env.FABER_API_KEY ? 'FABER_API_KEY' : providerKey)
       const apiKey = env[keyEnv]
       if (!apiKey && values['api-key-env']) throw new UsageError(`faber chat: the environment variable ${keyEnv} is not set`)
       const root = resolve((values.root as string | undefined) ?? process.cwd())
@@ -236,7 +253,10 @@ export async function main(argv: string[]): Promise<number> {
       spec.plugins = standardStack({ root, approval: { policy: 'auto', require: ['write', 'edit'] }, terminal: true })
       const deployed = await composeReported(spec)
       try {
-        const model = new OpenAIChatModel({ baseURL, model: modelName, apiKey })
+        const model =
+          provider === 'anthropic'
+            ? new AnthropicModel({ model: modelName, apiKey, ...given({ baseURL }) })
+            : new OpenAIChatModel({ baseURL: baseURL ?? 'https://api.openai.com/v1', model: modelName, apiKey })
         return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
       } finally {
         await deployed.stop()

@@ -1,7 +1,7 @@
 // `faber run` and `faber chat` as people run them: the deployment file the READMEs show, a real model server on
 // 127.0.0.1 streaming OpenAI chat completions, and (for the terminal) a real pseudo-terminal.
 
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -89,6 +89,56 @@ describe('faber against a local model server', function () {
     expect(ran.stdout).to.match(
       /model › The notes sa\n {2}\(the answer above is partial: the model stopped sending\)\nerror: openai:gpt-4o-mini: a stream chunk is not JSON/,
     )
+  })
+
+  it('provider: anthropic, in a deployment file and in faber chat, against a local Messages API server', async () => {
+    // the model line as the CLI README shows it
+    const file = `mode: code
+plugins:
+  '@faber/sandbox': {}
+  '@faber/plugin-tools-fs': { root: '\${dir}/workspace' }
+model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API_KEY }
+`
+    await writeFile(join(dir, 'anthropic.yml'), file)
+    const read = `const notes = await tools.read({ path: 'NOTES.md' })\nreturn notes.totalLines`
+    server = await modelServer('anthropic', [
+      { text: 'Reading.', toolCalls: [{ name: 'run_code', arguments: { code: read, description: 'count the lines of the notes' } }] },
+      { text: 'It has lines.' },
+    ])
+    const ran = await faber(['run', 'anthropic.yml', '--base-url', server.url, '--json'], {
+      cwd: dir,
+      input: 'how long are the notes?\n',
+      env: { ANTHROPIC_API_KEY: 'sk-ant-local' },
+    })
+    expect(ran.code, ran.stderr).to.equal(0)
+    const events = jsonLines(ran.stdout)
+    expect(
+      events.filter((e) => e.type === 'nested-end').map((e) => e.name),
+      ran.stdout,
+    ).to.deep.equal(['read'])
+    expect(events.find((e) => e.type === 'turn-end')?.outcome).to.include({ reason: 'done', text: 'It has lines.' })
+    expect(server.requests.map((r) => r.path)).to.deep.equal(['/v1/messages', '/v1/messages'])
+    expect(server.requests[0].headers['x-api-key']).to.equal('sk-ant-local')
+    expect(server.requests[0].body).to.deep.include({ model: 'claude-sonnet-4-5', stream: true })
+    expect(server.requests[0].body.tools.map((t: { name: string }) => t.name)).to.deep.equal(['run_code'])
+    const results = server.requests[1].body.messages.at(-1)
+    expect(results.role).to.equal('user')
+    expect(results.content[0]).to.include({ type: 'tool_result', tool_use_id: 'toolu_1_0' })
+    await server.close()
+
+    server = await modelServer('anthropic', [{ text: 'Hello from the Messages API.' }])
+    const chatted = await faber(
+      ['chat', '--provider', 'anthropic', '--base-url', server.url, '--model', 'claude-haiku', '--root', join(dir, 'workspace'), '--json'],
+      {
+        cwd: dir,
+        input: 'hi\n',
+        env: { ANTHROPIC_API_KEY: 'sk-ant-chat', FABER_API_KEY: undefined },
+      },
+    )
+    expect(chatted.code, chatted.stderr).to.equal(0)
+    expect(jsonLines(chatted.stdout).find((e) => e.type === 'turn-end')?.outcome).to.include({ text: 'Hello from the Messages API.' })
+    expect(server.requests[0].headers['x-api-key']).to.equal('sk-ant-chat')
+    expect(server.requests[0].body.model).to.equal('claude-haiku')
   })
 
   it('faber run on a terminal: the approval answered with y + Enter, and the answer is not a user turn', async () => {
