@@ -651,6 +651,10 @@ describe('error codes', () => {
     expect(enumerated.content).to.contain('enum is not supported')
     const broken = await call(ctx, 'run_code', { code: 'const a = 1\nconst = 2', description: 'broken' })
     expect(broken.isError && broken.error).to.deep.include({ kind: 'syntax', line: 2 })
+    // a one-line program that ends too early fails at its own end, not on the line the wrapper adds after it
+    const cut = await call(ctx, 'run_code', { code: 'return (1 +', description: 'cut' })
+    expect(cut.isError && cut.error).to.deep.include({ kind: 'syntax', line: 1, column: 12 })
+    expect(cut.content).to.contain('line 1, column 12 (the end of the program)')
   })
 
   it('results are frozen', async () => {
