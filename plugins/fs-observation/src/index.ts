@@ -21,7 +21,10 @@ declare module 'cordis' {
   }
 }
 
-type Role = 'read' | 'write' | 'edit'
+type Role = 'read' | 'write' | 'edit' | 'command'
+
+// results that end a call before its body could run: such a command changed nothing
+const NOT_RUN = new Set(['DENIED', 'UNKNOWN_TOOL', 'INVALID_ARGUMENTS', 'ABORTED_BEFORE_DISPATCH'])
 
 function errnoOf(error: unknown) {
   return (error as { code?: unknown } | null)?.code
@@ -56,7 +59,7 @@ export const reusable = true
 export const inject = { tools: { required: true }, store: { required: false } }
 
 export interface Config {
-  tools: { read: string[]; write: string[]; edit: string[] }
+  tools: { read: string[]; write: string[]; edit: string[]; command: string[] }
   pathArgument: string
   root?: string
   checkBeforeApproval: boolean
@@ -71,7 +74,10 @@ export const Config: Schema<ConfigInput, Config> = strict(
       read: Schema.array(Schema.string()).default(['read']).description('tools whose results record an observation (path and version)'),
       write: Schema.array(Schema.string()).default(['write']).description('tools that create or replace a whole file'),
       edit: Schema.array(Schema.string()).default(['edit']).description('tools that change part of an existing file'),
-    }).default({ read: ['read'], write: ['write'], edit: ['edit'] }),
+      command: Schema.array(Schema.string())
+        .default([])
+        .description('tools that may change any file (shells); tools annotated changesFiles: true count without being named'),
+    }).default({ read: ['read'], write: ['write'], edit: ['edit'], command: [] }),
     pathArgument: Schema.string().default('path').description('the argument of the governed tools that names the file'),
     root: Schema.string().description("where relative paths resolve; default: the governed tool's fsRoot annotation (tools-fs sets it)"),
     checkBeforeApproval: Schema.boolean()
@@ -83,7 +89,8 @@ export const Config: Schema<ConfigInput, Config> = strict(
 export function apply(ctx: Context, config: Config) {
   const scope: Agent | undefined = agentOf(ctx)
   const roles = new Map<string, Role>()
-  for (const role of ['read', 'write', 'edit'] as const) for (const tool of config.tools[role]) roles.set(tool, role)
+  for (const role of ['read', 'write', 'edit', 'command'] as const) for (const tool of config.tools[role]) roles.set(tool, role)
+  const roleOf = (exec: Execution): Role | undefined => roles.get(exec.name) ?? (exec.tool.annotations.changesFiles === true ? 'command' : undefined)
   const observations = new Observations()
   // the session each agent speaks in (from agent/session): its observations are saved under that id
   const sessions = new WeakMap<Agent, string>()
@@ -98,14 +105,18 @@ export function apply(ctx: Context, config: Config) {
   ctx.on('internal/service', (name) => {
     if (name === 'store') useStore()
   })
+  // the command epoch each read started in: a command finishing while the read runs makes what it read stale
+  const readStarted = new WeakMap<object, number>()
   ctx.on('dispose', () => {
     saved?.flush()
     observations.clear()
   })
 
   const governs = (exec: Execution) => scope === undefined || exec.agent?.isWithin(scope) === true
-  const observe = (agent: Agent | undefined, root: string | undefined, key: string, version: string) => {
-    observations.set(agent, root, key, version)
+  const observe = (agent: Agent | undefined, root: string | undefined, key: string, version: string, epoch = observations.epoch) => {
+    observations.set(agent, root, key, version, epoch)
+    // an observation a command has already made stale is not worth keeping
+    if (epoch < observations.epoch) return
     const session = agent ? sessions.get(agent) : agentlessSession
     if (session !== undefined) saved?.write(session, agent?.name ?? '', root ?? '', key, version)
   }
@@ -123,23 +134,33 @@ export function apply(ctx: Context, config: Config) {
   }
 
   ctx.tools.listen('tools/result', (exec, result) => {
-    const role = roles.get(exec.name)
+    const role = roleOf(exec)
+    // a command changes the one file system every agent shares, whoever ran it
+    if (role === 'command') {
+      if (!result.isError || !NOT_RUN.has(result.error.code)) {
+        observations.commandRan()
+        saved?.forgetAll()
+      }
+      return
+    }
     if (!role || !governs(exec)) return
+    const epoch = readStarted.get(exec.token)
     const root = rootOf(exec)
     if (!result.isError) {
       const value = result.value as { path?: unknown; version?: unknown } | null
       if (typeof value?.path !== 'string' || typeof value.version !== 'string') return
       const key = pathKey(root, value.path)
-      if (key !== undefined) observe(exec.agent, root, key, value.version)
+      if (key !== undefined) observe(exec.agent, root, key, value.version, role === 'read' ? epoch : undefined)
     } else if (result.error.toolCode === 'FS_NOT_FOUND') {
       const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
       const key = typeof input === 'string' ? pathKey(root, input) : undefined
-      if (key !== undefined) observe(exec.agent, root, key, ABSENT)
+      if (key !== undefined) observe(exec.agent, root, key, ABSENT, epoch)
     }
   })
 
   ctx.tools.listen('tools/pre-execute', async (exec): Promise<PreDecision | undefined> => {
-    const role = roles.get(exec.name)
+    const role = roleOf(exec)
+    if (role === 'read') readStarted.set(exec.token, observations.epoch)
     if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
     const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
     if (typeof input !== 'string') return
@@ -149,6 +170,13 @@ export function apply(ctx: Context, config: Config) {
     if (key === undefined) return { kind: 'deny', reason: `"${input}" is not a path inside the workspace root; use a path relative to the root` }
     const seen = observations.get(exec.agent, root, key)
     const file = root !== undefined && config.checkBeforeApproval ? path.join(root, key) : undefined
+    if (seen === undefined && observations.lookup(exec.agent, root, key)?.stale) {
+      // a write of a file that is not there now may create it (create-only at write time, as for an unread path)
+      if (role === 'edit' || (file !== undefined && (await existsNow(file)) === true)) {
+        return { kind: 'deny', reason: `a command has run since you last looked at "${key}", so it may have changed — read it again, then retry` }
+      }
+      return
+    }
 
     if (role === 'edit') {
       if (seen === undefined) return { kind: 'deny', reason: `${exec.name} requires reading "${key}" first — read it, then retry` }
@@ -172,7 +200,7 @@ export function apply(ctx: Context, config: Config) {
 
   // the write-time half: the version the file must still be at when the tool commits
   ctx.on('fs/expected-version', (exec, rel) => {
-    const role = roles.get(exec.name)
+    const role = roleOf(exec)
     if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
     const root = rootOf(exec)
     const key = pathKey(root, rel)

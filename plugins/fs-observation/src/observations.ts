@@ -17,13 +17,26 @@ export function pathKey(root: string | undefined, input: string): string | undef
   return rel.split(path.sep).join('/') || '.'
 }
 
-/** per agent, per root and path: the version last observed, or ABSENT */
-export class Observations {
-  private byAgent = new WeakMap<Agent, Map<string, string>>()
-  private agentless = new Map<string, string>()
+/** what is known of a path: the version last observed (or ABSENT), and whether a command has run since */
+export interface Observed {
+  version: string
+  /** a command ran after this observation was made, so it no longer vouches for the file */
+  stale: boolean
+}
 
-  private table(agent: Agent | undefined, create: true): Map<string, string>
-  private table(agent: Agent | undefined, create?: false): Map<string, string> | undefined
+/**
+ * per agent, per root and path: the version last observed, or ABSENT. a command that may change any file
+ * (`commandRan`) makes every observation made before it stale, for every agent: observations carry the command
+ * epoch they were made in, so nothing has to be walked.
+ */
+export class Observations {
+  private byAgent = new WeakMap<Agent, Map<string, { version: string; epoch: number }>>()
+  private agentless = new Map<string, { version: string; epoch: number }>()
+  /** how many commands have run; an observation made in an earlier epoch is stale */
+  epoch = 0
+
+  private table(agent: Agent | undefined, create: true): Map<string, { version: string; epoch: number }>
+  private table(agent: Agent | undefined, create?: false): Map<string, { version: string; epoch: number }> | undefined
   private table(agent: Agent | undefined, create = false) {
     if (!agent) return this.agentless
     let table = this.byAgent.get(agent)
@@ -31,12 +44,25 @@ export class Observations {
     return table
   }
 
+  /** the version observed, when a command has not run since; see `lookup` for stale ones too */
   get(agent: Agent | undefined, root: string | undefined, key: string): string | undefined {
-    return this.table(agent)?.get(`${root ?? ''}\0${key}`)
+    const entry = this.lookup(agent, root, key)
+    return entry && !entry.stale ? entry.version : undefined
   }
 
-  set(agent: Agent | undefined, root: string | undefined, key: string, version: string) {
-    this.table(agent, true).set(`${root ?? ''}\0${key}`, version)
+  lookup(agent: Agent | undefined, root: string | undefined, key: string): Observed | undefined {
+    const entry = this.table(agent)?.get(`${root ?? ''}\0${key}`)
+    return entry && { version: entry.version, stale: entry.epoch < this.epoch }
+  }
+
+  /** records an observation; `epoch` is the one the observing call started in (a command may have run since) */
+  set(agent: Agent | undefined, root: string | undefined, key: string, version: string, epoch = this.epoch) {
+    this.table(agent, true).set(`${root ?? ''}\0${key}`, { version, epoch })
+  }
+
+  /** a command ran: nothing observed before now vouches for any file */
+  commandRan() {
+    this.epoch++
   }
 
   clear() {

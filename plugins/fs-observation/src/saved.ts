@@ -46,6 +46,12 @@ export class SavedObservations {
     setImmediate(() => this.flush())
   }
 
+  /** a command ran: nothing saved so far vouches for a file any more, in any session (they share the file system) */
+  forgetAll() {
+    this.queue = []
+    if (this.store.open) this.store.db.prepare('DELETE FROM fs_observations').run()
+  }
+
   /** commits what is queued in one transaction */
   flush() {
     this.scheduled = false

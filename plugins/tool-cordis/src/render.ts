@@ -122,6 +122,7 @@ function layerLines(layer: ToolsReport, lines: string[], title = layer.agent ? `
   lines.push(
     `  shown to the model (${layer.wire.length}): ${list(layer.wire)}${layer.sections.length ? `; prompt sections: ${layer.sections.join(', ')}` : ''}`,
   )
+  for (const t of layer.visible) if (t.status) lines.push(`  ${t.name}: ${t.status}`)
   if (layer.collapsed.length) lines.push(`  collapsed for direct calls (reach them inside run_code): ${list(layer.collapsed)}`)
   if (layer.masked.length) lines.push(`  masked: ${layer.masked.map((m) => `${m.name} (by ${m.by})`).join(', ')}`)
   if (layer.shadows.length) lines.push(`  shadows: ${layer.shadows.map((s) => `${s.name} (on ${s.by ?? GLOBAL}, hides ${s.hidden}'s)`).join(', ')}`)

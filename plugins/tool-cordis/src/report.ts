@@ -61,6 +61,8 @@ export interface ToolEntry {
   owner: string
   /** the plugin that registered it */
   plugin: string
+  /** what the tool says about how it runs (its `status` annotation), e.g. whether a shell is confined */
+  status?: string
 }
 
 export interface ToolsReport {
@@ -154,7 +156,10 @@ export function toolsOf(tools: ToolRuntime, agent: Agent | undefined): ToolsRepo
     modeFrom: origin.from === undefined ? 'default' : origin.from === agent ? 'self' : 'ancestor',
     visible: tools.schemas(agent).map(({ name }) => {
       const info = tools.get(name, agent)
-      return { name, owner: name === RUN_CODE ? 'core' : (info?.owner?.name ?? 'global'), plugin: info?.plugin ?? 'core' }
+      const entry: ToolEntry = { name, owner: name === RUN_CODE ? 'core' : (info?.owner?.name ?? 'global'), plugin: info?.plugin ?? 'core' }
+      const status = info?.annotations.status
+      if (typeof status === 'string') entry.status = status
+      return entry
     }),
     wire: wire.tools.map((tool) => tool.name),
     sections: wire.sections.filter((section) => section.text).map((section) => section.id),

@@ -1,0 +1,116 @@
+// test helpers: a started deployment over a fresh temp workspace, one-line calls, and the bubblewrap policy
+
+import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import ToolRuntime, { type Agent, assertStarted, type Mode, type ToolResult } from '@faber/core'
+import { Context, Logger } from 'cordis'
+import * as ToolsShell from '../src/index.ts'
+import { probeBubblewrap } from '../src/index.ts'
+
+Logger.levels.base = 0
+
+const dirs: string[] = []
+const started: Context[] = []
+
+export async function tempDir(prefix = 'faber-shell-') {
+  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), prefix)))
+  dirs.push(dir)
+  return dir
+}
+
+/** stops every deployment and removes every temp dir of the test */
+export async function cleanup() {
+  for (const ctx of started.splice(0)) await ctx.stop()
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+}
+
+let calls = 0
+
+export function caller(ctx: Context) {
+  return (name: string, args: unknown, extra: { agent?: Agent; signal?: AbortSignal } = {}): Promise<ToolResult> =>
+    ctx.tools.execute({ callId: `c${++calls}`, name, arguments: args, signal: extra.signal ?? new AbortController().signal, agent: extra.agent })
+}
+
+export interface Setup {
+  shell?: Partial<ToolsShell.ConfigInput>
+  mode?: Mode
+  /** more plugins, loaded before start */
+  plugins?: (ctx: Context, root: string) => void
+}
+
+export async function deployment(setup: Setup = {}) {
+  const root = await tempDir()
+  const ctx = new Context()
+  started.push(ctx)
+  ctx.plugin(ToolRuntime, { mode: setup.mode ?? 'native' })
+  ctx.plugin(ToolsShell, { root, ...setup.shell })
+  setup.plugins?.(ctx, root)
+  await ctx.start()
+  await assertStarted(ctx)
+  const call = caller(ctx)
+  return {
+    ctx,
+    root,
+    call,
+    bash: (command: string, extra: { timeoutMs?: number; agent?: Agent; signal?: AbortSignal } = {}) =>
+      call('bash', { command, ...(extra.timeoutMs ? { timeoutMs: extra.timeoutMs } : {}) }, extra),
+    file: (rel: string) => path.join(root, rel),
+  }
+}
+
+export function value<T = any>(result: ToolResult): T {
+  if (result.isError) throw new Error(`expected a success, got ${result.error.code}: ${result.error.message}`)
+  return result.value as T
+}
+
+// ---- bubblewrap: required in CI, skipped (never passed) elsewhere when it cannot run
+
+let probed: { ok: true } | { ok: false; why: string } | undefined
+
+/**
+ * for a `before` hook of a suite that needs bubblewrap. where it cannot run, the suite is skipped — mocha reports
+ * it as pending, never as passed — with the reason printed; with FABER_REQUIRE_BWRAP=1 (set by .ci/run) it fails.
+ */
+export function requireBubblewrap(context: Mocha.Context) {
+  probed ??= probeBubblewrap(os.tmpdir(), '/bin/bash', {
+    filesystem: 'readonly',
+    network: false,
+    hide: [],
+    readOnly: [],
+    writable: [],
+    protect: [],
+  })
+  if (probed.ok) return
+  if (process.env.FABER_REQUIRE_BWRAP === '1') throw new Error(`bubblewrap is required here (FABER_REQUIRE_BWRAP=1) but cannot run: ${probed.why}`)
+  console.warn(`      bubblewrap cannot run here, so these tests are SKIPPED (not passed): ${probed.why}`)
+  context.skip()
+}
+
+/** whether a process is gone (a zombie counts as gone: it runs nothing); polls briefly, the kernel reaps asynchronously */
+export async function gone(pid: number, withinMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    let state: string | undefined
+    try {
+      state = (await readFile(`/proc/${pid}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]
+    } catch {
+      return true
+    }
+    if (state === 'Z' || state === 'X') return true
+    if (Date.now() > deadline) return false
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+/** waits until a file in the workspace has at least `lines` lines; returns them */
+export async function linesOf(file: string, lines: number, withinMs = 5000): Promise<string[]> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    const text = await readFile(file, 'utf8').catch(() => '')
+    const found = text.split('\n').filter(Boolean)
+    if (found.length >= lines) return found
+    if (Date.now() > deadline) throw new Error(`${file} did not get ${lines} lines in ${withinMs} ms (it has ${found.length})`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
