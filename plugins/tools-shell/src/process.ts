@@ -11,6 +11,7 @@ import type { Cgroup, Cgroups, Launch } from './confine.ts'
 const LAUNCHER = [
   '[ "$0" = - ] || echo $$ > "$0" || exit 126',
   // no redirection around this loop: bash would keep a saved copy of stderr open above 2 and lose it here
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
   'for fd in /proc/$$/fd/*; do fd=${fd##*/}; case $fd in 0|1|2) ;; *) eval "exec $fd>&-" ;; esac; done',
   'exec "$@"',
 ].join('\n')

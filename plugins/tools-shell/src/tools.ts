@@ -140,7 +140,11 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; di
         lifetime.unref()
         const agent = run.exec.agent
         const off = agent?.ctx.on('dispose', () => process.kill())
-        const job: Job = { id, command: args.command, agent, process, forget: () => (clearTimeout(lifetime), off?.()) }
+        const forget = () => {
+          clearTimeout(lifetime)
+          off?.()
+        }
+        const job: Job = { id, command: args.command, agent, process, forget }
         jobs.set(id, job)
         void process.done.then(job.forget)
         return outcomeOf(undefined, { stdout: { text: '', bytes: 0, elided: 0 }, stderr: { text: '', bytes: 0, elided: 0 } }, process.started, id)
