@@ -3,6 +3,7 @@
 
 import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
+import { strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { bwrapArgs, findCgroups, probeBubblewrap, type SandboxConfig } from './confine.ts'
 import { shellTools } from './tools.ts'
@@ -51,48 +52,50 @@ const ENV = {
   set: {} as Record<string, string>,
 }
 
-export const Config: Schema<ConfigInput, Config> = Schema.object({
-  root: Schema.string().required().description('the workspace directory commands run in'),
-  name: Schema.string().default('bash').description('the tool name; the job tools are <name>_output and <name>_stop'),
-  shell: Schema.string().default('/bin/bash').description('the shell that runs each command as `<shell> -c <command>`'),
-  confine: Schema.boolean()
-    .default(true)
-    .description('run commands inside bubblewrap; when it is unavailable the plugin refuses to start, unless this is false'),
-  sandbox: Schema.object({
-    filesystem: Schema.union(['readonly', 'minimal'] as const)
-      .default(SANDBOX.filesystem)
-      .description('readonly: the host file system, read-only, minus hide; minimal: only /usr, /bin, /lib*, /etc, /opt and readOnly'),
-    network: Schema.boolean().default(false).description('let commands use the network (the host network namespace)'),
-    hide: Schema.array(Schema.string()).default(SANDBOX.hide).description('directories replaced by an empty tmpfs (readonly file system)'),
-    readOnly: Schema.array(Schema.string()).default(SANDBOX.readOnly).description('more directories to show read-only'),
-    writable: Schema.array(Schema.string()).default(SANDBOX.writable).description('more directories to make writable'),
-    protect: Schema.array(Schema.string())
-      .default(SANDBOX.protect)
-      .description('paths inside the root kept read-only (those that exist when a command starts)'),
-  })
-    .default(SANDBOX)
-    .description('what a confined command sees'),
-  timeoutMs: Schema.natural().min(1).default(120_000).description('a command is killed after this long unless its call asks for another timeout'),
-  maxTimeoutMs: Schema.natural().min(1).default(600_000).description('the longest timeout a call may ask for'),
-  outputBytes: Schema.natural()
-    .min(2)
-    .default(30_000)
-    .description('bytes of each stream kept per call (half from the start, half from the end); the middle is elided'),
-  maxProcesses: Schema.natural().min(1).default(512).description('processes one command may have at once (needs a pids cgroup)'),
-  killGraceMs: Schema.natural().default(2000).description('after a timeout or stop, how long SIGTERM has before SIGKILL'),
-  env: Schema.object({
-    allow: Schema.array(Schema.string()).default(ENV.allow).description('variables passed from this process (a trailing * matches a prefix)'),
-    set: Schema.dict(Schema.string()).default(ENV.set).description('variables set for every command'),
-  })
-    .default(ENV)
-    .description('the environment of commands; nothing else is passed'),
-  jobs: Schema.object({
-    max: Schema.natural().min(1).default(4).description('background jobs running at once'),
-    maxMs: Schema.natural().min(1).default(3_600_000).description('a background job is killed after this long'),
-  })
-    .default({ max: 4, maxMs: 3_600_000 })
-    .description('background jobs'),
-}) as Schema<ConfigInput, Config>
+export const Config: Schema<ConfigInput, Config> = strict(
+  Schema.object({
+    root: Schema.string().required().description('the workspace directory commands run in'),
+    name: Schema.string().default('bash').description('the tool name; the job tools are <name>_output and <name>_stop'),
+    shell: Schema.string().default('/bin/bash').description('the shell that runs each command as `<shell> -c <command>`'),
+    confine: Schema.boolean()
+      .default(true)
+      .description('run commands inside bubblewrap; when it is unavailable the plugin refuses to start, unless this is false'),
+    sandbox: Schema.object({
+      filesystem: Schema.union(['readonly', 'minimal'] as const)
+        .default(SANDBOX.filesystem)
+        .description('readonly: the host file system, read-only, minus hide; minimal: only /usr, /bin, /lib*, /etc, /opt and readOnly'),
+      network: Schema.boolean().default(false).description('let commands use the network (the host network namespace)'),
+      hide: Schema.array(Schema.string()).default(SANDBOX.hide).description('directories replaced by an empty tmpfs (readonly file system)'),
+      readOnly: Schema.array(Schema.string()).default(SANDBOX.readOnly).description('more directories to show read-only'),
+      writable: Schema.array(Schema.string()).default(SANDBOX.writable).description('more directories to make writable'),
+      protect: Schema.array(Schema.string())
+        .default(SANDBOX.protect)
+        .description('paths inside the root kept read-only (those that exist when a command starts)'),
+    })
+      .default(SANDBOX)
+      .description('what a confined command sees'),
+    timeoutMs: Schema.natural().min(1).default(120_000).description('a command is killed after this long unless its call asks for another timeout'),
+    maxTimeoutMs: Schema.natural().min(1).default(600_000).description('the longest timeout a call may ask for'),
+    outputBytes: Schema.natural()
+      .min(2)
+      .default(30_000)
+      .description('bytes of each stream kept per call (half from the start, half from the end); the middle is elided'),
+    maxProcesses: Schema.natural().min(1).default(512).description('processes one command may have at once (needs a pids cgroup)'),
+    killGraceMs: Schema.natural().default(2000).description('after a timeout or stop, how long SIGTERM has before SIGKILL'),
+    env: Schema.object({
+      allow: Schema.array(Schema.string()).default(ENV.allow).description('variables passed from this process (a trailing * matches a prefix)'),
+      set: Schema.dict(Schema.string()).default(ENV.set).description('variables set for every command'),
+    })
+      .default(ENV)
+      .description('the environment of commands; nothing else is passed'),
+    jobs: Schema.object({
+      max: Schema.natural().min(1).default(4).description('background jobs running at once'),
+      maxMs: Schema.natural().min(1).default(3_600_000).description('a background job is killed after this long'),
+    })
+      .default({ max: 4, maxMs: 3_600_000 })
+      .description('background jobs'),
+  }),
+)
 
 /** the environment a command gets: allowed variables of this process, then `set` */
 export function commandEnv(env: Config['env'], from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {

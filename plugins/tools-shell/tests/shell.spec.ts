@@ -117,6 +117,11 @@ describe('tools-shell: running a command', () => {
     expect(String(error)).to.match(/commands cannot be confined: bwrap is not installed.*set confine: false/)
   })
 
+  it('rejects unknown config keys, nested ones too', () => {
+    expect(() => ToolsShell.Config({ root: '/tmp', sandbox: { netwrok: true } } as never)).to.throw(/netwrok/)
+    expect(() => ToolsShell.Config({ root: '/tmp', confined: false } as never)).to.throw(/confined/)
+  })
+
   it('says in its status whether it is confined', async () => {
     const { ctx } = await deployment({ shell: unconfined })
     expect(ctx.tools.get('bash')!.annotations.status).to.match(/^NOT confined \(confine: false\)/)
