@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
-import ToolRuntime, { assertStarted, createAgent } from '@faber/core'
+import ToolRuntime, { assertStarted, createAgent, defineTool, t } from '@faber/core'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
@@ -26,6 +26,22 @@ describe('fs-observation: a resumed session keeps what its agent read', () => {
   async function turn(log: string, script: ScriptStep[]) {
     const ctx = new Context()
     ctx.plugin(ToolRuntime)
+    // a stand-in shell: any tool annotated changesFiles counts as a command
+    ctx.plugin({
+      name: 'shell',
+      inject: ['tools'],
+      apply: (ctx: Context) =>
+        ctx.tools.register(
+          defineTool({
+            name: 'sh',
+            description: 'runs nothing',
+            parameters: t.object({ command: t.string() }),
+            output: { schema: t.string() },
+            annotations: { changesFiles: true },
+            execute: () => 'ran',
+          }),
+        ),
+    })
     ctx.plugin(DeploymentStore, { path: path.join(dir, 'faber.db') })
     ctx.plugin(ToolsFs, { root })
     ctx.plugin(FsObservation, {})
@@ -78,5 +94,17 @@ describe('fs-observation: a resumed session keeps what its agent read', () => {
     const [resumed] = await turn(log, edit)
     expect(resumed).to.contain('"notes.txt" changed since you read it')
     expect(await readFile(path.join(root, 'notes.txt'), 'utf8')).to.equal('hello world, changed by someone\n')
+  })
+
+  it('a command after the read makes the kept observation worthless, across a restart too', async () => {
+    const log = path.join(dir, 'session.jsonl')
+    await turn(log, [
+      { toolCalls: [{ name: 'read', arguments: { path: 'notes.txt' } }] },
+      { toolCalls: [{ name: 'sh', arguments: { command: 'true' } }] },
+      { text: 'ran it' },
+    ])
+    const [resumed] = await turn(log, edit)
+    expect(resumed).to.contain('edit requires reading "notes.txt" first')
+    expect(await readFile(path.join(root, 'notes.txt'), 'utf8')).to.equal('hello world\n')
   })
 })
