@@ -1,7 +1,23 @@
 // lossless JSON: a value that survives JSON.stringify/parse unchanged. anything JSON would drop or
 // transform (undefined, BigInt, NaN, holes, class instances, cycles) is refused with the path where it sits.
+// the snapshot walks with an explicit stack, so no input can overflow the host's stack, and it is total: proxies,
+// getters and anything else that throws while being read become a JsonError naming the path, never a raw throw.
 
 export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json }
+
+/**
+ * deepest nesting of arrays and objects a snapshot accepts (the root container is level 1): far deeper than any tool's
+ * arguments or result, and shallow enough for everything downstream that recurses (JSON.stringify, validators,
+ * plugins matching arguments). serde_json's default limit is 128.
+ */
+export const MAX_JSON_DEPTH = 256
+
+/**
+ * most values (primitives and containers, each counted every time it is reached) a snapshot accepts. it bounds the
+ * time and memory one snapshot can take: a few shared references can describe a tree exponentially larger than
+ * themselves, and that tree is what JSON (and every consumer) would see.
+ */
+export const MAX_JSON_VALUES = 1_000_000
 
 export class JsonError extends TypeError {
   constructor(
@@ -13,106 +29,199 @@ export class JsonError extends TypeError {
   }
 }
 
-function describe(value: unknown) {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
-  const type = typeof value
-  if (type === 'object') {
-    const proto = Object.getPrototypeOf(value)
-    const name = proto?.constructor?.name
-    return name ? `a ${name}` : 'an object'
-  }
-  return `a ${type}`
-}
-
-function refuse(path: string, value: unknown, seen: object[]): never {
-  if (typeof value === 'object' && value !== null && seen.includes(value)) {
-    throw new JsonError(path, 'refers back to one of its own ancestors (a cycle), which is not JSON; pass a tree')
-  }
-  switch (typeof value) {
-    case 'undefined':
-      throw new JsonError(path, 'is undefined, which is not JSON; omit the key or pass null')
-    case 'bigint':
-      throw new JsonError(path, 'is a BigInt, which is not JSON; pass a number or a string')
-    case 'function':
-      throw new JsonError(path, 'is a function, which is not JSON; pass data')
-    case 'symbol':
-      throw new JsonError(path, 'is a symbol, which is not JSON; pass a string')
-    case 'number':
-      throw new JsonError(path, `is ${value}, which is not JSON; pass a finite number`)
-  }
-  throw new JsonError(path, `is ${describe(value)}, which is not JSON; pass a plain object, array or primitive`)
-}
-
-// path segments are built on every property, so the identifier test is cached (bounded: names come from models)
+// path segments are built for validation messages, so the identifier test is cached (bounded: names come from models)
 const segments = new Map<string, string>()
+const LONG_NAME = 64
 
 export function segment(name: string): string {
   let text = segments.get(name)
   if (text === undefined) {
-    text = /^[A-Za-z_$][\w$]*$/.test(name) ? `.${name}` : `[${JSON.stringify(name)}]`
-    if (segments.size < 10000) segments.set(name, text)
+    if (/^[A-Za-z_$][\w$]*$/.test(name) && name.length <= LONG_NAME) text = `.${name}`
+    // a key can be megabytes long: a path shows its start
+    else text = name.length <= LONG_NAME ? `[${JSON.stringify(name)}]` : `[${JSON.stringify(name.slice(0, LONG_NAME))}…]`
+    if (segments.size < 10000 && name.length <= LONG_NAME) segments.set(name, text)
   }
   return text
 }
 
-function key(path: string, name: string) {
-  return path + segment(name)
+/** a path a person can read: a very deep one keeps its start and its end */
+function readable(path: string) {
+  return path.length <= 240 ? path : `${path.slice(0, 110)} … ${path.slice(-110)}`
 }
 
-function copy(value: unknown, path: string, seen: object[]): Json {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return value
-    case 'number':
-      if (!Number.isFinite(value)) refuse(path, value, seen)
-      // -0 has no JSON spelling: normalize rather than refuse
-      return value === 0 ? 0 : value
-    case 'object':
-      break
-    default:
-      refuse(path, value, seen)
-  }
-  if (value === null) return null
-  if (seen.includes(value)) refuse(path, value, seen)
-  const isArray = Array.isArray(value)
-  if (!isArray) {
-    const proto = Object.getPrototypeOf(value)
-    if (proto !== Object.prototype && proto !== null) refuse(path, value, seen)
-  }
-  seen.push(value)
-  let out: Json
-  if (isArray) {
-    const items: Json[] = new Array(value.length)
-    for (let i = 0; i < value.length; i++) {
-      if (!(i in value)) throw new JsonError(`${path}[${i}]`, 'is a hole in a sparse array, which is not JSON; fill it or use null')
-      items[i] = copy(read(value, i, path), `${path}[${i}]`, seen)
-    }
-    out = items
-  } else {
-    const record: Record<string, Json> = {}
-    for (const name of Object.keys(value)) {
-      record[name] = copy(read(value, name, path), key(path, name), seen)
-    }
-    out = record
-  }
-  seen.pop()
-  return Object.freeze(out)
-}
-
-function read(target: any, name: string | number, path: string) {
+function messageOf(error: unknown) {
   try {
-    return target[name]
-  } catch (error) {
-    const at = typeof name === 'number' ? `${path}[${name}]` : key(path, name)
-    throw new JsonError(at, `could not be read: its getter threw (${error instanceof Error ? error.message : String(error)})`)
+    const text = error instanceof Error ? error.message : String(error)
+    return text.length > 200 ? `${text.slice(0, 200)}…` : text
+  } catch {
+    return 'an error that could not be shown'
   }
 }
 
-/** a deep, frozen copy of a lossless-JSON value; throws a JsonError naming the offending path otherwise */
+function describe(proto: object) {
+  try {
+    const name = proto?.constructor?.name
+    return typeof name === 'string' && name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
+  } catch {
+    return 'an object'
+  }
+}
+
+function scalarProblem(value: unknown): string {
+  switch (typeof value) {
+    case 'undefined':
+      return 'is undefined, which is not JSON; omit the key or pass null'
+    case 'bigint':
+      return 'is a BigInt, which is not JSON; pass a number or a string'
+    case 'function':
+      return 'is a function, which is not JSON; pass data'
+    case 'symbol':
+      return 'is a symbol, which is not JSON; pass a string'
+    default:
+      return `is ${value}, which is not JSON; pass a finite number`
+  }
+}
+
+/** one container being copied: its source, its copy, and the index of the child being read */
+interface Frame {
+  source: any
+  out: any
+  /** the source's keys; undefined for an array */
+  keys: string[] | undefined
+  length: number
+  index: number
+}
+
+// a cycle is a container met again among its open ancestors: the first few are scanned, deeper ones kept in a set
+const SCANNED = 32
+
+class Snapshot {
+  private stack: Frame[] = []
+  private deep: Set<object> | undefined
+  private budget = MAX_JSON_VALUES
+
+  constructor(private root: string) {}
+
+  run(value: unknown): Json {
+    if (typeof value !== 'object' || value === null) return this.scalar(value)
+    const { stack } = this
+    let frame = this.open(value)
+    for (;;) {
+      if (frame.index === frame.length) {
+        const done = Object.freeze(frame.out)
+        if (stack.length > SCANNED) this.deep!.delete(frame.source)
+        stack.pop()
+        if (stack.length === 0) return done
+        frame = stack[stack.length - 1]
+        this.put(frame, done)
+        continue
+      }
+      const child = this.read(frame)
+      if (typeof child === 'object' && child !== null) frame = this.open(child)
+      else this.put(frame, this.scalar(child))
+    }
+  }
+
+  /** the path of the value being read: the root, then each open container's current child */
+  private path() {
+    let path = this.root
+    for (const { keys, index } of this.stack) path += keys ? segment(keys[index]) : `[${index}]`
+    return readable(path)
+  }
+
+  private fail(problem: string): never {
+    throw new JsonError(this.path(), problem)
+  }
+
+  private count() {
+    if (--this.budget < 0) this.tooLarge()
+  }
+
+  private tooLarge(): never {
+    this.fail(`makes the value larger than ${MAX_JSON_VALUES} values, which is more than a tool call takes; pass less`)
+  }
+
+  private scalar(value: unknown): Json {
+    this.count()
+    switch (typeof value) {
+      case 'string':
+      case 'boolean':
+        return value
+      case 'number':
+        if (!Number.isFinite(value)) this.fail(scalarProblem(value))
+        // -0 has no JSON spelling: normalize rather than refuse
+        return value === 0 ? 0 : value
+    }
+    if (value === null) return null
+    this.fail(scalarProblem(value))
+  }
+
+  /** starts copying a container: checks it and pushes its frame */
+  private open(value: object): Frame {
+    this.count()
+    if (this.isAncestor(value)) this.fail('refers back to one of its own ancestors (a cycle), which is not JSON; pass a tree')
+    if (this.stack.length >= MAX_JSON_DEPTH) {
+      this.fail(`is nested deeper than ${MAX_JSON_DEPTH} levels, which is more than a tool call takes; pass a flatter value`)
+    }
+    let frame: Frame
+    try {
+      if (Array.isArray(value)) {
+        const { length } = value
+        // checked before the copy is allocated
+        if (length > MAX_JSON_VALUES) this.fail(`is an array of ${length} items, more than the ${MAX_JSON_VALUES} values a tool call takes; pass less`)
+        if (length > this.budget) this.tooLarge()
+        frame = { source: value, out: new Array(length), keys: undefined, length, index: 0 }
+      } else {
+        const proto = Object.getPrototypeOf(value)
+        if (proto !== Object.prototype && proto !== null) {
+          this.fail(`is ${describe(proto)}, which is not JSON; pass a plain object, array or primitive`)
+        }
+        const keys = Object.keys(value)
+        frame = { source: value, out: {}, keys, length: keys.length, index: 0 }
+      }
+    } catch (error) {
+      if (error instanceof JsonError) throw error
+      this.fail(`could not be read (${messageOf(error)}); pass plain data`)
+    }
+    if (this.stack.push(frame) > SCANNED) (this.deep ??= new Set()).add(value)
+    return frame
+  }
+
+  private isAncestor(value: object) {
+    const { stack } = this
+    for (let i = 0; i < stack.length && i < SCANNED; i++) if (stack[i].source === value) return true
+    return this.deep?.has(value) === true
+  }
+
+  /** the child at the frame's index, read once; a throwing getter or proxy trap is refused at its path */
+  private read(frame: Frame): unknown {
+    const { source, keys, index } = frame
+    try {
+      if (keys) return source[keys[index]]
+      if (!(index in source)) this.fail('is a hole in a sparse array, which is not JSON; fill it or use null')
+      return source[index]
+    } catch (error) {
+      if (error instanceof JsonError) throw error
+      this.fail(`could not be read: reading it threw (${messageOf(error)}); pass plain data`)
+    }
+  }
+
+  private put(frame: Frame, value: Json) {
+    const { out, keys, index } = frame
+    if (!keys) out[index] = value
+    // a key is data: `__proto__` becomes an own property instead of replacing the copy's prototype
+    else if (keys[index] === '__proto__') Object.defineProperty(out, '__proto__', { value, enumerable: true, writable: true, configurable: true })
+    else out[keys[index]] = value
+    frame.index = index + 1
+  }
+}
+
+/**
+ * a deep, frozen copy of a lossless-JSON value; throws a JsonError naming the offending path otherwise, and nothing
+ * else whatever the value is. at most MAX_JSON_DEPTH levels and MAX_JSON_VALUES values; time linear in the values read.
+ */
 export function snapshot(value: unknown, root = '$'): Json {
-  return copy(value, root, [])
+  return new Snapshot(root).run(value)
 }
 
 /** JSON text with object keys sorted: equal values give equal text */

@@ -1,7 +1,7 @@
 // the JSON-schema subset Faber understands, its validator, and `t`, a typed DSL that produces it.
 // everything outside the subset is refused at registration, naming the keyword, so no constraint is silently dropped.
 
-import { canonicalJson, type Json, segment } from './json.ts'
+import { canonicalJson, type Json, JsonError, segment, snapshot } from './json.ts'
 
 export type JsonType = 'string' | 'number' | 'integer' | 'boolean' | 'null' | 'array' | 'object'
 
@@ -87,9 +87,16 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+/**
+ * deepest nesting of subschemas (items, properties, anyOf, ...) a tool may declare. validators follow the schema, so
+ * this bounds how deep validation recurses; it also stops a schema object that contains itself.
+ */
+export const MAX_SCHEMA_DEPTH = 64
+
 /** throws a SchemaError naming the first construct outside the supported subset */
-export function checkSchema(schema: unknown, path = '$'): asserts schema is JsonSchema {
+export function checkSchema(schema: unknown, path = '$', depth = 1): asserts schema is JsonSchema {
   if (!isRecord(schema)) throw new SchemaError(path, `a schema must be an object, got ${schema === null ? 'null' : typeof schema}`)
+  if (depth > MAX_SCHEMA_DEPTH) throw new SchemaError(path, `schemas nest deeper than ${MAX_SCHEMA_DEPTH} levels (or one contains itself); flatten it`)
   for (const [keyword, value] of Object.entries(schema)) {
     if (ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')) continue
     if (!SUPPORTED.has(keyword)) {
@@ -108,6 +115,15 @@ export function checkSchema(schema: unknown, path = '$'): asserts schema is Json
     }
   }
   if (schema.enum !== undefined && !Array.isArray(schema.enum)) throw new SchemaError(path, '"enum" must be an array')
+  for (const keyword of ['const', 'enum'] as const) {
+    if (schema[keyword] === undefined) continue
+    try {
+      snapshot(schema[keyword], `${path}.${keyword}`)
+    } catch (error) {
+      if (error instanceof JsonError) throw new SchemaError(path, `"${keyword}" must be JSON: ${error.message}`)
+      throw error
+    }
+  }
   if (schema.pattern !== undefined) {
     if (typeof schema.pattern !== 'string') throw new SchemaError(path, '"pattern" must be a string')
     try {
@@ -120,22 +136,22 @@ export function checkSchema(schema: unknown, path = '$'): asserts schema is Json
     const branches = schema[keyword]
     if (branches === undefined) continue
     if (!Array.isArray(branches) || branches.length === 0) throw new SchemaError(path, `"${keyword}" must be a non-empty array of schemas`)
-    for (const [i, branch] of branches.entries()) checkSchema(branch, `${path}.${keyword}[${i}]`)
+    for (const [i, branch] of branches.entries()) checkSchema(branch, `${path}.${keyword}[${i}]`, depth + 1)
   }
   if (schema.items !== undefined) {
     if (Array.isArray(schema.items)) throw new SchemaError(path, 'tuple "items" (an array of schemas) is not supported; use one schema for every item')
-    checkSchema(schema.items, `${path}.items`)
+    checkSchema(schema.items, `${path}.items`, depth + 1)
   }
   if (schema.properties !== undefined) {
     if (!isRecord(schema.properties)) throw new SchemaError(path, '"properties" must be an object of schemas')
-    for (const [name, sub] of Object.entries(schema.properties)) checkSchema(sub, `${path}.properties.${name}`)
+    for (const [name, sub] of Object.entries(schema.properties)) checkSchema(sub, `${path}.properties${segment(name)}`, depth + 1)
   }
   if (schema.required !== undefined) {
     if (!Array.isArray(schema.required) || schema.required.some((r) => typeof r !== 'string')) {
       throw new SchemaError(path, '"required" must be an array of property names')
     }
   }
-  if (isRecord(schema.additionalProperties)) checkSchema(schema.additionalProperties, `${path}.additionalProperties`)
+  if (isRecord(schema.additionalProperties)) checkSchema(schema.additionalProperties, `${path}.additionalProperties`, depth + 1)
   else if (schema.additionalProperties !== undefined && typeof schema.additionalProperties !== 'boolean') {
     throw new SchemaError(path, '"additionalProperties" must be a boolean or a schema')
   }
@@ -178,8 +194,22 @@ function sameJson(a: unknown, b: unknown) {
   return canonicalJson(a as Json) === canonicalJson(b as Json)
 }
 
+/** code points, counted without copying the string */
+function codePoints(text: string) {
+  let count = text.length
+  for (let i = 0; i < text.length - 1; i++) {
+    const code = text.charCodeAt(i)
+    if (code >= 0xd800 && code < 0xdc00 && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      count--
+      i++
+    }
+  }
+  return count
+}
+
 function show(value: unknown) {
-  const text = JSON.stringify(value)
+  // a string can be megabytes long: cut it before quoting it
+  const text = JSON.stringify(typeof value === 'string' && value.length > 60 ? value.slice(0, 60) : value)
   return text === undefined ? String(value) : text.length > 60 ? `${text.slice(0, 57)}...` : text
 }
 
@@ -205,7 +235,7 @@ export function compileSchema(schema: JsonSchema): Validator {
     const regexp = pattern === undefined ? undefined : new RegExp(pattern, 'u')
     checks.push((value, path) => {
       if (typeof value !== 'string') return
-      const length = [...value].length
+      const length = codePoints(value)
       if (minLength !== undefined && length < minLength) return `${path}: expected at least ${minLength} characters, got ${length}`
       if (maxLength !== undefined && length > maxLength) return `${path}: expected at most ${maxLength} characters, got ${length}`
       if (regexp && !regexp.test(value)) return `${path}: expected a string matching /${pattern}/, got ${show(value)}`
@@ -369,7 +399,8 @@ export const t = {
     const properties: Record<string, JsonSchema> = {}
     const required: string[] = []
     for (const [name, schema] of Object.entries(shape)) {
-      properties[name] = schema.json
+      // a key is data: `__proto__` is a property name here, not the prototype
+      Object.defineProperty(properties, name, { value: schema.json, enumerable: true, writable: true, configurable: true })
       if (!schema.isOptional) required.push(name)
     }
     return make<InferShape<P>>({ type: 'object', properties, required, additionalProperties: options.additionalProperties ?? false })

@@ -593,7 +593,7 @@ describe('error codes', () => {
             throw new Error('nope')
           },
         },
-        '$.text could not be read: its getter threw (nope)',
+        '$.text could not be read: reading it threw (nope)',
       ],
       [{ text: new Date(0) }, '$.text is a Date, which is not JSON'],
     ] as const) {
