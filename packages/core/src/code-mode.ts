@@ -4,7 +4,7 @@
 import type { Agent } from './agent.ts'
 import { SEARCH_LIMIT } from './catalog.ts'
 import type { BridgeReply, CodeRunOutcome } from './code-runtime.ts'
-import type { Json } from './json.ts'
+import { type Json, JsonError, snapshot } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ToolRuntime } from './runtime.ts'
 import { t } from './schema.ts'
@@ -93,6 +93,15 @@ class Scheduler {
   }
 }
 
+// whatever was thrown, reading its message must not throw in turn
+function messageOf(error: unknown) {
+  try {
+    return error instanceof Error ? String(error.message) : String(error)
+  } catch {
+    return 'an error that could not be shown'
+  }
+}
+
 const CALL_TEXT = 80
 
 /** `tools.slow({"ms":1000})`, its argument cut to a glance */
@@ -153,12 +162,24 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     let settled = false
     let sequence = 0
 
+    // the bridge answers every call and never rejects: whatever a nested call does, the program gets a reply
+    // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled
     const call = (name: string, argumentsJson: string): Promise<BridgeReply> => {
-      if (settled) return Promise.resolve({ ok: false, message: `tools.${name} was called after the program finished; the call was refused` })
-      if (name[0] === '$') return Promise.resolve(helper(name, argumentsJson))
-      const promise = nestedCall(exec.token, name, argumentsJson, `${exec.callId}/${++sequence}`)
+      if (typeof name !== 'string' || typeof argumentsJson !== 'string') {
+        return Promise.resolve({ ok: false, message: 'the call reached the host without a tool name and JSON text; it was refused', code: 'INVALID_ARGUMENTS' })
+      }
+      const failedOnHost = (error: unknown): BridgeReply => ({ ok: false, message: `${binding(name)} failed on the host: ${messageOf(error)}` })
+      if (settled) return Promise.resolve({ ok: false, message: `${binding(name)} was called after the program finished; the call was refused` })
+      if (name[0] === '$') {
+        try {
+          return Promise.resolve(helper(name, argumentsJson))
+        } catch (error) {
+          return Promise.resolve(failedOnHost(error))
+        }
+      }
+      const promise = nestedCall(exec.token, name, argumentsJson, `${exec.callId}/${++sequence}`).catch(failedOnHost)
       inflight.set(promise, callText(name, argumentsJson))
-      promise.finally(() => inflight.delete(promise))
+      promise.then(() => inflight.delete(promise))
       return promise
     }
 
@@ -225,7 +246,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     try {
       outcome = await host.run({ code: stripped.code, tools: names, call, signal: run.signal, limits: runtime.codeLimits })
     } catch (error) {
-      outcome = { ok: false, kind: 'crash', message: error instanceof Error ? error.message : String(error), logs: [] }
+      outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {
       cancelled = [...inflight.values()]
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
@@ -249,6 +270,13 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
         result = JSON.parse(outcome.result)
       } catch {
         throw new ToolResultError(failure('crash', 'the sandbox returned a result that is not JSON text', { logs: outcome.logs }))
+      }
+      // JSON text can nest deeper than a result may (a snapshot's bounds): say so as the program's failure
+      try {
+        result = snapshot(result, '$')
+      } catch (error) {
+        if (!(error instanceof JsonError)) throw error
+        throw new ToolResultError(failure('output-limit', `the value the program returned cannot be a result: ${error.message}`, { logs: outcome.logs }))
       }
     }
     const value: { logs: string[]; result?: Json; cancelled?: string[] } = { logs: outcome.logs }

@@ -46,8 +46,13 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
 }
 
+// whatever a participant threw, reading its message must not throw in turn
 function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
+  try {
+    return error instanceof Error ? String(error.message) : String(error)
+  } catch {
+    return 'an error that could not be shown'
+  }
 }
 
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
@@ -377,18 +382,41 @@ export class Pipeline {
     if (tool.isError) return tool
     if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
     let value: unknown
+    let pending: boolean
     try {
-      value = await tool.definition.execute(exec.arguments, { signal, exec })
+      value = tool.definition.execute(exec.arguments, { signal, exec })
     } catch (error) {
-      if (error instanceof ToolResultError) return error.result
-      const toolCode = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : undefined
-      const prefix = toolCode ? `${toolCode}: ` : ''
-      return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${prefix}${messageOf(error)}`, toolCode ? { toolCode } : {})
+      return this.bodyFailed(exec, error)
+    }
+    try {
+      pending = isThenable(value)
+    } catch (error) {
+      // a returned proxy whose traps throw: there is no value to read
+      return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that could not be read: ${messageOf(error)}`)
+    }
+    if (pending) {
+      try {
+        value = await value
+      } catch (error) {
+        return this.bodyFailed(exec, error)
+      }
     }
     const checked = this.checkValue(exec, tool, value)
     if (checked.isError) return checked
     if (signal.aborted) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
     return this.rendered(exec, tool, checked.value)
+  }
+
+  /** what a body threw, as a result; whatever it threw, this does not throw */
+  private bodyFailed(exec: Execution, error: unknown): ToolFailure {
+    let toolCode: string | undefined
+    try {
+      if (error instanceof ToolResultError) return error.result
+      const code = (error as { code?: unknown } | null)?.code
+      if (typeof code === 'string') toolCode = code
+    } catch {}
+    const prefix = toolCode ? `${toolCode}: ` : ''
+    return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${prefix}${messageOf(error)}`, toolCode ? { toolCode } : {})
   }
 
   private checkValue(exec: Execution, tool: CompiledTool, value: unknown): { isError: false; value: Json } | ToolFailure {
