@@ -4,7 +4,7 @@ const specArgs = process.argv.slice(2).some((a) => /\.spec\.ts$/.test(a))
 module.exports = {
   spec: specArgs ? [] : ['packages/*/tests/**/*.spec.ts', 'plugins/*/tests/**/*.spec.ts', 'examples/*/tests/**/*.spec.ts', 'test/**/*.spec.ts'],
   extension: ['ts'],
-  require: ['tsx/esm'],
+  require: ['tsx/esm', './scripts/mocha-unhandled.cjs'],
   'node-option': ['no-node-snapshot'],
   reporter: './scripts/mocha-reporter.cjs',
   'fail-zero': true,
