@@ -1,16 +1,21 @@
 // atomic, optionally conditional writes: the new bytes go to a temp file in the target's directory, the
 // expectation is checked as late as possible, then the temp file replaces the target in one rename.
 //
-// the window: for "must be at version V" the check (read + hash) and the rename are two system calls, so a
-// change landing between them is lost; there is no portable compare-and-rename. the check runs after the temp
-// file is complete, immediately before rename, so the window is microseconds, not the length of the write.
-// for "must not exist" there is no window: link(2) refuses an existing target atomically.
+// a conditional write ("must be at version V") holds a descriptor on the file it replaces. before the rename it
+// checks through it that the content is V and that the path still names that file; after the rename it reads the
+// replaced file once more. a write that landed in between — another process appending, which keeps writing into
+// the file it opened even once ours has replaced it — shows there. then the other writer's content is put back
+// (with anything appended to ours since kept after it) and the call fails with FS_CONFLICT: nothing is lost
+// silently. "must not exist" has no window at all: link(2) refuses an existing target atomically.
 
 import { randomBytes } from 'node:crypto'
-import { chmod, link, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { chmod, type FileHandle, link, mkdir, open, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { assertInside, READ, readAll } from './descriptor.ts'
 import { errnoOf, FsError, fromErrno } from './errors.ts'
-import { ABSENT, currentVersion } from './version.ts'
+import { ABSENT, versionOf } from './version.ts'
+import type { Workspace } from './workspace.ts'
 
 export function staleError(rel: string, expected: string, current: string): FsError {
   if (expected === ABSENT)
@@ -19,25 +24,46 @@ export function staleError(rel: string, expected: string, current: string): FsEr
   return new FsError('FS_STALE', `"${rel}" changed since you read it — read it again, then retry`)
 }
 
+export function conflictError(rel: string): FsError {
+  return new FsError(
+    'FS_CONFLICT',
+    `another process changed "${rel}" while this change was being written; its change is kept and this one was not applied — read the file again, then retry`,
+  )
+}
+
 export interface Committed {
   created: boolean
 }
 
-/** writes `data` to `real` atomically; `expected` is a version, ABSENT, or undefined for an unconditional write */
-export async function commit(real: string, rel: string, data: string, expected: string | undefined): Promise<Committed> {
-  const dir = path.dirname(real)
-  let mode: number | undefined
+interface Present {
+  handle: FileHandle
+  info: Stats
+}
+
+/** the file now at `real`, open, checked to lie inside the root; undefined when there is none */
+async function present(workspace: Workspace, real: string, rel: string): Promise<Present | undefined> {
+  let handle: FileHandle
   try {
-    const info = await stat(real)
+    handle = await open(real, READ)
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT') return
+    if (errnoOf(error) === 'ENOTDIR') throw new FsError('FS_NOT_A_FILE', `a parent of "${rel}" is a file, not a directory`)
+    throw fromErrno(error, rel)
+  }
+  try {
+    await assertInside(workspace, handle, real, rel)
+    const info = await handle.stat()
     if (!info.isFile())
       throw new FsError('FS_NOT_A_FILE', `"${rel}" is a ${info.isDirectory() ? 'directory' : 'special file'}, not a file; it cannot be written`)
-    mode = info.mode & 0o7777
+    return { handle, info }
   } catch (error) {
-    if (errnoOf(error) === 'ENOTDIR') throw new FsError('FS_NOT_A_FILE', `a parent of "${rel}" is a file, not a directory`)
-    if (errnoOf(error) !== 'ENOENT') throw fromErrno(error, rel)
+    await handle.close()
+    throw error
   }
-  if (expected !== undefined && expected !== ABSENT && mode === undefined) throw staleError(rel, expected, ABSENT)
-  if (expected === ABSENT && mode !== undefined) throw staleError(rel, expected, 'present')
+}
+
+async function tempFile(real: string, rel: string, data: string | Buffer, mode: number | undefined): Promise<string> {
+  const dir = path.dirname(real)
   try {
     await mkdir(dir, { recursive: true })
   } catch (error) {
@@ -46,29 +72,187 @@ export async function commit(real: string, rel: string, data: string, expected: 
       : fromErrno(error, rel)
   }
   const temp = path.join(dir, `.${path.basename(real)}.${randomBytes(6).toString('hex')}.faber-tmp`)
+  await writeFile(temp, data, { flag: 'wx' })
+  // keep the permissions of the file being replaced (writeFile's mode would be masked by the umask)
+  if (mode !== undefined) await chmod(temp, mode)
+  return temp
+}
+
+type Swapped = { kind: 'done'; created: boolean } | { kind: 'stale'; current: string } | { kind: 'raced'; replaced: Buffer }
+
+/**
+ * replaces the file at `real` with `data` if it is at `expected` (any version, or undefined: unconditionally).
+ * `raced`: the file was at `expected`, but more was written into it while it was being replaced; `replaced` is
+ * what it holds now (the new file holds `data`).
+ */
+async function swap(workspace: Workspace, real: string, rel: string, data: string | Buffer, expected: string | undefined): Promise<Swapped> {
+  const old = await present(workspace, real, rel)
+  let temp: string | undefined
+  let handedOver = false
   try {
-    await writeFile(temp, data, { flag: 'wx' })
-    // keep the permissions of the file being replaced (writeFile's mode would be masked by the umask)
-    if (mode !== undefined) await chmod(temp, mode)
-    if (expected === ABSENT) {
-      try {
-        await link(temp, real)
-        return { created: true }
-      } catch (error) {
-        const errno = errnoOf(error)
-        if (errno === 'EEXIST') throw staleError(rel, expected, 'present')
-        // file systems without hard links: fall back to a check right before the rename
-        if (errno !== 'EPERM' && errno !== 'ENOTSUP' && errno !== 'EOPNOTSUPP' && errno !== 'EMLINK') throw error
-        if ((await currentVersion(real)) !== ABSENT) throw staleError(rel, expected, 'present')
-      }
-    } else if (expected !== undefined) {
-      const current = await currentVersion(real)
-      if (current !== expected) throw staleError(rel, expected, current)
+    if (expected !== undefined && !old) return { kind: 'stale', current: ABSENT }
+    temp = await tempFile(real, rel, data, old ? old.info.mode & 0o7777 : undefined)
+    if (old && expected !== undefined) {
+      const seen = versionOf(await readAll(old.handle))
+      if (seen !== expected) return { kind: 'stale', current: seen }
+      // the path must still name the file we hold: an editor may have renamed a new one over it
+      const named = await present(workspace, real, rel).catch(() => undefined)
+      await named?.handle.close()
+      if (!named || named.info.ino !== old.info.ino || named.info.dev !== old.info.dev) return { kind: 'stale', current: named ? 'changed' : ABSENT }
     }
     await rename(temp, real)
-    return { created: mode === undefined }
+    temp = undefined
+    if (old && expected !== undefined) {
+      const after = await readAll(old.handle)
+      // a writer that opened the file before the rename may still write into it: keep watching it for a while
+      watchLate(workspace, real, rel, old.handle, after)
+      handedOver = true
+      if (versionOf(after) !== expected) return { kind: 'raced', replaced: after }
+    }
+    return { kind: 'done', created: !old }
   } catch (error) {
     throw fromErrno(error, rel)
+  } finally {
+    if (!handedOver) await old?.handle.close()
+    if (temp) await rm(temp, { force: true }).catch(() => {})
+  }
+}
+
+// after the look that follows the rename, a writer that opened the replaced file before it (an appender between its
+// open and its write) can still write into it. for about two seconds the replaced file is looked at again; what was
+// appended to it is carried over to the end of the current file. a replaced file rewritten in place cannot be merged
+// and is left as it is.
+const LATE_LOOKS_MS = [2, 10, 50, 200, 700, 1500]
+const watching = new Set<Promise<void>>()
+
+function watchLate(workspace: Workspace, real: string, rel: string, handle: FileHandle, seen: Buffer) {
+  const watch = (async () => {
+    try {
+      for (const ms of LATE_LOOKS_MS) {
+        await new Promise((resolve) => setTimeout(resolve, ms).unref())
+        if ((await handle.stat()).size === seen.length) continue
+        const now = await readAll(handle)
+        if (!now.subarray(0, seen.length).equals(seen)) return
+        await withLock(real, () => carryOver(workspace, real, rel, now.subarray(seen.length)))
+        seen = now
+      }
+    } catch {
+      // the file or its directory went away: there is nothing to carry over to
+    } finally {
+      await handle.close().catch(() => {})
+    }
+  })()
+  watching.add(watch)
+  watch.finally(() => watching.delete(watch))
+}
+
+/** appends `tail` to the file at `real` by checked swaps, carrying over whatever races in meanwhile too */
+async function carryOver(workspace: Workspace, real: string, rel: string, tail: Buffer) {
+  for (let attempt = 0; attempt < 16 && tail.length; attempt++) {
+    const now = await present(workspace, real, rel)
+    if (!now) return
+    let bytes: Buffer
+    try {
+      bytes = await readAll(now.handle)
+    } finally {
+      await now.handle.close()
+    }
+    const swapped = await swap(workspace, real, rel, Buffer.concat([bytes, tail]), versionOf(bytes))
+    if (swapped.kind === 'done') return
+    if (swapped.kind === 'raced') tail = swapped.replaced.subarray(bytes.length)
+  }
+}
+
+/** resolves once every replaced file still being watched for late writes has been looked at for the last time */
+export async function settled(): Promise<void> {
+  while (watching.size) await Promise.all([...watching])
+}
+
+/**
+ * after a race: the file holds `ours`, possibly with more appended since; `theirs` is what the replaced file held.
+ * puts `theirs` back, followed by whatever was appended to ours, by the same checked swap (which may race again).
+ */
+async function restore(workspace: Workspace, real: string, rel: string, ours: Buffer, theirs: Buffer): Promise<void> {
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const now = await present(workspace, real, rel)
+    if (!now) return
+    let bytes: Buffer
+    try {
+      bytes = await readAll(now.handle)
+    } finally {
+      await now.handle.close()
+    }
+    // replaced by someone else meanwhile: their content stands
+    if (!bytes.subarray(0, ours.length).equals(ours)) return
+    const merged = Buffer.concat([theirs, bytes.subarray(ours.length)])
+    const swapped = await swap(workspace, real, rel, merged, versionOf(bytes))
+    if (swapped.kind === 'done') return
+    if (swapped.kind === 'raced') {
+      theirs = Buffer.concat([theirs, swapped.replaced.subarray(ours.length)])
+      ours = merged
+    }
+  }
+}
+
+/**
+ * writes `data` to `real` atomically; `expected` is a version, ABSENT, or undefined for an unconditional write.
+ * throws FS_STALE when the file is not at `expected`, FS_CONFLICT when another writer's change landed while it was
+ * being replaced (that change is put back and this write is not applied).
+ */
+export function commit(workspace: Workspace, real: string, rel: string, data: string, expected: string | undefined): Promise<Committed> {
+  return withLock(real, () => commitNow(workspace, real, rel, data, expected))
+}
+
+// one commit per file at a time in this process: two of ours interleaving at their awaits would each pass the check
+// before either renamed, and the second rename would drop the first write
+function withLock<T>(real: string, task: () => Promise<T>): Promise<T> {
+  const next = (committing.get(real) ?? Promise.resolve()).then(task)
+  const settled = next.then(
+    () => {},
+    () => {},
+  )
+  committing.set(real, settled)
+  settled.then(() => {
+    if (committing.get(real) === settled) committing.delete(real)
+  })
+  return next
+}
+
+const committing = new Map<string, Promise<void>>()
+
+async function commitNow(workspace: Workspace, real: string, rel: string, data: string, expected: string | undefined): Promise<Committed> {
+  if (expected !== ABSENT) {
+    const swapped = await swap(workspace, real, rel, data, expected)
+    if (swapped.kind === 'done') return { created: swapped.created }
+    if (swapped.kind === 'stale') throw staleError(rel, expected!, swapped.current)
+    await restore(workspace, real, rel, Buffer.from(data), swapped.replaced)
+    throw conflictError(rel)
+  }
+  const old = await present(workspace, real, rel)
+  if (old) {
+    await old.handle.close()
+    throw staleError(rel, expected, 'present')
+  }
+  const temp = await tempFile(real, rel, data, undefined).catch((error) => {
+    throw fromErrno(error, rel)
+  })
+  try {
+    await link(temp, real)
+    return { created: true }
+  } catch (error) {
+    const errno = errnoOf(error)
+    if (errno === 'EEXIST') throw staleError(rel, expected, 'present')
+    // file systems without hard links: fall back to a check right before the rename
+    if (errno !== 'EPERM' && errno !== 'ENOTSUP' && errno !== 'EOPNOTSUPP' && errno !== 'EMLINK') throw fromErrno(error, rel)
+    const now = await present(workspace, real, rel)
+    if (now) {
+      await now.handle.close()
+      throw staleError(rel, expected, 'present')
+    }
+    await rename(temp, real).catch((e) => {
+      throw fromErrno(e, rel)
+    })
+    return { created: true }
   } finally {
     await rm(temp, { force: true }).catch(() => {})
   }

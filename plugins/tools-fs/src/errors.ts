@@ -8,6 +8,7 @@ export type FsErrorCode =
   | 'FS_BINARY' // the file is not UTF-8 text
   | 'FS_OUTSIDE_ROOT' // the path, or a symlink on it, leads outside the workspace root
   | 'FS_STALE' // the file is not at the version the call expected (changed, appeared or vanished)
+  | 'FS_CONFLICT' // another process changed the file while this write replaced it; its change was kept, this write not applied
   | 'FS_NO_MATCH' // edit: the old text does not occur in the file
   | 'FS_AMBIGUOUS_MATCH' // edit: the old text occurs more than once and replaceAll was not set
   | 'FS_INVALID_ARGUMENT' // arguments that pass the schema but make no sense (an empty old text, a no-op edit)
@@ -23,6 +24,7 @@ export const FS_ERROR_CODES: readonly FsErrorCode[] = [
   'FS_BINARY',
   'FS_OUTSIDE_ROOT',
   'FS_STALE',
+  'FS_CONFLICT',
   'FS_NO_MATCH',
   'FS_AMBIGUOUS_MATCH',
   'FS_INVALID_ARGUMENT',

@@ -1,9 +1,10 @@
 // the six tool definitions over one workspace.
 
-import { readdir, readFile, stat } from 'node:fs/promises'
+import { type FileHandle, readdir, stat } from 'node:fs/promises'
 import { defineTool, type Execution, type ToolDefinition, t } from '@faber/core'
 import type { Context } from 'cordis'
 import { commit } from './commit.ts'
+import { directoryPath, openInside, readAll } from './descriptor.ts'
 import { FsError, fromErrno } from './errors.ts'
 import { compileGlob, type WalkedFile, walk } from './search.ts'
 import { clip, countOccurrences, decodeText, looksBinary, numbered, splitLines } from './text.ts'
@@ -32,37 +33,57 @@ function size(bytes: number) {
   return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`
 }
 
-async function loadText(real: string, rel: string, limits: FsLimits, verb: string) {
-  let info: Awaited<ReturnType<typeof stat>>
+async function loadText(workspace: Workspace, real: string, rel: string, limits: FsLimits, verb: string) {
+  // read through a checked descriptor: a symlink swapped in after the path check cannot redirect the read
+  const handle = await openInside(workspace, real, rel)
   try {
-    info = await stat(real)
-  } catch (error) {
-    throw fromErrno(error, rel)
+    const info = await handle.stat()
+    if (info.isDirectory()) throw new FsError('FS_NOT_A_FILE', `"${rel}" is a directory, not a file; use list to see what it holds`)
+    if (!info.isFile()) throw new FsError('FS_NOT_A_FILE', `"${rel}" is not a regular file`)
+    if (info.size > limits.maxFileBytes) {
+      throw new FsError(
+        'FS_TOO_LARGE',
+        `"${rel}" is ${size(info.size)}, over the ${size(limits.maxFileBytes)} limit for ${verb}; use grep to find what you need in it`,
+      )
+    }
+    let bytes: Buffer
+    try {
+      bytes = await readAll(handle)
+    } catch (error) {
+      throw fromErrno(error, rel)
+    }
+    if (bytes.length > limits.maxFileBytes) {
+      throw new FsError(
+        'FS_TOO_LARGE',
+        `"${rel}" is ${size(bytes.length)}, over the ${size(limits.maxFileBytes)} limit for ${verb}; use grep to find what you need in it`,
+      )
+    }
+    const text = decodeText(bytes)
+    if (text === undefined)
+      throw new FsError('FS_BINARY', `"${rel}" is a binary file (not UTF-8 text), so it cannot be ${verb === 'read' ? 'read' : 'edited'} as text`)
+    return { text, version: versionOf(bytes) }
+  } finally {
+    await handle.close()
   }
-  if (info.isDirectory()) throw new FsError('FS_NOT_A_FILE', `"${rel}" is a directory, not a file; use list to see what it holds`)
-  if (!info.isFile()) throw new FsError('FS_NOT_A_FILE', `"${rel}" is not a regular file`)
-  if (info.size > limits.maxFileBytes) {
-    throw new FsError(
-      'FS_TOO_LARGE',
-      `"${rel}" is ${size(info.size)}, over the ${size(limits.maxFileBytes)} limit for ${verb}; use grep to find what you need in it`,
-    )
+}
+
+/** the edited text, or the error saying why oldString does not pick one place */
+function applyEdit(text: string, rel: string, args: { oldString: string; newString: string; replaceAll?: boolean }) {
+  let oldString = args.oldString
+  let newString = args.newString
+  let count = countOccurrences(text, oldString)
+  // a model sees lines without their \r: match a CRLF file's line ends and keep them
+  if (count === 0 && text.includes('\r\n') && oldString.includes('\n') && !oldString.includes('\r')) {
+    oldString = oldString.replaceAll('\n', '\r\n')
+    newString = newString.replaceAll('\n', '\r\n')
+    count = countOccurrences(text, oldString)
   }
-  let bytes: Buffer
-  try {
-    bytes = await readFile(real)
-  } catch (error) {
-    throw fromErrno(error, rel)
+  if (count === 0) throw new FsError('FS_NO_MATCH', `oldString was not found in "${rel}"; read the file and copy the text exactly (without line numbers)`)
+  if (count > 1 && !args.replaceAll) {
+    throw new FsError('FS_AMBIGUOUS_MATCH', `oldString occurs ${count} times in "${rel}"; include more surrounding text to pick one, or set replaceAll`)
   }
-  if (bytes.length > limits.maxFileBytes) {
-    throw new FsError(
-      'FS_TOO_LARGE',
-      `"${rel}" is ${size(bytes.length)}, over the ${size(limits.maxFileBytes)} limit for ${verb}; use grep to find what you need in it`,
-    )
-  }
-  const text = decodeText(bytes)
-  if (text === undefined)
-    throw new FsError('FS_BINARY', `"${rel}" is a binary file (not UTF-8 text), so it cannot be ${verb === 'read' ? 'read' : 'edited'} as text`)
-  return { text, version: versionOf(bytes) }
+  const next = args.replaceAll ? text.replaceAll(oldString, () => newString) : text.replace(oldString, () => newString)
+  return { next, count }
 }
 
 /** the call's own expectedVersion and the one an observation policy supplies through `fs/expected-version` */
@@ -112,7 +133,7 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
     annotations: { readOnly: true, ...hints },
     async execute(args) {
       const { rel, real } = await workspace.resolve(args.path)
-      const { text, version } = await loadText(real, rel, limits, 'read')
+      const { text, version } = await loadText(workspace, real, rel, limits, 'read')
       const all = splitLines(text)
       const offset = args.offset ?? 1
       const window = all.slice(offset - 1, offset - 1 + (args.limit ?? limits.readLines))
@@ -154,7 +175,7 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
       const expected = await expectations(ctx, run.exec, rel, args.expectedVersion)
       // two different expectations cannot both hold; fail as stale without touching the file
       if (expected.length > 1) throw new FsError('FS_STALE', `"${rel}" changed since you read it — read it again, then retry`)
-      const { created } = await commit(real, rel, args.content, expected[0])
+      const { created } = await commit(workspace, real, rel, args.content, expected[0])
       return { path: rel, version: versionOf(args.content), created, bytes: Buffer.byteLength(args.content) }
     },
   })
@@ -183,27 +204,26 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
     async execute(args, run) {
       const { rel, real } = await workspace.resolve(args.path)
       if (args.oldString === args.newString) throw new FsError('FS_INVALID_ARGUMENT', 'oldString and newString are the same; there is nothing to change')
-      const { text, version } = await loadText(real, rel, limits, 'edit')
-      for (const expected of await expectations(ctx, run.exec, rel, args.expectedVersion)) {
-        if (expected !== version) throw new FsError('FS_STALE', `"${rel}" changed since you read it — read it again, then retry`)
+      let required: string[] | undefined
+      // without a required version the edit applies to the file as it is: a change that lands between its read and
+      // its commit (FS_STALE or FS_CONFLICT, the other change intact) is read again and the edit redone on top of it
+      for (let attempt = 1; ; attempt++) {
+        const { text, version } = await loadText(workspace, real, rel, limits, 'edit')
+        required ??= await expectations(ctx, run.exec, rel, args.expectedVersion)
+        for (const expected of required) {
+          if (expected !== version) throw new FsError('FS_STALE', `"${rel}" changed since you read it — read it again, then retry`)
+        }
+        const { next, count } = applyEdit(text, rel, args)
+        try {
+          // always conditional on the content the edit was computed from, so a concurrent change is never lost
+          await commit(workspace, real, rel, next, version)
+        } catch (error) {
+          const code = (error as FsError).code
+          if (required.length || attempt === 3 || (code !== 'FS_STALE' && code !== 'FS_CONFLICT')) throw error
+          continue
+        }
+        return { path: rel, version: versionOf(next), replacements: args.replaceAll ? count : 1 }
       }
-      let oldString = args.oldString
-      let newString = args.newString
-      let count = countOccurrences(text, oldString)
-      // a model sees lines without their \r: match a CRLF file's line ends and keep them
-      if (count === 0 && text.includes('\r\n') && oldString.includes('\n') && !oldString.includes('\r')) {
-        oldString = oldString.replaceAll('\n', '\r\n')
-        newString = newString.replaceAll('\n', '\r\n')
-        count = countOccurrences(text, oldString)
-      }
-      if (count === 0) throw new FsError('FS_NO_MATCH', `oldString was not found in "${rel}"; read the file and copy the text exactly (without line numbers)`)
-      if (count > 1 && !args.replaceAll) {
-        throw new FsError('FS_AMBIGUOUS_MATCH', `oldString occurs ${count} times in "${rel}"; include more surrounding text to pick one, or set replaceAll`)
-      }
-      const next = args.replaceAll ? text.replaceAll(oldString, () => newString) : text.replace(oldString, () => newString)
-      // always conditional on the content the edit was computed from, so a concurrent change is never lost
-      await commit(real, rel, next, version)
-      return { path: rel, version: versionOf(next), replacements: args.replaceAll ? count : 1 }
     },
   })
 
@@ -231,9 +251,23 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
     annotations: { readOnly: true, ...hints },
     async execute(args) {
       const { rel, real } = await workspace.resolve(args.path ?? '.')
+      // the directory is listed through a checked descriptor, so a link swapped in cannot show another directory
+      const handle = await openInside(workspace, real, rel)
+      try {
+        return await listing(handle, rel, real)
+      } finally {
+        await handle.close()
+      }
+    },
+  })
+
+  async function listing(handle: FileHandle, rel: string, real: string) {
+    {
+      if (!(await handle.stat()).isDirectory()) throw new FsError('FS_NOT_A_DIRECTORY', `"${rel}" is a file, not a directory; use read`)
+      const dir = directoryPath(handle, real)
       let dirents: import('node:fs').Dirent[]
       try {
-        dirents = await readdir(real, { withFileTypes: true })
+        dirents = await readdir(dir, { withFileTypes: true })
       } catch (error) {
         if ((error as { code?: string }).code === 'ENOTDIR') throw new FsError('FS_NOT_A_DIRECTORY', `"${rel}" is a file, not a directory; use read`)
         throw fromErrno(error, rel)
@@ -245,7 +279,7 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
           if (d.isDirectory()) return { name: d.name, type: 'directory' as const }
           if (d.isSymbolicLink()) return { name: d.name, type: 'symlink' as const }
           if (!d.isFile()) return { name: d.name, type: 'other' as const }
-          const bytes = await stat(`${real}/${d.name}`).then(
+          const bytes = await stat(`${dir}/${d.name}`).then(
             (s) => s.size,
             () => undefined,
           )
@@ -253,8 +287,8 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
         }),
       )
       return { path: rel, entries, truncated: dirents.length > shown.length }
-    },
-  })
+    }
+  }
 
   async function searchRoot(input: string | undefined) {
     const { rel, real } = await workspace.resolve(input ?? '.')
@@ -369,7 +403,13 @@ export function fsTools(ctx: Context, workspace: Workspace, limits: FsLimits): T
           const file = files[index]
           let bytes: Buffer
           try {
-            bytes = await readFile(file.real)
+            // through a checked descriptor, like read: a file swapped for a link out of the root is skipped
+            const handle = await openInside(workspace, file.real, file.rel)
+            try {
+              bytes = await readAll(handle)
+            } finally {
+              await handle.close()
+            }
           } catch {
             continue
           }

@@ -186,17 +186,23 @@ describe('tools-fs: edit', () => {
     expect(await readFile(file('w.txt'), 'utf8')).to.equal('A\r\nB\r\nc\r\n')
   })
 
-  it('never loses a change that lands while it runs, even with no policy loaded', async () => {
+  it('never loses a change that lands while it runs: with no policy it is edited on top of it, or refused', async () => {
     const { ctx, call, file } = await workspace()
     await writeFile(file('a.txt'), 'base')
     // fs/expected-version is asked inside the body after the edit read the file: change the file there
+    let change = 'base, and a line appended by someone else'
     ctx.on('fs/expected-version', async () => {
-      await writeFile(file('a.txt'), 'concurrent')
+      await writeFile(file('a.txt'), change)
       return undefined
     })
-    const result = await call('edit', { path: 'a.txt', oldString: 'base', newString: 'mine' })
-    expect(toolCode(result)).to.equal('FS_STALE')
-    expect(await readFile(file('a.txt'), 'utf8')).to.equal('concurrent')
+    value(await call('edit', { path: 'a.txt', oldString: 'base', newString: 'mine' }))
+    expect(await readFile(file('a.txt'), 'utf8')).to.equal('mine, and a line appended by someone else')
+    // a change that takes away what the edit replaces: the edit, done again on the new content, finds nothing
+    change = 'rewritten by someone else'
+    await writeFile(file('a.txt'), 'mine again')
+    const result = await call('edit', { path: 'a.txt', oldString: 'mine', newString: 'ours' })
+    expect(toolCode(result)).to.equal('FS_NO_MATCH')
+    expect(await readFile(file('a.txt'), 'utf8')).to.equal('rewritten by someone else')
     expect(await readdir(path.dirname(file('a.txt')))).to.deep.equal(['a.txt'])
   })
 
