@@ -123,6 +123,9 @@ async function swap(workspace: Workspace, real: string, rel: string, data: strin
 // appended to it is carried over to the end of the current file. a replaced file rewritten in place cannot be merged
 // and is left as it is.
 const LATE_LOOKS_MS = [2, 10, 50, 200, 700, 1500]
+/** how long putting a change back keeps retrying against a writer that keeps changing the file */
+const PERSIST_MS = 10_000
+const pause = () => new Promise((resolve) => setTimeout(resolve, Math.random() * 3))
 const watching = new Set<Promise<void>>()
 
 function watchLate(workspace: Workspace, real: string, rel: string, handle: FileHandle, seen: Buffer) {
@@ -148,7 +151,7 @@ function watchLate(workspace: Workspace, real: string, rel: string, handle: File
 
 /** appends `tail` to the file at `real` by checked swaps, carrying over whatever races in meanwhile too */
 async function carryOver(workspace: Workspace, real: string, rel: string, tail: Buffer) {
-  for (let attempt = 0; attempt < 16 && tail.length; attempt++) {
+  for (const deadline = Date.now() + PERSIST_MS; tail.length && Date.now() < deadline; await pause()) {
     const now = await present(workspace, real, rel)
     if (!now) return
     let bytes: Buffer
@@ -173,7 +176,8 @@ export async function settled(): Promise<void> {
  * puts `theirs` back, followed by whatever was appended to ours, by the same checked swap (which may race again).
  */
 async function restore(workspace: Workspace, real: string, rel: string, ours: Buffer, theirs: Buffer): Promise<void> {
-  for (let attempt = 0; attempt < 16; attempt++) {
+  // a busy writer can keep the check failing; keep trying (a change lost is worse than a slow call), within reason
+  for (const deadline = Date.now() + PERSIST_MS; Date.now() < deadline; await pause()) {
     const now = await present(workspace, real, rel)
     if (!now) return
     let bytes: Buffer
