@@ -19,6 +19,8 @@ export interface PipelineHost {
   service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined
   checkAgent(agent: Agent | undefined, method: string): void
   log(): Logger
+  /** how long a tools/pre-execute listener and an approval request may take before the call is denied */
+  deadlines(): { preExecuteMs: number; approvalMs: number }
   readonly codeMode: CodeMode
   readonly hookTable: Record<string, Hook[] | undefined>
 }
@@ -44,6 +46,21 @@ export function pluginName(ctx: AnyContext): string {
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+}
+
+const TIMED_OUT = Symbol('timed out')
+
+/** the value once it settles, or TIMED_OUT once `ms` pass first; the timer never outlives the race */
+function withDeadline<T>(value: PromiseLike<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT)
+  })
+  return Promise.race([value, deadline]).finally(() => clearTimeout(timer))
+}
+
+function seconds(ms: number) {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
 }
 
 // whatever a participant threw, reading its message must not throw in turn
@@ -215,7 +232,15 @@ export class Pipeline {
       let decision: unknown
       try {
         decision = hook.callback(exec)
-        if (isThenable(decision)) decision = await decision
+        if (isThenable(decision)) {
+          const limit = this.host.deadlines().preExecuteMs
+          decision = await withDeadline(decision, limit)
+          if (decision === TIMED_OUT) {
+            const message = `the call to "${exec.name}" was denied because a tools/pre-execute listener of plugin "${plugin}" did not answer within ${seconds(limit)}`
+            this.host.log().warn(message)
+            return this.denied(trace, 'pre-execute', plugin, message, 'timed-out')
+          }
+        }
       } catch (error) {
         return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, error)
       }
@@ -251,20 +276,28 @@ export class Pipeline {
       )
     }
     let outcome: unknown
+    // the deployment's deadline for any approval service: past it the request's signal aborts, so answerers stop asking
+    const limit = this.host.deadlines().approvalMs
+    const expired = new AbortController()
     try {
-      outcome = await approval.request({
+      const pending = approval.request({
         agent: exec.agent,
         tool: exec.name,
         arguments: exec.arguments,
         callId: exec.callId,
         reason: ask.reason,
         program: this.programOf(exec.parent),
-        signal: exec.signal,
+        signal: AbortSignal.any([exec.signal, expired.signal]),
         exec,
       })
+      outcome = await withDeadline(pending, limit)
     } catch (error) {
       this.host.log().warn('approval of "%s" failed: %s', exec.name, messageOf(error))
       outcome = 'unavailable'
+    }
+    if (outcome === TIMED_OUT) {
+      expired.abort(new Error(`no answer came within ${seconds(limit)}`))
+      outcome = 'timed-out'
     }
     if (outcome === 'allowed') {
       trace.push({ stage: 'approval', decision: 'allowed', by: 'approval' })
@@ -277,6 +310,7 @@ export class Pipeline {
     const messages: Record<string, string> = {
       rejected: `the call to "${exec.name}" was rejected by the approver (${ask.reason}); do not retry it unchanged`,
       cancelled: `approval for "${exec.name}" was cancelled, so the call did not run`,
+      'timed-out': `the call to "${exec.name}" needs approval (${ask.reason}) but no answer came in time, so it was denied; the approver may be away, so do not retry it at once`,
     }
     const decision = typeof outcome === 'string' && outcome in messages ? outcome : 'unavailable'
     const message = messages[decision] ?? `the call to "${exec.name}" needs approval (${ask.reason}) but no approver answered, so it was denied`

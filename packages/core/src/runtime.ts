@@ -23,7 +23,8 @@ export type DispatchNext = (signal?: AbortSignal) => Promise<ToolResult>
 /** a synchronous, monotonic guard: undefined lets the call through; any string denies (an empty one with a default reason) */
 export type Guard = (exec: Execution) => string | undefined | void
 
-export type ApprovalOutcome = 'allowed' | 'rejected' | 'cancelled' | 'unavailable'
+/** `timed-out`: no answer came before a deadline (the approval service's own, or the runtime's `approvalTimeoutMs`) */
+export type ApprovalOutcome = 'allowed' | 'rejected' | 'cancelled' | 'unavailable' | 'timed-out'
 
 export interface ApprovalRequest {
   agent?: Agent
@@ -168,10 +169,12 @@ class ToolRuntime extends Service {
   declare protected caller?: Context
 
   declare config: ToolRuntime.Config
+  private deadlines: { preExecuteMs: number; approvalMs: number }
 
   constructor(ctx: Context, config: ToolRuntime.Input = {}) {
     super(ctx, 'tools', true)
     this.config = ToolRuntime.Config(config)
+    this.deadlines = { preExecuteMs: this.config.preExecuteTimeoutMs, approvalMs: this.config.approvalTimeoutMs }
     this[kRaw] = this
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
     ;(this as unknown as Record<symbol, { property: string }>)[Service.tracker].property = 'caller'
@@ -186,6 +189,7 @@ class ToolRuntime extends Service {
       service: (name) => this.service(name),
       checkAgent: (agent, method) => this.checkAgent(agent, method),
       log: () => this.log(),
+      deadlines: () => this.deadlines,
       codeMode: this.codeMode,
       hookTable: this.hookTable,
     })
@@ -593,6 +597,10 @@ namespace ToolRuntime {
     sdkBudget: number
     /** the most characters of a result's model-facing content; longer content is cut with a note saying so */
     resultChars: number
+    /** a tools/pre-execute listener that has not answered by then fails closed */
+    preExecuteTimeoutMs: number
+    /** an approval request with no answer by then is denied */
+    approvalTimeoutMs: number
   }
 
   /** what a deployer writes: every key optional, limits partial */
@@ -626,6 +634,14 @@ namespace ToolRuntime {
       })
         .default({} as CodeRunLimits)
         .description("overrides of the code runtime's own limits for every run_code program"),
+      preExecuteTimeoutMs: Schema.natural()
+        .min(1)
+        .default(30_000)
+        .description('a tools/pre-execute listener that has not answered by then fails closed: the call is DENIED'),
+      approvalTimeoutMs: Schema.natural()
+        .min(1)
+        .default(15 * 60_000)
+        .description("an approval request with no answer by then is DENIED; the approval plugin's own deadlines are usually shorter"),
     }),
   )
 }

@@ -1,0 +1,98 @@
+import { mock } from 'node:test'
+import ToolRuntime, { type ApprovalRequest, assertStarted, type ToolResult } from '@faber/core'
+import { expect } from 'chai'
+import { Context } from 'cordis'
+import { callId, echoTool, signal } from './helpers.ts'
+
+const never = () => new Promise<never>(() => {})
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+async function deployment(config: Record<string, unknown> = {}) {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, config)
+  await ctx.start()
+  let ran = 0
+  ctx.tools.register(echoTool('echo', () => ran++))
+  return { ctx, ran: () => ran }
+}
+
+function call(ctx: Context): Promise<ToolResult> {
+  return ctx.tools.execute({ callId: callId(), name: 'echo', arguments: { text: 'hi' }, signal: signal() })
+}
+
+describe('bounded waits', () => {
+  beforeEach(() => mock.timers.enable({ apis: ['setTimeout'] }))
+  afterEach(() => mock.timers.reset())
+
+  it('a tools/pre-execute listener that never answers fails closed at the default deadline (30 s)', async () => {
+    const { ctx, ran } = await deployment()
+    ctx.plugin({ name: 'stuck', inject: ['tools'], apply: (c: Context) => c.tools.listen('tools/pre-execute', never) })
+    await assertStarted(ctx)
+    let result: ToolResult | undefined
+    call(ctx).then((r) => (result = r))
+    await turn()
+    mock.timers.tick(29_999)
+    await turn()
+    expect(result).to.equal(undefined)
+    mock.timers.tick(1)
+    await turn()
+    expect(result?.isError && result.error).to.deep.include({
+      code: 'DENIED',
+      message: 'the call to "echo" was denied because a tools/pre-execute listener of plugin "stuck" did not answer within 30 s',
+      deniedBy: { stage: 'pre-execute', plugin: 'stuck' },
+    })
+    expect(result?.trace).to.deep.include({ stage: 'pre-execute', decision: 'timed-out', by: 'stuck', reason: result?.isError && result.error.message })
+    expect(ran()).to.equal(0)
+  })
+
+  it('the deadline is configurable, and a listener that answers in time is unaffected', async () => {
+    const { ctx, ran } = await deployment({ preExecuteTimeoutMs: 500 })
+    let slow = true
+    ctx.plugin({
+      name: 'slow',
+      inject: ['tools'],
+      apply: (c: Context) =>
+        c.tools.listen('tools/pre-execute', () => new Promise((resolve) => setTimeout(() => resolve(undefined), slow ? 600 : 400))),
+    })
+    await assertStarted(ctx)
+    let result: ToolResult | undefined
+    call(ctx).then((r) => (result = r))
+    await turn()
+    mock.timers.tick(500)
+    await turn()
+    expect(result?.isError && result.error.message).to.contain('did not answer within 500 ms')
+    slow = false
+    result = undefined
+    call(ctx).then((r) => (result = r))
+    await turn()
+    mock.timers.tick(400)
+    await turn()
+    await turn()
+    expect(result?.isError).to.equal(false)
+    expect(ran()).to.equal(1)
+  })
+
+  it('an approval service that never answers is denied at the deadline, and its request signal aborts', async () => {
+    const { ctx, ran } = await deployment({ approvalTimeoutMs: 60_000 })
+    const requests: ApprovalRequest[] = []
+    ctx.plugin({ name: 'asker', inject: ['tools'], apply: (c: Context) => c.tools.listen('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })) })
+    ctx.set('approval', {
+      request: (request: ApprovalRequest) => {
+        requests.push(request)
+        return never()
+      },
+    })
+    await assertStarted(ctx)
+    let result: ToolResult | undefined
+    call(ctx).then((r) => (result = r))
+    await turn()
+    expect(requests).to.have.length(1)
+    mock.timers.tick(60_000)
+    await turn()
+    expect(result?.isError && result.error).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'approval', plugin: 'approval' } })
+    expect(result?.content).to.contain('needs approval (check) but no answer came in time, so it was denied')
+    expect(result?.trace?.at(-1)).to.deep.include({ stage: 'approval', decision: 'timed-out' })
+    expect(requests[0].signal.aborted).to.equal(true)
+    expect(ran()).to.equal(0)
+  })
+})
