@@ -51,8 +51,7 @@ describe('bounded waits', () => {
     ctx.plugin({
       name: 'slow',
       inject: ['tools'],
-      apply: (c: Context) =>
-        c.tools.listen('tools/pre-execute', () => new Promise((resolve) => setTimeout(() => resolve(undefined), slow ? 600 : 400))),
+      apply: (c: Context) => c.tools.listen('tools/pre-execute', () => new Promise((resolve) => setTimeout(() => resolve(undefined), slow ? 600 : 400))),
     })
     await assertStarted(ctx)
     let result: ToolResult | undefined
@@ -62,13 +61,13 @@ describe('bounded waits', () => {
     await turn()
     expect(result?.isError && result.error.message).to.contain('did not answer within 500 ms')
     slow = false
-    result = undefined
-    call(ctx).then((r) => (result = r))
+    let second: ToolResult | undefined
+    call(ctx).then((r) => (second = r))
     await turn()
     mock.timers.tick(400)
     await turn()
     await turn()
-    expect(result?.isError).to.equal(false)
+    expect(second?.isError).to.equal(false)
     expect(ran()).to.equal(1)
   })
 

@@ -14,6 +14,8 @@ interface Config {
   require: string[]
   except: string[]
   rules: { name?: string; tool: string; arguments?: Record<string, string>; command?: string; agent?: string; decision: Decision }[]
+  timeoutMs: number
+  answerers: Record<string, { timeoutMs?: number }>
 }
 
 // a listener's context comes typed from @cordisjs/core; only its scope is read here
@@ -22,6 +24,21 @@ type Hook = { ctx: any; callback: (...args: any[]) => any }
 function pluginName(ctx: any): string {
   const runtime = ctx.scope?.runtime
   return runtime?.name || runtime?.plugin?.name || 'anonymous'
+}
+
+const TIMED_OUT = Symbol('timed out')
+
+/** the value once it settles, or TIMED_OUT once `ms` pass first; the timer never outlives the race */
+function withDeadline<T>(value: T | PromiseLike<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT)
+  })
+  return Promise.race([value, deadline]).finally(() => clearTimeout(timer))
+}
+
+function seconds(ms: number) {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
 }
 
 function messageOf(error: unknown) {
@@ -197,7 +214,14 @@ export class Broker {
       throw new TypeError('approval.request: pass { tool, arguments, callId, reason, signal, agent?, program?, exec? }')
     }
     const started = performance.now()
-    const query: ApprovalQuery = Object.freeze({ ...request, id: `approval-${++this.sequence}`, nested: request.exec?.parent !== undefined })
+    // answerers see a signal that also aborts when the request runs out of time, so they stop asking
+    const expire = new AbortController()
+    const query: ApprovalQuery = Object.freeze({
+      ...request,
+      signal: AbortSignal.any([request.signal, expire.signal]),
+      id: `approval-${++this.sequence}`,
+      nested: request.exec?.parent !== undefined,
+    })
     this.audit('approval/asked', query.agent, {
       id: query.id,
       agent: query.agent,
@@ -208,7 +232,8 @@ export class Broker {
       program: query.program,
       nested: query.nested,
     })
-    const verdict = await this.decide(query)
+    const verdict = await this.decide(query, request.signal)
+    if (verdict.outcome === 'timed-out') expire.abort(new Error(verdict.note))
     this.audit('approval/decided', query.agent, {
       id: query.id,
       agent: query.agent,
@@ -220,8 +245,8 @@ export class Broker {
     return verdict.outcome
   }
 
-  private async decide(query: ApprovalQuery): Promise<Verdict> {
-    if (query.signal.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
+  private async decide(query: ApprovalQuery, caller: AbortSignal): Promise<Verdict> {
+    if (caller.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
     const { policy } = this.config
     if (policy === 'never') return { outcome: 'rejected', answeredBy: 'policy', note: 'the approval policy is never' }
     if (policy === 'auto' && query.exec?.tool.annotations.readOnly === true) {
@@ -230,31 +255,40 @@ export class Broker {
     let onAbort!: () => void
     const aborted = new Promise<Verdict>((resolve) => {
       onAbort = () => resolve({ outcome: 'cancelled', answeredBy: 'caller' })
-      query.signal.addEventListener('abort', onAbort, { once: true })
+      caller.addEventListener('abort', onAbort, { once: true })
     })
+    const asking = { plugin: 'none' }
+    const limit = this.config.timeoutMs
+    const answer = withDeadline(Promise.race([aborted, this.ask(query, asking)]), limit)
     try {
       // a late answer loses the race and is discarded: nothing it asked to remember is recorded
-      return await Promise.race([aborted, this.ask(query)])
+      const verdict = await answer
+      if (verdict !== TIMED_OUT) return verdict
+      return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${seconds(limit)} (the approval deadline)` }
     } finally {
-      query.signal.removeEventListener('abort', onAbort)
+      caller.removeEventListener('abort', onAbort)
     }
   }
 
   /** the answerers in order; the first answer counts */
-  private async ask(query: ApprovalQuery): Promise<Verdict> {
+  private async ask(query: ApprovalQuery, asking: { plugin: string }): Promise<Verdict> {
     const hooks = (this.hooks['approval/request'] ?? []).filter((hook) => {
       const owner = agentOf(hook.ctx)
       return owner === undefined || query.agent?.isWithin(owner) === true
     })
     for (const hook of hooks) {
       const plugin = pluginName(hook.ctx)
+      asking.plugin = plugin
+      const limit = this.config.answerers[plugin]?.timeoutMs
       let answer: unknown
       try {
-        answer = await hook.callback(query)
+        answer = limit ? await withDeadline(hook.callback(query), limit) : await hook.callback(query)
       } catch (error) {
         this.logger.warn('the answerer of plugin "%s" threw on "%s" (denied): %s', plugin, query.tool, messageOf(error))
         return { outcome: 'unavailable', answeredBy: plugin, note: `the answerer threw: ${messageOf(error)}` }
       }
+      if (answer === TIMED_OUT)
+        return { outcome: 'timed-out', answeredBy: plugin, note: `no answer came within ${seconds(limit!)} (the deadline of ${plugin})` }
       if (answer === undefined || answer === null) continue
       const problem = malformed(answer)
       if (problem) return { outcome: 'unavailable', answeredBy: plugin, note: `the answer was malformed: ${problem}` }

@@ -139,6 +139,10 @@ namespace Approval {
     require: string[]
     except: string[]
     rules: Rule[]
+    /** a request with no answer by then is denied as timed-out */
+    timeoutMs: number
+    /** per answerer (by plugin name): a shorter deadline of its own */
+    answerers: Record<string, { timeoutMs?: number }>
   }
 
   export interface Input {
@@ -146,6 +150,8 @@ namespace Approval {
     require?: string[]
     except?: string[]
     rules?: (Omit<Rule, 'decision'> & { decision: Decision })[]
+    timeoutMs?: number
+    answerers?: Record<string, { timeoutMs?: number }>
   }
 
   export const Config: Schema<Input, Config> = strict(
@@ -169,6 +175,13 @@ namespace Approval {
       )
         .default([])
         .description('standing answers of the rules answerer; reject wins over allow'),
+      timeoutMs: Schema.natural()
+        .min(1)
+        .default(5 * 60_000)
+        .description('a request with no answer by then is denied, saying no answer came in time; answerers see its signal abort'),
+      answerers: Schema.dict(Schema.object({ timeoutMs: Schema.natural().min(1).description('how long this answerer may take before the request is denied') }))
+        .default({})
+        .description('per answerer, by plugin name (e.g. approval-terminal): a deadline of its own'),
     }),
   )
 }

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
+import { mock } from 'node:test'
 import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
 import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantStore, TerminalAnswerer } from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
@@ -122,6 +123,66 @@ describe('approval: outcomes', () => {
     await assertStarted(ctx)
     expect((await call(ctx, 'write', {}, { agent: a })).isError).to.equal(false)
     expect(denial(await call(ctx, 'write', {}, { agent: b }))?.code).to.equal('DENIED')
+  })
+})
+
+describe('approval: deadlines', () => {
+  beforeEach(() => mock.timers.enable({ apis: ['setTimeout'] }))
+  afterEach(() => mock.timers.reset())
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+  /** starts a call, lets it reach the answerer, advances the clock by `ms`, and returns what it resolved to (if it did) */
+  async function after(ctx: Context, ms: number) {
+    let result: ToolResult | undefined
+    call(ctx, 'write').then((r) => (result = r))
+    await turn()
+    mock.timers.tick(ms - 1)
+    await turn()
+    expect(result, `still waiting at ${ms - 1} ms`).to.equal(undefined)
+    mock.timers.tick(1)
+    await turn()
+    await turn()
+    return result
+  }
+
+  it('an answerer that never answers: denied at the deployment deadline (5 min by default), saying no answer came in time', async () => {
+    const ctx = await deployment({})
+    const runs: string[] = []
+    ctx.tools.register(tool('write', runs))
+    const events = audit(ctx)
+    const signals: AbortSignal[] = []
+    answerer(ctx, 'away', (query) => {
+      signals.push(query.signal)
+      return new Promise(() => {})
+    })
+    const result = await after(ctx, 5 * 60_000)
+    expect(denial(result!)).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'approval', plugin: 'approval' } })
+    expect(result!.content).to.contain('no answer came in time, so it was denied')
+    expect(result!.trace?.at(-1)).to.deep.include({ stage: 'approval', decision: 'timed-out', by: 'approval' })
+    expect(events.decided.map((e) => [e.outcome, e.answeredBy, e.note])).to.deep.equal([
+      ['timed-out', 'away', 'no answer came within 300 s (the approval deadline)'],
+    ])
+    expect(signals[0].aborted, 'the answerer is told to stop asking').to.equal(true)
+    expect(runs).to.deep.equal([])
+  })
+
+  it('the deployment deadline is configurable', async () => {
+    const ctx = await deployment({ timeoutMs: 2_000 })
+    ctx.tools.register(tool('write'))
+    answerer(ctx, 'away', () => new Promise(() => {}))
+    expect(denial((await after(ctx, 2_000))!)?.code).to.equal('DENIED')
+  })
+
+  it('an answerer with a deadline of its own is held to it', async () => {
+    const ctx = await deployment({ answerers: { slow: { timeoutMs: 1_500 } } })
+    ctx.tools.register(tool('write'))
+    const events = audit(ctx)
+    answerer(ctx, 'slow', () => new Promise((resolve) => setTimeout(() => resolve({ decision: 'allow' }), 10_000)))
+    const result = await after(ctx, 1_500)
+    expect(denial(result!)?.code).to.equal('DENIED')
+    expect(events.decided.map((e) => [e.outcome, e.answeredBy, e.note])).to.deep.equal([
+      ['timed-out', 'slow', 'no answer came within 1500 ms (the deadline of slow)'],
+    ])
   })
 })
 
