@@ -7,6 +7,7 @@ import type { Agent } from './agent.ts'
 import { agentOf } from './agent.ts'
 import type { CodeMode } from './code-mode.ts'
 import { collapses, type Mode } from './collapse.ts'
+import { formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { DispatchNext, ExecutionInput, Guard } from './runtime.ts'
@@ -46,21 +47,6 @@ export function pluginName(ctx: AnyContext): string {
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
-}
-
-const TIMED_OUT = Symbol('timed out')
-
-/** the value once it settles, or TIMED_OUT once `ms` pass first; the timer never outlives the race */
-function withDeadline<T>(value: PromiseLike<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT)
-  })
-  return Promise.race([value, deadline]).finally(() => clearTimeout(timer))
-}
-
-function seconds(ms: number) {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
 }
 
 // whatever a participant threw, reading its message must not throw in turn
@@ -236,8 +222,8 @@ export class Pipeline {
           const limit = this.host.deadlines().preExecuteMs
           decision = await withDeadline(decision, limit)
           if (decision === TIMED_OUT) {
-            const message = `the call to "${exec.name}" was denied because a tools/pre-execute listener of plugin "${plugin}" did not answer within ${seconds(limit)}`
-            this.host.log().warn(message)
+            const message = `the call to "${exec.name}" was denied because a tools/pre-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
+            this.host.log().warn('%s', message)
             return this.denied(trace, 'pre-execute', plugin, message, 'timed-out')
           }
         }
@@ -296,7 +282,7 @@ export class Pipeline {
       outcome = 'unavailable'
     }
     if (outcome === TIMED_OUT) {
-      expired.abort(new Error(`no answer came within ${seconds(limit)}`))
+      expired.abort(new Error(`no answer came within ${formatDuration(limit)}`))
       outcome = 'timed-out'
     }
     if (outcome === 'allowed') {

@@ -2,7 +2,7 @@
 // pre-execute listener, the rules answerer, request) never goes through a cordis context, where reaching a service
 // costs tens of microseconds per access.
 
-import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf, type Json } from '@faber/core'
+import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf, formatDuration, type Json, TIMED_OUT, withDeadline } from '@faber/core'
 import type { Store } from '@faber/store'
 import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
@@ -24,21 +24,6 @@ type Hook = { ctx: any; callback: (...args: any[]) => any }
 function pluginName(ctx: any): string {
   const runtime = ctx.scope?.runtime
   return runtime?.name || runtime?.plugin?.name || 'anonymous'
-}
-
-const TIMED_OUT = Symbol('timed out')
-
-/** the value once it settles, or TIMED_OUT once `ms` pass first; the timer never outlives the race */
-function withDeadline<T>(value: T | PromiseLike<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT)
-  })
-  return Promise.race([value, deadline]).finally(() => clearTimeout(timer))
-}
-
-function seconds(ms: number) {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
 }
 
 function messageOf(error: unknown) {
@@ -264,7 +249,7 @@ export class Broker {
       // a late answer loses the race and is discarded: nothing it asked to remember is recorded
       const verdict = await answer
       if (verdict !== TIMED_OUT) return verdict
-      return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${seconds(limit)} (the approval deadline)` }
+      return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${formatDuration(limit)} (the approval deadline)` }
     } finally {
       caller.removeEventListener('abort', onAbort)
     }
@@ -288,7 +273,7 @@ export class Broker {
         return { outcome: 'unavailable', answeredBy: plugin, note: `the answerer threw: ${messageOf(error)}` }
       }
       if (answer === TIMED_OUT)
-        return { outcome: 'timed-out', answeredBy: plugin, note: `no answer came within ${seconds(limit!)} (the deadline of ${plugin})` }
+        return { outcome: 'timed-out', answeredBy: plugin, note: `no answer came within ${formatDuration(limit!)} (the deadline of ${plugin})` }
       if (answer === undefined || answer === null) continue
       const problem = malformed(answer)
       if (problem) return { outcome: 'unavailable', answeredBy: plugin, note: `the answer was malformed: ${problem}` }
