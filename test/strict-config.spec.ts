@@ -13,6 +13,7 @@ import Inspector from '@faber/plugin-tool-cordis'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import WorkerSandbox from '@faber/sandbox'
 import IsolateSandbox from '@faber/sandbox-isolate'
+import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import { Context, Logger, type Schema } from 'cordis'
 import { faber } from '../packages/cli/tests/helpers.ts'
@@ -28,6 +29,8 @@ interface Subject {
   needs?: unknown
 }
 
+const STORE = join(tmpdir(), `faber-strict-${process.pid}.db`)
+
 const subjects: Record<string, Subject> = {
   '@faber/core': { plugin: ToolRuntime as never },
   '@faber/plugin-guards': { plugin: Guards as never, needsTools: true },
@@ -39,6 +42,7 @@ const subjects: Record<string, Subject> = {
   '@faber/plugin-mcp': { plugin: Mcp as never, needsTools: true },
   '@faber/sandbox': { plugin: WorkerSandbox as never },
   '@faber/sandbox-isolate': { plugin: IsolateSandbox as never },
+  '@faber/store': { plugin: DeploymentStore as never, base: { path: STORE } },
 }
 
 /** a likely slip of the keyboard: two neighbouring letters swapped, or a letter doubled when that changes nothing */
@@ -64,6 +68,8 @@ async function startError(subject: Subject, config: Record<string, unknown>): Pr
 }
 
 describe('strict configuration of every plugin', () => {
+  after(() => Promise.all(['', '-wal', '-shm', '-journal'].map((suffix) => rm(`${STORE}${suffix}`, { force: true }))))
+
   for (const [label, subject] of Object.entries(subjects)) {
     const keys = Object.keys(subject.plugin.Config.dict ?? {})
     it(`${label}: each misspelt top-level key is refused with the key it meant (${keys.join(', ')})`, async () => {
