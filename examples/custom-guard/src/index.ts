@@ -2,7 +2,7 @@
 // (a tools/pre-execute denial, before anyone is asked to approve the call), masks them in results
 // (tools/post-execute), and keeps destructive tools away from agents that should not have them (a synchronous guard).
 
-import type { Execution, Json } from '@faber/core'
+import { type Execution, type Json, strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 
 const BUILT_IN: Record<string, string> = {
@@ -38,11 +38,14 @@ export interface Config {
   cautious: string[]
 }
 
-export const Config: Schema<Partial<Config>, Config> = Schema.object({
-  patterns: Schema.dict(Schema.string()).default({}).description('extra kinds of secret: a label → a regular expression'),
-  redact: Schema.boolean().default(true).description('mask secrets found in results'),
-  cautious: Schema.array(Schema.string()).default([]).description('agents that may not call tools annotated destructive'),
-}) as Schema<Partial<Config>, Config>
+// strict: a misspelt key (`cautous`) stops the plugin from starting instead of silently turning a rule off
+export const Config: Schema<Partial<Config>, Config> = strict(
+  Schema.object({
+    patterns: Schema.dict(Schema.string()).default({}).description('extra kinds of secret: a label → a regular expression'),
+    redact: Schema.boolean().default(true).description('mask secrets found in results'),
+    cautious: Schema.array(Schema.string()).default([]).description('agents that may not call tools annotated destructive'),
+  }),
+)
 
 export function apply(ctx: Context, config: Config) {
   const kinds = Object.entries({ ...BUILT_IN, ...config.patterns }).map(([label, source]) => ({ label, pattern: new RegExp(source) }))
@@ -81,3 +84,6 @@ export function apply(ctx: Context, config: Config) {
     return `secrets-guard: agent "${exec.agent.name}" may not call destructive tools such as "${exec.name}"; describe the change and ask the user to make it`
   })
 }
+
+/** the plugin as one object, for a default import */
+export default { name, inject, reusable, Config, apply }
