@@ -7,7 +7,7 @@ import type { Agent } from './agent.ts'
 import { agentOf } from './agent.ts'
 import type { CodeMode } from './code-mode.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
+import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { DispatchNext, ExecutionInput, Guard } from './runtime.ts'
@@ -77,6 +77,8 @@ export class Pipeline {
   /** executions between create and finish, by token: a nested call's parent must be one of them */
   readonly live = new Map<ExecutionToken, LiveExecution>()
   private sequence = 0
+  /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
+  private preExecuteDeadlines?: DeadlineQueue
 
   constructor(private host: PipelineHost) {}
 
@@ -220,7 +222,8 @@ export class Pipeline {
         decision = hook.callback(exec)
         if (isThenable(decision)) {
           const limit = this.host.deadlines().preExecuteMs
-          decision = await withDeadline(decision, limit)
+          if (this.preExecuteDeadlines?.ms !== limit) this.preExecuteDeadlines = new DeadlineQueue(limit)
+          decision = await this.preExecuteDeadlines.race(decision)
           if (decision === TIMED_OUT) {
             const message = `the call to "${exec.name}" was denied because a tools/pre-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
             this.host.log().warn('%s', message)

@@ -1,5 +1,5 @@
 import { mock } from 'node:test'
-import ToolRuntime, { type ApprovalRequest, assertStarted, type ToolResult } from '@faber/core'
+import ToolRuntime, { type ApprovalRequest, assertStarted, DeadlineQueue, TIMED_OUT, type ToolResult } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { callId, echoTool, signal } from './helpers.ts'
@@ -21,7 +21,7 @@ function call(ctx: Context): Promise<ToolResult> {
 }
 
 describe('bounded waits', () => {
-  beforeEach(() => mock.timers.enable({ apis: ['setTimeout'] }))
+  beforeEach(() => mock.timers.enable({ apis: ['setTimeout', 'Date'] }))
   afterEach(() => mock.timers.reset())
 
   it('a tools/pre-execute listener that never answers fails closed at the default deadline (30 s)', async () => {
@@ -93,5 +93,28 @@ describe('bounded waits', () => {
     expect(result?.trace?.at(-1)).to.deep.include({ stage: 'approval', decision: 'timed-out' })
     expect(requests[0].signal.aborted).to.equal(true)
     expect(ran()).to.equal(0)
+  })
+
+  it('one shared timer times out each wait of a queue at its own deadline, and never a settled one', async () => {
+    const queue = new DeadlineQueue(1_000)
+    const outcomes: Record<string, unknown> = {}
+    const track = (name: string, value: PromiseLike<unknown>) => queue.race(value).then((v) => (outcomes[name] = v))
+    track('a', never())
+    mock.timers.tick(400)
+    track('b', new Promise((resolve) => setTimeout(() => resolve('b answered'), 200)))
+    mock.timers.tick(100)
+    track('c', never())
+    mock.timers.tick(100)
+    await turn()
+    expect(outcomes).to.deep.equal({ b: 'b answered' })
+    mock.timers.tick(400)
+    await turn()
+    expect(outcomes).to.deep.equal({ a: TIMED_OUT, b: 'b answered' })
+    mock.timers.tick(499)
+    await turn()
+    expect(outcomes.c).to.equal(undefined)
+    mock.timers.tick(1)
+    await turn()
+    expect(outcomes).to.deep.equal({ a: TIMED_OUT, b: 'b answered', c: TIMED_OUT })
   })
 })
