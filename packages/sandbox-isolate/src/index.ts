@@ -6,12 +6,17 @@ export { IsolateSandbox, type IsolateSandboxOptions } from './isolate-sandbox.ts
 export * from './types.ts'
 
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
-class IsolateSandboxService extends SandboxService<IsolateSandbox> {
+class IsolateSandboxService extends SandboxService {
   readonly backend = 'isolated-vm'
   static Config = SandboxService.Config
 
   constructor(ctx: Context, config: SandboxService.Input = {}) {
-    super(ctx, config, (config) => new IsolateSandbox(config))
+    super(
+      ctx,
+      config,
+      { module: new URL('./isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+      (config) => new IsolateSandbox(config),
+    )
   }
 }
 

@@ -2,17 +2,24 @@ import type { Context } from 'cordis'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
-export { type Pool, SandboxService } from './service.ts'
+export { defaultMaxConcurrent } from './gate.ts'
+export { ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.ts'
+export { type Pool, type ProcessBackend, SandboxService } from './service.ts'
 export * from './types.ts'
 export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 
 /** provides `ctx.codeRuntime`: programs run in pooled worker threads, a fresh vm context each */
-class WorkerSandboxService extends SandboxService<WorkerSandbox> {
+class WorkerSandboxService extends SandboxService {
   readonly backend = 'worker-vm'
   static Config = SandboxService.Config
 
   constructor(ctx: Context, config: SandboxService.Input = {}) {
-    super(ctx, config, (config) => new WorkerSandbox(config))
+    super(
+      ctx,
+      config,
+      { module: new URL('./worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
+      (config) => new WorkerSandbox(config),
+    )
   }
 }
 

@@ -2,10 +2,20 @@
 
 import { strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { type CodeRunLimits, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defaultCodeLimits } from './types.ts'
+import { defaultMaxConcurrent } from './gate.ts'
+import { ProcessSandbox } from './process-sandbox.ts'
+import { type CodeRunLimits, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, type CodeRuntimeLoad, defaultCodeLimits } from './types.ts'
 
 export interface Pool extends CodeRuntime {
   close(): Promise<void>
+  load(): CodeRuntimeLoad
+}
+
+/** the in-process backend class a sandbox process runs: its module's URL and export */
+export interface ProcessBackend {
+  module: string
+  exportName: string
+  name: string
 }
 
 export abstract class SandboxService<P extends Pool = Pool> extends Service implements CodeRuntime {
@@ -14,14 +24,23 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   abstract readonly backend: string
   readonly sandbox: P
 
-  constructor(ctx: Context, config: SandboxService.Input, create: (config: SandboxService.Config) => P) {
+  /**
+   * `backend` names the in-process class the sandbox process runs under `isolation: process`; `create` makes it
+   * directly under `isolation: in-process`
+   */
+  constructor(ctx: Context, config: SandboxService.Input, backend: ProcessBackend, create: (config: SandboxService.Config) => P) {
     super(ctx, 'codeRuntime', true)
     this.config = SandboxService.Config(config)
-    this.sandbox = create(this.config)
+    this.sandbox = this.config.isolation === 'process' ? (new ProcessSandbox({ ...this.config, backend }) as Pool as P) : create(this.config)
   }
 
   run(request: CodeRunRequest): Promise<CodeRunOutcome> {
     return this.sandbox.run(request)
+  }
+
+  /** running and queued programs under the cap, for the inspector */
+  load(): CodeRuntimeLoad {
+    return this.sandbox.load()
   }
 
   protected stop() {
@@ -30,13 +49,17 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
 }
 
 export namespace SandboxService {
+  export type Isolation = 'process' | 'in-process'
+
   export interface Config {
+    isolation: Isolation
     poolSize: number
+    maxConcurrent: number
     limits: CodeRunLimits
   }
 
   /** what a deployer writes: every key optional, limits partial */
-  export type Input = { poolSize?: number; limits?: Partial<CodeRunLimits> }
+  export type Input = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
 
   export const Limits: Schema<Partial<CodeRunLimits>, CodeRunLimits> = Schema.object({
     cpuMs: Schema.natural().min(1).default(defaultCodeLimits.cpuMs).description('compute budget in ms; time spent awaiting tools does not count'),
@@ -47,6 +70,12 @@ export namespace SandboxService {
 
   export const Config: Schema<Input, Config> = strict(
     Schema.object({
+      isolation: Schema.union(['process', 'in-process'] as const)
+        .default('process')
+        .description(
+          'process: programs run in a supervised child process whose death the host survives; in-process: in threads of the host (a fatal out-of-memory there ends the host)',
+        ),
+      maxConcurrent: Schema.natural().min(1).default(defaultMaxConcurrent()).description('programs running at once across the deployment; more wait in order'),
       poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
       limits: Limits.default({} as CodeRunLimits).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
     }),

@@ -1,0 +1,292 @@
+// the process-isolated tier: the worker or isolate backend runs inside a child process, so that whatever V8 cannot
+// contain in a thread or an isolate (a fatal out-of-memory aborts the whole process) ends that process, not the host.
+// the host keeps the cap, the bridge to the tools and a supervisor that replaces a child that died.
+
+import { type ChildProcess, fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { defaultMaxConcurrent, Gate } from './gate.ts'
+import { argumentBytes, boundReply, failure, limitMessages, messageOf } from './outcome.ts'
+import type { ChildMessage, HostMessage } from './process-serve.ts'
+import {
+  type BridgeReply,
+  type CodeRunLimits,
+  type CodeRunOutcome,
+  type CodeRunRequest,
+  type CodeRuntime,
+  type CodeRuntimeLoad,
+  defaultCodeLimits,
+} from './types.ts'
+
+const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
+
+export interface ProcessSandboxOptions {
+  /** the in-process backend the sandbox process runs: the URL of its module and the name of the class it exports */
+  backend: { module: string; exportName: string; name: string }
+  /** workers or isolates the sandbox process keeps waiting */
+  poolSize?: number
+  /** fills in any limit a request leaves out */
+  limits?: Partial<CodeRunLimits>
+  /** programs running at once, across the process; runs beyond it wait in order (default: two per core, at least 2) */
+  maxConcurrent?: number
+}
+
+interface Active {
+  request: CodeRunRequest
+  limits: CodeRunLimits
+  tools: Set<string>
+  settle(outcome: CodeRunOutcome): void
+}
+
+interface Child {
+  /** the sandbox it serves now: a spare changes hands */
+  owner: ProcessSandbox
+  process: ChildProcess
+  /** resolves with the reason it could not start, or undefined once it serves runs */
+  ready: Promise<string | undefined>
+  runs: Map<number, Active>
+  /** the end of what it wrote to stderr: V8 says there why it aborted */
+  stderr: string
+  /** it asked to be replaced (an isolate's thread was parked): no new runs go to it */
+  retiring: boolean
+  exited: boolean
+}
+
+// a healthy child of a closed sandbox waits here a little for the next sandbox with the same configuration:
+// deployments and tests that start one after another do not pay a process start each
+const spares = new Map<string, { child: Child; timer: NodeJS.Timeout }>()
+const spareMs = 10_000
+
+const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap_oom/i
+
+/**
+ * a CodeRuntime whose programs run in a supervised child process. what it adds to the in-process backend inside it:
+ * a host that survives anything a program does to that process, and a fresh process after it died.
+ */
+export class ProcessSandbox implements CodeRuntime {
+  readonly backend: string
+  readonly limits: CodeRunLimits
+  /** sandbox processes started so far, the first included */
+  started = 0
+  private gate: Gate
+  private child: Child | undefined
+  private closed = false
+  private seq = 0
+  private key: string
+  private init: Extract<HostMessage, { t: 'init' }>
+
+  constructor(options: ProcessSandboxOptions) {
+    this.backend = options.backend.name
+    this.limits = { ...defaultCodeLimits, ...options.limits }
+    const maxConcurrent = options.maxConcurrent ?? defaultMaxConcurrent()
+    this.gate = new Gate(maxConcurrent)
+    const inner = { poolSize: options.poolSize ?? 2, limits: this.limits, maxConcurrent }
+    this.init = { t: 'init', module: options.backend.module, exportName: options.backend.exportName, options: inner }
+    this.key = JSON.stringify(this.init)
+    const spare = spares.get(this.key)
+    if (spare && !spare.child.exited) {
+      clearTimeout(spare.timer)
+      spares.delete(this.key)
+      this.child = spare.child
+      spare.child.owner = this
+    } else {
+      this.child = this.spawn()
+    }
+  }
+
+  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
+    const limits = { ...this.limits, ...request.limits }
+    if (this.closed) return failure('crash', 'the sandbox is closed')
+    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    const leave = await this.gate.acquire(request.signal)
+    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
+    try {
+      if (!this.child || this.child.exited || this.child.retiring) this.child = this.spawn()
+      const child = this.child
+      this.busy(child)
+      const problem = await child.ready
+      if (child.runs.size === 0) this.idle(child)
+      if (problem !== undefined) {
+        if (this.child === child) this.child = undefined
+        return failure('crash', `the sandbox process could not start: ${problem}`)
+      }
+      if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
+      if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+      if (child.exited) return failure('crash', 'the sandbox process exited before the run started; run it again')
+      return await this.execute(child, request, limits)
+    } finally {
+      leave()
+    }
+  }
+
+  load(): CodeRuntimeLoad {
+    return this.gate.load()
+  }
+
+  /** ends the sandbox process (or keeps it a moment for the next sandbox like this one); runs in progress end with `abort` */
+  async close() {
+    if (this.closed) return
+    this.closed = true
+    this.gate.drain()
+    const child = this.child
+    this.child = undefined
+    if (!child) return
+    const busy = child.runs.size > 0
+    for (const active of [...child.runs.values()]) active.settle(failure('abort', 'the sandbox was closed during the run'))
+    if (busy || child.exited || child.retiring || spares.has(this.key) || (await child.ready) !== undefined) return this.kill(child)
+    const timer = setTimeout(() => {
+      spares.delete(this.key)
+      this.kill(child)
+    }, spareMs)
+    timer.unref()
+    spares.set(this.key, { child, timer })
+  }
+
+  private execute(child: Child, request: CodeRunRequest, limits: CodeRunLimits) {
+    const id = ++this.seq
+    return new Promise<CodeRunOutcome>((resolve) => {
+      let backstop: NodeJS.Timeout | undefined
+      const onAbort = () => {
+        this.send(child, { t: 'abort', id })
+        // the process answers an abort at once; one that does not is not trusted with another run
+        backstop = setTimeout(() => this.retire(child, 'did not answer an abort'), 2000)
+      }
+      const active: Active = {
+        request,
+        limits,
+        tools: new Set(request.tools),
+        settle: (outcome) => {
+          if (!child.runs.delete(id)) return
+          clearTimeout(backstop)
+          clearTimeout(wall)
+          request.signal.removeEventListener('abort', onAbort)
+          if (child.runs.size === 0) this.idle(child)
+          resolve(outcome)
+        },
+      }
+      // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering
+      const wall = setTimeout(() => this.retire(child, 'stopped answering'), limits.wallMs + 5000)
+      child.runs.set(id, active)
+      this.busy(child)
+      request.signal.addEventListener('abort', onAbort, { once: true })
+      this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits })
+    })
+  }
+
+  private async forward(child: Child, id: number, call: number, name: string, json: string) {
+    const active = child.runs.get(id)
+    if (!active) return
+    let reply: BridgeReply
+    try {
+      if (!active.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
+      else if (json.length > argumentBytes(active.limits)) reply = { ok: false, message: limitMessages.refused(active.limits, 'argument') }
+      else reply = await active.request.call(name, json)
+    } catch (error) {
+      reply = { ok: false, message: messageOf(error) }
+    }
+    if (child.runs.get(id) !== active) return
+    this.send(child, { t: 'reply', id, call, reply: boundReply(reply, active.limits, name) })
+  }
+
+  private onMessage(child: Child, message: ChildMessage) {
+    switch (message.t) {
+      case 'call':
+        return void this.forward(child, message.id, message.call, message.name, message.json)
+      case 'done':
+        if (message.retire) child.retiring = true
+        child.runs.get(message.id)?.settle(message.outcome)
+        if (child.retiring && child.runs.size === 0) this.kill(child)
+        return
+    }
+  }
+
+  private spawn(): Child {
+    this.started++
+    const proc = fork(entry, [], {
+      // nothing of the host's environment or flags: the child needs none, and a program must not learn them
+      env: {},
+      execArgv: ['--no-node-snapshot'],
+      // stdout and stderr are read and never forwarded: the host's stdout may carry a protocol (MCP over stdio)
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      serialization: 'json',
+    })
+    let ready!: (problem: string | undefined) => void
+    const child: Child = {
+      owner: this,
+      process: proc,
+      ready: new Promise((resolve) => (ready = resolve)),
+      runs: new Map(),
+      stderr: '',
+      retiring: false,
+      exited: false,
+    }
+    proc.stdout?.resume()
+    proc.stderr?.setEncoding('utf8')
+    proc.stderr?.on('data', (chunk: string) => {
+      child.stderr = (child.stderr + chunk).slice(-4096)
+    })
+    const starting = (message: ChildMessage) => {
+      if (message.t === 'ready') ready(undefined)
+      else if (message.t === 'failed') ready(message.message)
+    }
+    proc.on('message', starting)
+    proc.on('message', (message: ChildMessage) => child.owner.onMessage(child, message))
+    proc.once('exit', (code, signal) => {
+      child.exited = true
+      ready(`it exited (${signal ?? `code ${code}`}) while starting${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`)
+      child.owner.died(child, code, signal)
+    })
+    // an error here is a failed spawn or a closed channel; the exit handler reports what matters
+    proc.on('error', () => {})
+    void child.ready.then(() => proc.off('message', starting))
+    this.send(child, this.init)
+    this.idle(child)
+    return child
+  }
+
+  private died(child: Child, code: number | null, signal: NodeJS.Signals | null) {
+    const oom = outOfMemory.test(child.stderr)
+    const how = signal ?? `code ${code}`
+    for (const active of [...child.runs.values()]) {
+      const { limits } = active
+      if (oom) {
+        const others = child.runs.size > 1 ? '; other programs running in the same process were ended with it' : ''
+        active.settle(
+          failure('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and ended the sandbox process${others}`),
+        )
+      } else {
+        active.settle(failure('crash', `the sandbox process exited unexpectedly (${how}); a new one was started`))
+      }
+    }
+    if (this.child === child) this.child = this.closed ? undefined : this.spawn()
+  }
+
+  private retire(child: Child, why: string) {
+    child.retiring = true
+    child.stderr += `\nthe sandbox process ${why}`
+    this.kill(child)
+  }
+
+  private kill(child: Child) {
+    if (!child.exited) child.process.kill('SIGKILL')
+  }
+
+  private send(child: Child, message: HostMessage) {
+    if (child.exited || !child.process.connected) return
+    try {
+      child.process.send(message)
+    } catch {}
+  }
+
+  // a child with runs keeps the host alive until they settle; an idle one does not
+  private busy(child: Child) {
+    child.process.ref()
+    child.process.channel?.ref()
+  }
+
+  private idle(child: Child) {
+    child.process.unref()
+    child.process.channel?.unref()
+    ;(child.process.stdout as { unref?: () => void } | null)?.unref?.()
+    ;(child.process.stderr as { unref?: () => void } | null)?.unref?.()
+  }
+}

@@ -1,0 +1,74 @@
+// the inside of a sandbox process: one in-process CodeRuntime (the worker or the isolate backend), driven over the ipc
+// channel by ProcessSandbox in the host. it holds no secrets and writes nothing to stdout or stderr of its own.
+
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './types.ts'
+
+export type HostMessage =
+  | { t: 'init'; module: string; exportName: string; options: Record<string, unknown> }
+  | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits }
+  | { t: 'reply'; id: number; call: number; reply: BridgeReply }
+  | { t: 'abort'; id: number }
+
+export type ChildMessage =
+  | { t: 'ready' }
+  | { t: 'failed'; message: string }
+  | { t: 'call'; id: number; call: number; name: string; json: string }
+  | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
+
+interface Served extends CodeRuntime {
+  /** isolates parked by V8's out-of-memory handler: their memory is lost, so the process should be replaced */
+  parked?: number
+}
+
+const send = (message: ChildMessage) => process.send?.(message)
+const runs = new Map<number, { controller: AbortController; calls: Map<number, (reply: BridgeReply) => void> }>()
+let runtime: Served | undefined
+let calls = 0
+
+async function init(message: Extract<HostMessage, { t: 'init' }>) {
+  try {
+    const module = (await import(message.module)) as Record<string, new (options: unknown) => Served>
+    runtime = new module[message.exportName](message.options)
+    send({ t: 'ready' })
+  } catch (error) {
+    send({ t: 'failed', message: error instanceof Error ? error.message : String(error) })
+  }
+}
+
+async function run({ id, code, tools, limits }: Extract<HostMessage, { t: 'run' }>) {
+  const controller = new AbortController()
+  const pending = new Map<number, (reply: BridgeReply) => void>()
+  runs.set(id, { controller, calls: pending })
+  const call = (name: string, json: string) =>
+    new Promise<BridgeReply>((resolve) => {
+      const call = ++calls
+      pending.set(call, resolve)
+      send({ t: 'call', id, call, name, json })
+    })
+  let outcome: CodeRunOutcome
+  try {
+    outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits })
+  } catch (error) {
+    outcome = { ok: false, kind: 'crash', message: error instanceof Error ? error.message : String(error), logs: [] }
+  }
+  runs.delete(id)
+  send({ t: 'done', id, outcome, retire: (runtime?.parked ?? 0) > 0 })
+}
+
+process.on('message', (message: HostMessage) => {
+  switch (message.t) {
+    case 'init':
+      return void init(message)
+    case 'run':
+      return void run(message)
+    case 'reply': {
+      const resolve = runs.get(message.id)?.calls.get(message.call)
+      runs.get(message.id)?.calls.delete(message.call)
+      return resolve?.(message.reply)
+    }
+    case 'abort':
+      return runs.get(message.id)?.controller.abort()
+  }
+})
+// the host is gone: nothing here may outlive it
+process.on('disconnect', () => process.exit(0))
