@@ -103,6 +103,8 @@ export class IsolateSandbox implements CodeRuntime {
     let settled = false
     let reported = false
     let waiting = 0
+    // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
+    let waitingBytes = 0
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
     let cpuTimer: NodeJS.Timeout | undefined
@@ -147,7 +149,9 @@ export class IsolateSandbox implements CodeRuntime {
       const forward = async (call: number, name: string, json: string) => {
         let reply: BridgeReply
         waiting++
+        waitingBytes += json.length
         try {
+          if (waitingBytes > limits.memoryMb * 1024 * 1024) return fail('memory', limitMessages.refused(limits, 'waiting'))
           // the prelude refuses these first; the host does not take the program's word for it
           if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
           else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
@@ -156,6 +160,7 @@ export class IsolateSandbox implements CodeRuntime {
           reply = { ok: false, message: messageOf(error) }
         } finally {
           waiting--
+          waitingBytes -= json.length
         }
         if (settled) return
         reply = boundReply(reply, limits, name)

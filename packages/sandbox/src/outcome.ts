@@ -26,7 +26,9 @@ export const limitMessages = {
   refused: (limits: CodeRunLimits, reason: unknown) =>
     reason === 'argument'
       ? `${limitMessages.memory(limits)}: a tool argument was larger than ${argumentBytes(limits)} bytes (a quarter of memoryMb); pass less data per call`
-      : `${limitMessages.memory(limits)}: too many array buffers`,
+      : reason === 'waiting'
+        ? `${limitMessages.memory(limits)}: the arguments of the tool calls waiting at once passed memoryMb; await calls before starting more`
+        : `${limitMessages.memory(limits)}: too many array buffers`,
 }
 
 /** a reply the sandbox can take in: a tool result larger than the program's share of memory is refused, not copied */

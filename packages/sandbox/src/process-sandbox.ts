@@ -122,6 +122,11 @@ export class ProcessSandbox implements CodeRuntime {
     return this.gate.load()
   }
 
+  /** the process id of the sandbox process now serving runs, for diagnostics */
+  get pid(): number | undefined {
+    return this.child?.exited ? undefined : this.child?.process.pid
+  }
+
   /** ends the sandbox process (or keeps it a moment for the next sandbox like this one); runs in progress end with `abort` */
   async close() {
     if (this.closed) return
@@ -281,6 +286,8 @@ export class ProcessSandbox implements CodeRuntime {
   private busy(child: Child) {
     child.process.ref()
     child.process.channel?.ref()
+    ;(child.process.stdout as { ref?: () => void } | null)?.ref?.()
+    ;(child.process.stderr as { ref?: () => void } | null)?.ref?.()
   }
 
   private idle(child: Child) {

@@ -116,6 +116,8 @@ export class WorkerSandbox implements CodeRuntime {
     const { logs } = output
     let settled = false
     let waiting = 0
+    // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
+    let waitingBytes = 0
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
     const elu = worker.performance.eventLoopUtilization()
@@ -144,7 +146,9 @@ export class WorkerSandbox implements CodeRuntime {
       const forward = async (call: number, name: string, json: string) => {
         let reply: BridgeReply
         waiting++
+        waitingBytes += json.length
         try {
+          if (waitingBytes > limits.memoryMb * 1024 * 1024) return fail('memory', limitMessages.refused(limits, 'waiting'))
           // the prelude refuses these first; the host does not take the program's word for it
           if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
           else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
@@ -153,6 +157,7 @@ export class WorkerSandbox implements CodeRuntime {
           reply = { ok: false, message: messageOf(error) }
         } finally {
           waiting--
+          waitingBytes -= json.length
         }
         if (settled) return
         reply = boundReply(reply, limits, name)

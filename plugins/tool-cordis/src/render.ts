@@ -84,7 +84,8 @@ function services(report: Report, name?: string): Selection {
 }
 
 function serviceLine(s: ServiceReport) {
-  return `${s.name} ← ${s.provider}${s.agent ? ` on agent ${s.agent}` : ''}${s.isolated ? ' (isolated)' : ''}`
+  const load = s.load ? ` [${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running, ${s.load.queued} queued]` : ''
+  return `${s.name} ← ${s.provider}${s.agent ? ` on agent ${s.agent}` : ''}${s.isolated ? ' (isolated)' : ''}${load}`
 }
 
 // ---- events

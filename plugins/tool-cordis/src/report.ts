@@ -1,7 +1,7 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import { type Agent, agentOf, RUN_CODE, type ToolRuntime } from '@faber/core'
+import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, RUN_CODE, type ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
 import type { CallRecord } from './trace.ts'
@@ -41,6 +41,8 @@ export interface ServiceReport {
   /** the agent whose context provided it */
   agent?: string
   isolated: boolean
+  /** for the code runtime: its backend, the programs running under its cap and the runs queued behind it */
+  load?: CodeRuntimeLoad & { backend: string }
 }
 
 export interface ListenerReport {
@@ -206,6 +208,11 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
       const service: ServiceReport = { name: slot.name, provider: slot.provider, isolated: slot.isolated }
       const agent = slot.context && agentOf(slot.context)
       if (agent) service.agent = agent.name
+      if (slot.name === 'codeRuntime') {
+        const runtime = untraced(root.get('codeRuntime')) as CodeRuntime | undefined
+        const load = runtime?.load?.()
+        if (runtime && load) service.load = { backend: runtime.backend, ...load }
+      }
       return service
     }),
     events: [...events]

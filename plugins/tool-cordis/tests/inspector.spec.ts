@@ -435,6 +435,22 @@ describe('the cordis_inspect tool', () => {
 })
 
 describe('call trace with the real sandbox', () => {
+  it('shows the code runtime with the programs running under its cap and the queue behind it', async () => {
+    const ctx = await teamDeployment()
+    ctx.plugin(WorkerSandbox, { poolSize: 1, maxConcurrent: 3 })
+    await assertStarted(ctx)
+    try {
+      const program = 'return (await tools.cordis_inspect({ what: "services", name: "codeRuntime" })).text'
+      const result = await call(ctx, 'look', 'run_code', { code: program, description: 'look at the sandbox' }, agent(ctx, 'coder'))
+      expect(result.isError, result.content).to.equal(false)
+      expect((result as any).value.result).to.match(/codeRuntime ← .*\[worker-vm: 1\/3 running, 0 queued\]/)
+      const service = ctx.inspector.report().services.find((s) => s.name === 'codeRuntime')
+      expect(service?.load).to.include({ backend: 'worker-vm', running: 0, queued: 0, maxConcurrent: 3, peakRunning: 1 })
+    } finally {
+      await ctx.stop()
+    }
+  })
+
   it('links the calls a program makes to its run_code call', async () => {
     const ctx = await teamDeployment()
     ctx.plugin(WorkerSandbox, { poolSize: 1 })

@@ -1,0 +1,39 @@
+// a host for the hostile-program suite, run in a process of its own by hostile.ts: a crash here fails its cases, not mocha.
+// argv: <backend: worker-vm | isolated-vm> <isolation: process | in-process> <programs, a JSON array run one by one>
+// stdout carries one line per program, its report; anything else written there or to stderr is a finding.
+
+import { ProcessSandbox, WorkerSandbox } from '../src/index.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../src/types.ts'
+
+const [backend, isolation, programsJson] = process.argv.slice(2)
+const programs: string[] = JSON.parse(programsJson)
+const limits: CodeRunLimits = { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 }
+const options = { poolSize: 1, limits }
+const modules = {
+  'worker-vm': { module: new URL('../src/worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
+  'isolated-vm': { module: new URL('../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+}
+const inProcess = async () => {
+  if (backend === 'worker-vm') return new WorkerSandbox(options)
+  const { IsolateSandbox } = await import('../../sandbox-isolate/src/isolate-sandbox.ts')
+  return new IsolateSandbox(options)
+}
+const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: modules[backend as keyof typeof modules] }) : await inProcess()
+
+const call = async (name: string, json: string): Promise<BridgeReply> => (name === 'echo' ? { ok: true, value: json } : { ok: false, message: 'no such tool' })
+const run = (code: string) => sandbox.run({ code, tools: ['echo'], call, signal: new AbortController().signal })
+const brief = (outcome: CodeRunOutcome) =>
+  outcome.ok ? { ok: true, result: outcome.result } : { ok: false, kind: outcome.kind, message: outcome.message.slice(0, 300) }
+const rss = () => Math.round(process.memoryUsage().rss / 1024 / 1024)
+
+// warm: the baseline is a host that has already run a program
+await run('return 1')
+const before = rss()
+for (const program of programs) {
+  const outcome = brief(await run(program))
+  // a program's scheduled work would show up here, in the next run or on the host's streams
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const next = brief(await run('return [1, typeof FinalizationRegistry]'))
+  process.stdout.write(`${JSON.stringify({ outcome, next, before, after: rss() })}\n`)
+}
+await sandbox.close()

@@ -1,0 +1,107 @@
+// the hostile-program suite: each case runs in a child process of its own (hostile-child.ts), so a case that takes
+// its process down fails that one test and not mocha. the child is the host here: it must survive, print nothing but
+// its report, and be able to run the next program.
+
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+
+const child = fileURLToPath(new URL('./hostile-child.ts', import.meta.url))
+
+interface Report {
+  outcome: { ok: boolean; kind?: string; message?: string; result?: string }
+  next: { ok: boolean; result?: string }
+  before: number
+  after: number
+}
+
+interface Finished {
+  code: number | null
+  signal: string | null
+  stdout: string
+  stderr: string
+}
+
+function host(backend: string, isolation: string, programs: string[]) {
+  return new Promise<Finished>((resolve, reject) => {
+    const proc = spawn(process.execPath, ['--no-node-snapshot', '--import', 'tsx/esm', child, backend, isolation, JSON.stringify(programs)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    proc.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk))
+    proc.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+    proc.on('error', reject)
+    proc.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
+  })
+}
+
+// the report of program `index`: the host must have lived through it and written nothing but its reports
+const report = (finished: Finished, index: number, title: string): Report => {
+  const lines = finished.stdout.split('\n').filter(Boolean)
+  const tail = finished.stderr.slice(-600)
+  if (lines.length <= index) expect.fail(`the host died during "${title}" (${finished.signal ?? `exit code ${finished.code}`}): ${tail}`)
+  expect(finished.stderr, 'the host wrote to stderr').to.equal('')
+  return JSON.parse(lines[index])
+}
+
+// memory bombs: each must end as `memory` or `output-limit`, with the host up and its memory back where it was
+export const bombs: Record<string, string> = {
+  'an array of arrays': 'const keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))',
+  'a string doubled until it breaks': 'let s = "ab"\nwhile (true) { s += s; s.charCodeAt(s.length >> 1) }',
+  'a Map of objects': 'const m = new Map()\nfor (let i = 0; ; i++) m.set(i, { i, pad: new Array(16).fill(i) })',
+  'a Set of strings': 'const s = new Set()\nfor (let i = 0; ; i++) s.add(String(i).padEnd(200, "x"))',
+  'array buffers': 'const keep = []\nwhile (true) keep.push(new ArrayBuffer(1 << 20))',
+  'a JSON text of a huge array': 'return JSON.stringify(new Array(2e7).fill(1))',
+  'a huge returned value': 'return ["x".repeat(2e7)]',
+  'a huge log line': 'console.log({ line: "x".repeat(2e7) })',
+  'huge nested-call arguments': 'await tools.echo({ data: "x".repeat(2e7) })',
+  'many nested calls, each large': 'const big = "x".repeat(3e6)\nawait Promise.all(Array.from({ length: 50 }, () => tools.echo({ big })))',
+}
+
+// ways a program might reach the host's stdout or stderr, or leave work behind for later
+export const leaks: Record<string, string> = {
+  'the global console': 'globalThis.console?.log?.("FORGED"); globalThis.console?.error?.("FORGED"); return 1',
+  'an unhandled rejection': 'Promise.reject(new Error("FORGED")); return 1',
+  'an error thrown from a detached job': '(async () => { await null; throw new Error("FORGED") })(); return 1',
+  'an error thrown after the run': 'const never = tools.echo({}).then(() => { throw new Error("FORGED") }); return 1',
+  'a detached async generator':
+    'async function* g() { while (true) yield await tools.echo({ n: 1 }) }\n(async () => { for await (const _ of g()) {} })()\nreturn 1',
+  'a garbage-collection callback': 'try { new FinalizationRegistry(() => { throw new Error("FORGED") }).register({}, 1) } catch {}\nreturn 1',
+  'a replaced stack formatter': 'Error.prepareStackTrace = () => { throw new Error("FORGED") }\nthrow new Error("x")',
+}
+
+export function describeHostile(backend: string) {
+  describe(`${backend}: hostile programs, in host processes of their own`, function () {
+    this.timeout(120000)
+    // the bombs in one host on the process tier; the leaks in one host per tier. started together, read per case
+    let bombing: Promise<Finished>
+    const leaking = new Map<string, Promise<Finished>>()
+    before(() => {
+      bombing = host(backend, 'process', Object.values(bombs))
+      for (const isolation of ['in-process', 'process']) leaking.set(isolation, host(backend, isolation, Object.values(leaks)))
+    })
+    after(() => Promise.allSettled([bombing, ...leaking.values()]))
+
+    Object.keys(bombs).forEach((title, index) => {
+      it(`survives ${title} (process tier)`, async () => {
+        const { outcome, next, before, after } = report(await bombing, index, title)
+        if (outcome.ok) expect.fail(`the bomb ran to completion: ${outcome.result}`)
+        expect(outcome.kind, outcome.message).to.be.oneOf(['memory', 'output-limit'])
+        expect(next).to.deep.equal({ ok: true, result: '[1,"undefined"]' })
+        expect(after - before, `host RSS went from ${before} to ${after} MB`).to.be.below(48)
+      })
+    })
+    for (const isolation of ['in-process', 'process']) {
+      it(`(${isolation}) keeps what a program prints or schedules off the host's streams and out of the next run`, async () => {
+        const finished = await leaking.get(isolation)!
+        Object.keys(leaks).forEach((title, index) => {
+          const { outcome, next } = report(finished, index, title)
+          expect(outcome.kind, title).not.to.be.oneOf(['crash', 'timeout'])
+          expect(next, title).to.deep.equal({ ok: true, result: '[1,"undefined"]' })
+        })
+        expect(finished.code).to.equal(0)
+      })
+    }
+  })
+}
