@@ -49,6 +49,8 @@ interface Child {
   /** it asked to be replaced (an isolate's thread was parked): no new runs go to it */
   retiring: boolean
   exited: boolean
+  /** it got as far as serving runs: one that died starting is not restarted in a loop */
+  served: boolean
 }
 
 // a healthy child of a closed sandbox waits here a little for the next sandbox with the same configuration:
@@ -223,6 +225,7 @@ export class ProcessSandbox implements CodeRuntime {
       stderr: '',
       retiring: false,
       exited: false,
+      served: false,
     }
     proc.stdout?.resume()
     proc.stderr?.setEncoding('utf8')
@@ -230,8 +233,10 @@ export class ProcessSandbox implements CodeRuntime {
       child.stderr = (child.stderr + chunk).slice(-4096)
     })
     const starting = (message: ChildMessage) => {
-      if (message.t === 'ready') ready(undefined)
-      else if (message.t === 'failed') ready(message.message)
+      if (message.t === 'ready') {
+        child.served = true
+        ready(undefined)
+      } else if (message.t === 'failed') ready(message.message)
     }
     proc.on('message', starting)
     proc.on('message', (message: ChildMessage) => child.owner.onMessage(child, message))
@@ -262,7 +267,8 @@ export class ProcessSandbox implements CodeRuntime {
         active.settle(failure('crash', `the sandbox process exited unexpectedly (${how}); a new one was started`))
       }
     }
-    if (this.child === child) this.child = this.closed ? undefined : this.spawn()
+    // replaced at once, off the path of the next run; one that never started is left to the next run to retry
+    if (this.child === child) this.child = this.closed || !child.served ? undefined : this.spawn()
   }
 
   private retire(child: Child, why: string) {

@@ -313,7 +313,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       })
 
       it('turns deep recursion into an exception', async () => {
-        expectFailure(await run('const f = (n) => f(n + 1) + 1\nf(0)'), 'exception', /RangeError/)
+        expectFailure(await run('const f = (n) => f(n + 1) + 1\nf(0)', { limits }), 'exception', /RangeError/)
       })
     })
 
