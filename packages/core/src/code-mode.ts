@@ -309,16 +309,11 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
       return `unknown tool "${name}": under code mode only ${RUN_CODE} can be called directly; call ${binding(name)}(...) inside a ${RUN_CODE} program`
     },
     codeOnlyRule(collapsed) {
-      const names = collapsed.map((tool) => tool.info.name)
       const example = representative(collapsed)
       return [
         '## How to call tools here',
-        `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`const result = await ${example}\`; a direct call of any other tool (${names
-          .slice(0, 3)
-          .map((n) => `\`${n}\``)
-          .join(', ')}${names.length > 3 ? ', ...' : ''}) fails with UNKNOWN_TOOL.`,
+        `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`const result = await ${example}\`; a direct call of any other tool, wherever it is named, fails with UNKNOWN_TOOL.`,
         "In a program, `await tools.$search('what you need')` finds tools and `await tools.$describe('name')` gives their full types.",
-        'Tools named anywhere else are reached the same way.',
       ].join('\n')
     },
     sdkSection(agent) {
@@ -329,9 +324,9 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
           '## The tools SDK (for run_code programs): an index',
           sdkUsage(),
           level === 'index'
-            ? 'The index lists each tool as `name(arguments) first sentence` (`?`: optional), grouped.'
-            : 'The index lists the tool names, grouped; `tools.$search` finds the right one.',
-          "Before calling a tool you have not used, get its types: `console.log(await tools.$describe('a', 'b'))`.",
+            ? 'Index below: `name(arguments) first sentence` (`?`: optional); `$describe` a tool before its first use.'
+            : "Index below: the tool names, grouped; `tools.$search` finds the right one and `tools.$describe('a', 'b')` gives full types.",
+          ...(tools.some((tool) => !IDENTIFIER.test(tool.name)) ? ['Call `a-b` as `tools["a-b"](args)`.'] : []),
           '',
           renderIndex(tools, level).trimEnd(),
         ].join('\n')

@@ -49,22 +49,20 @@ function methodKey(name: string) {
   return name === 'new' ? '"new"' : key(name)
 }
 
-/** one line, safe inside a block comment; nothing is cut */
+/** one line, so it fits a line comment; nothing is cut */
 function oneLine(text: unknown): string {
   if (typeof text !== 'string') return ''
-  return UNTIDY.test(text) ? text.replace(/\s+/g, ' ').trim().replaceAll('*/', '*\\/') : text
+  return UNTIDY.test(text) ? text.replace(/\s+/g, ' ').trim() : text
 }
 
-/** a doc comment at `indent`: one line when it fits on one, else its lines kept (blank ones dropped), nothing cut */
+/** a description as line comments at `indent`, its lines kept (blank ones dropped), nothing cut */
 function docComment(text: string, indent: string): string {
-  if (!text) return ''
-  const lines: string[] = []
-  for (const raw of text.replaceAll('*/', '*\\/').split(/\r?\n/)) {
+  let out = ''
+  for (const raw of text.split(/\r?\n/)) {
     const line = raw.replace(/\s+/g, ' ').trim()
-    if (line) lines.push(line)
+    if (line) out += `${indent}// ${line}\n`
   }
-  if (lines.length === 0) return ''
-  return `${indent}/** ${lines.join(`\n${indent}`)} */\n`
+  return out
 }
 
 // constraints a TypeScript type cannot say, shown as doc tags: `@minimum 1 @default 10`
@@ -99,7 +97,7 @@ function tags(schema: Record<string, unknown>): string {
     } catch {
       continue
     }
-    text += ` @${tag} ${shown.replace(/\s+/g, ' ').replaceAll('*/', '*\\/')}`
+    text += ` @${tag} ${shown.replace(/\s+/g, ' ')}`
   }
   return text.trimStart()
 }
@@ -259,11 +257,13 @@ class Renderer {
       if (!Object.hasOwn(properties, name)) continue
       const property = properties[name]
       const type = this.render(property, inner)
+      // a property's description and constraints follow it as a line comment: the same words, fewer tokens than /** */
       const doc = propertyDoc(property)
-      if (doc) body += `${inner}/** ${doc} */\n`
       const isRequired = required.includes(name)
       optional ||= !isRequired
-      body += `${inner}${key(name)}${isRequired ? '' : '?'}: ${type}\n`
+      // before a property whose type spans lines, after it otherwise
+      if (doc && type.includes('\n')) body += `${inner}// ${doc}\n`
+      body += `${inner}${key(name)}${isRequired ? '' : '?'}: ${type}${doc && !type.includes('\n') ? ` // ${doc}` : ''}\n`
       types?.push(type)
       count++
     }
@@ -279,7 +279,7 @@ class Renderer {
     else if (additionalProperties === true) body += `${inner}[key: string]: unknown\n`
     // a small object without comments reads as well on one line, and costs the model fewer tokens
     const members = body.slice(0, -1).split(`\n${inner}`)
-    if (!body.includes('/**') && members.length <= ONE_LINE_MEMBERS) {
+    if (!body.includes('//') && members.length <= ONE_LINE_MEMBERS) {
       const line = `{ ${members.map((m) => m.trim()).join('; ')} }`
       if (line.length <= ONE_LINE_WIDTH && !line.includes('\n')) return this.atom(line)
     }
@@ -486,14 +486,10 @@ export function renderIndex(tools: readonly SdkTool[], level: IndexLevel = 'inde
     for (const name of names) {
       const tool = byName.get(name)!
       const summary = summaryOf(tool.description)
-      text += `${binding(name)}(${argNames(tool.parameters)})${summary ? ` ${summary}` : ''}\n`
+      text += `${name}(${argNames(tool.parameters)})${summary ? ` ${summary}` : ''}\n`
     }
   }
   return text
-}
-
-function binding(name: string) {
-  return IDENTIFIER.test(name) ? name : `[${JSON.stringify(name)}]`
 }
 
 /** globals the prompt names as present in a program, besides `tools`, `console` and `ToolCallError` (checked on both sandboxes) */
@@ -504,9 +500,9 @@ export const ABSENT_GLOBALS = ['setTimeout', 'setInterval', 'fetch', 'require', 
 /** how to use the SDK, for the prompt section that precedes it */
 export function sdkUsage(): string {
   return [
-    'Write the body of an async TypeScript function (top-level `await` and `return` work). Call tools as `await tools.<name>(args)`;',
-    'overlap independent calls with `Promise.all`. A failed call rejects with a `ToolCallError` (`toolName`, `code`, `message`): catch it to recover.',
-    'Only what you `return` or `console.log` comes back, so filter and summarise inside the program.',
-    `Globals: JavaScript built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...), \`tools\`, \`console\`, \`ToolCallError\`; no ${ABSENT_GLOBALS.join(', ')} or import.`,
+    'Write the body of an async TypeScript function (top-level `await` and `return` work); call tools as `await tools.<name>(args)`, independent ones together',
+    'with `Promise.all`. A failed call rejects with a `ToolCallError` (`toolName`, `code`, `message`): catch it to recover.',
+    'Only what you `return` or `console.log` comes back, so filter inside the program.',
+    `Globals: these and the JavaScript built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...); no ${ABSENT_GLOBALS.join(', ')} or import.`,
   ].join('\n')
 }
