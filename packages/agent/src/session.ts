@@ -17,6 +17,8 @@ declare module 'cordis' {
      * per-session state (fs-observation's record of reads) key it by `id`, so a resumed session gets it back
      */
     'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
+    /** the session was disposed: plugins end what belongs to it (tools-shell's background jobs of its agent) */
+    'agent/session-end'(info: { agent?: Agent; id: string }): void
   }
 }
 
@@ -379,6 +381,8 @@ export class AgentSession {
 
   /** stops listening; the log stays open (close it yourself) */
   dispose() {
+    if (!this.disposers.length) return
     for (const dispose of this.disposers.splice(0)) dispose()
+    this.ctx.emit('agent/session-end', { agent: this.agent, id: this.id })
   }
 }

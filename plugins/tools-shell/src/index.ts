@@ -3,7 +3,7 @@
 
 import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { strict } from '@faber/core'
+import { type Agent, strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { bwrapArgs, findCgroups, probeBubblewrap, type SandboxConfig } from './confine.ts'
 import { shellTools } from './tools.ts'
@@ -11,6 +11,13 @@ import { shellTools } from './tools.ts'
 export { Capture, type Captured } from './capture.ts'
 export { bwrapArgs, probeBubblewrap, type SandboxConfig } from './confine.ts'
 export { type Outcome, ShellError } from './tools.ts'
+
+declare module 'cordis' {
+  interface Events {
+    /** emitted by @faber/agent's AgentSession when it is disposed (declared identically there) */
+    'agent/session-end'(info: { agent?: Agent; id: string }): void
+  }
+}
 
 export const name = 'tools-shell'
 export const reusable = true
@@ -164,6 +171,8 @@ export function apply(ctx: Context, config: Config) {
     annotations: { shell: true, changesFiles: true, fsRoot: root, confined: config.confine, status },
   })
   ctx.on('dispose', () => shell.dispose())
+  // jobs die with their session: a job belongs to the agent that started it
+  ctx.on('agent/session-end', ({ agent }) => shell.endJobsOf(agent))
   for (const tool of shell.tools) ctx.tools.register(tool)
 }
 

@@ -93,7 +93,7 @@ function outcomeOf(exit: Exit | undefined, output: { stdout: Captured; stderr: C
 }
 
 /** the tools and the job table; `dispose` kills every job */
-export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; dispose(): void } {
+export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; endJobsOf(agent: Agent | undefined): void; dispose(): void } {
   const { name, limits } = options
   const names = { output: `${name}_output`, stop: `${name}_stop` }
   const jobs = new Map<string, Job>()
@@ -216,6 +216,14 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; di
 
   return {
     tools: [bash, output, stop] as ToolDefinition[],
+    endJobsOf(agent) {
+      for (const job of jobs.values()) {
+        if (job.agent !== agent) continue
+        job.process.kill()
+        job.forget()
+        jobs.delete(job.id)
+      }
+    },
     dispose() {
       for (const job of jobs.values()) {
         job.process.kill()

@@ -1,3 +1,4 @@
+import { AgentSession, ScriptedModel } from '@faber/agent'
 import ToolRuntime, { assertStarted, createAgent } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
@@ -183,6 +184,23 @@ describe('tools-shell: background jobs', () => {
     value(await call('bash', { command: 'sleep 30', background: true }))
     const second = await call('bash', { command: 'sleep 30', background: true })
     expect(second.isError && second.error.toolCode).to.equal('SHELL_TOO_MANY_JOBS')
+  })
+
+  it('jobs die with the session of the agent that started them', async () => {
+    const { ctx, file } = await deployment({ shell: unconfined })
+    const agent = createAgent(ctx, { name: 'main' })
+    const session = new AgentSession(ctx, {
+      agent,
+      model: new ScriptedModel([
+        { toolCalls: [{ name: 'bash', arguments: { command: 'echo $$ > pids; sleep 30 & echo $! >> pids; wait', background: true } }] },
+        { text: 'started' },
+      ]),
+    })
+    await session.send('start a job')
+    const pids = await linesOf(file('pids'), 2)
+    for (const pid of pids) expect(await gone(Number(pid), 0), `pid ${pid}`).to.equal(false)
+    session.dispose()
+    for (const pid of pids) expect(await gone(Number(pid)), `pid ${pid}`).to.equal(true)
   })
 
   it('jobs die when the plugin is disposed, and with the agent that started them', async () => {
