@@ -168,7 +168,8 @@ export function apply(ctx: Context, config: Config) {
     maxJobs: config.jobs.max,
     maxJobMs: config.jobs.maxMs,
     // shell: approval narrows remembered grants to the command; changesFiles: fs-observation stops trusting reads
-    annotations: { shell: true, changesFiles: true, fsRoot: root, confined: config.confine, status },
+    annotations: { shell: true, changesFiles: true, fsRoot: root, confined: config.confine },
+    status,
   })
   ctx.on('dispose', () => shell.dispose())
   // jobs die with their session: a job belongs to the agent that started it

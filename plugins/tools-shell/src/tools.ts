@@ -29,6 +29,8 @@ export interface ShellOptions {
   maxJobs: number
   maxJobMs: number
   annotations: Record<string, unknown>
+  /** how commands run, for the inspector: confined by what, or not */
+  status: string
 }
 
 interface Job {
@@ -127,7 +129,8 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
     isConcurrencySafe: () => false,
     // a backstop for timeout wrappers such as guards': the tool enforces its own timeout first
     timeoutMs: options.maxTimeoutMs + limits.killGraceMs + 5000,
-    annotations: { destructive: true, openWorld: true, ...options.annotations },
+    // the status (confined or not) is said once, on the command tool
+    annotations: { destructive: true, openWorld: true, ...options.annotations, status: options.status },
     async execute(args, run) {
       if (args.background) {
         const running = [...jobs.values()].filter((job) => job.process.running).length
