@@ -12,6 +12,8 @@ export interface ChatOptions {
   model: Model
   style: Style
   json?: boolean
+  /** every nested call on its own lines, also on a terminal */
+  verbose?: boolean
   input?: NodeJS.ReadableStream & { isTTY?: boolean }
   output?: NodeJS.WritableStream & { isTTY?: boolean }
   /** default persona and context when the deployment gives none */
@@ -27,7 +29,7 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
   const input = options.input ?? process.stdin
   const output = options.output ?? process.stdout
   const interactive = Boolean(input.isTTY)
-  const transcript = new Transcript(output, options.style, { json: options.json })
+  const transcript = new Transcript(output, options.style, { json: options.json, verbose: options.verbose })
   const { spec } = deployed
   const log = spec.session.log ? await SessionLog.open(spec.session.log) : undefined
   if (log?.truncated) transcript.note(`(the session log's last line was cut short by a crash and was skipped: line ${log.truncated.line})`)
@@ -65,12 +67,13 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
   const ask: AskLine = (text, signal) =>
     new Promise((resolve) => {
       if (signal.aborted || closed) return resolve(undefined)
-      transcript.spinner.stop()
+      transcript.spinner.hold()
       const cut = text.lastIndexOf('\n') + 1
       output.write(text.slice(0, cut))
       const finish = (line: string | undefined) => {
         signal.removeEventListener('abort', cancel)
         question = undefined
+        transcript.spinner.release()
         lines.setPrompt(prompt)
         resolve(line)
       }

@@ -1,5 +1,6 @@
 // the `faber` command. exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.
 
+import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { AnthropicModel, OpenAIChatModel } from '@faber/agent'
@@ -34,9 +35,15 @@ Commands:
   mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
   grants list|revoke|export|import  the approval grants kept in a deployment's store
 
+run, chat, inspect and mcp without a file use ./faber.yml, else ./faber.yaml.
+
 Options:
   -h, --help     help for faber or a command (faber <command> --help)
-  --no-color     plain output (also: NO_COLOR=1, or when piped)`,
+  --version      the version of faber
+  --debug        stack traces and debug logs with any failure
+  --no-color     plain output (also: NO_COLOR=1, or when piped)
+
+Exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.`,
   grants: GRANTS_HELP,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 
@@ -54,7 +61,7 @@ Options:
   --no-color  plain output`,
   run: `faber run <deployment.yml> — compose a deployment file and chat with its model
 
-Usage: faber run <deployment.yml> [--json] [--base-url URL] [--model NAME]
+Usage: faber run [deployment.yml] [--json] [--verbose] [--base-url URL] [--model NAME]
 
 Each input line is a user turn. On a terminal: a prompt, Ctrl-C cancels the running turn, /exit leaves.
 Piped: every line of stdin is run as a turn, then the command exits.
@@ -72,12 +79,17 @@ The file (YAML):
 
 Options:
   --json           JSON lines instead of the transcript
+  --verbose        every nested call of a program on its own lines, also on a terminal (where they fold into
+                   one progress line otherwise; piped output always has them)
   --base-url URL   talk to this endpoint instead of the file's model.baseURL (e.g. a local server)
   --model NAME     use this model instead of the file's model.model
   --no-color       plain output`,
   chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
 
-Usage: faber chat [--provider P] [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
+With a deployment file (or ./faber.yml, ./faber.yaml in the current directory) the file's plugins, agents and session
+are used instead of the standard deployment, and its model unless --model (or FABER_MODEL) names one.
+
+Usage: faber chat [deployment.yml] [--provider P] [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
 
 Options:
   --provider P         openai (an OpenAI-compatible chat completions endpoint) or anthropic (the Messages API);
@@ -90,10 +102,11 @@ Options:
   --mode MODE          native | code | both (default code)
   --log FILE           a JSONL session log; continued when it exists
   --json               JSON lines instead of the transcript
+  --verbose            every nested call on its own lines, also on a terminal
   --no-color           plain output`,
   inspect: `faber inspect <deployment.yml> — the inspector's report of a composed deployment
 
-Usage: faber inspect <deployment.yml> [--json]
+Usage: faber inspect [deployment.yml] [--json]
 
 Composes the deployment (its model is not called) and prints plugins and their state, services and providers,
 tools per agent (visible, wire, mode and its origin, what collapses), and listeners per event.
@@ -103,7 +116,7 @@ Options:
   --no-color  plain output`,
   mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio, or streamable HTTP)
 
-Usage: faber mcp <deployment.yml> [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
+Usage: faber mcp [deployment.yml] [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
 
 tools/list is exactly what the agent is shown (under code mode: run_code with the SDK); tools/call runs through
 the whole pipeline, so every policy applies.
@@ -138,10 +151,21 @@ function styleFor(values: Values, stream: NodeJS.WriteStream = process.stdout): 
   return createStyle(values['no-color'] ? false : colorEnabled(stream))
 }
 
+/** the file named, else ./faber.yml, else ./faber.yaml */
 function deploymentArg(command: string, positionals: string[]) {
-  if (positionals.length !== 1)
-    throw new UsageError(`faber ${command}: expected one deployment file, got ${positionals.length}\nUsage: faber ${command} <deployment.yml>`)
-  return positionals[0]
+  if (positionals.length === 1) return positionals[0]
+  if (positionals.length === 0) {
+    const found = defaultDeployment()
+    if (found) return found
+    throw new UsageError(
+      `faber ${command}: no deployment file given, and there is no faber.yml or faber.yaml in ${process.cwd()}\nUsage: faber ${command} [deployment.yml]`,
+    )
+  }
+  throw new UsageError(`faber ${command}: expected one deployment file, got ${positionals.length}\nUsage: faber ${command} [deployment.yml]`)
+}
+
+function defaultDeployment(): string | undefined {
+  return ['faber.yml', 'faber.yaml'].find((name) => existsSync(name))
 }
 
 /** composes a deployment; a plugin that fails to start is reported once, as a DeploymentError, not also as cordis' stack dump */
@@ -179,8 +203,17 @@ async function composeFile(file: string): Promise<Deployed> {
   return composeReported(await loadDeploymentFile(file))
 }
 
+export function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+  return manifest.version
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv
+  if (command === '--version' || command === '-V' || command === 'version') {
+    process.stdout.write(`faber ${version()}\n`)
+    return 0
+  }
   if (!command || command === '-h' || command === '--help' || command === 'help') {
     process.stdout.write(`${HELP[rest[0] ?? ''] ?? HELP.faber}\n`)
     return command ? 0 : 2
@@ -208,19 +241,24 @@ export async function main(argv: string[]): Promise<number> {
       return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), log, style: styleFor(values) })
     }
     case 'run': {
-      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' }, 'base-url': { type: 'string' }, model: { type: 'string' } })
+      const { values, positionals } = parse(command, rest, {
+        json: { type: 'boolean' },
+        verbose: { type: 'boolean' },
+        'base-url': { type: 'string' },
+        model: { type: 'string' },
+      })
       if (values.help) break
       const spec = await loadDeploymentFile(deploymentArg(command, positionals))
       const deployed = await composeReported(spec)
       try {
         const model = createModel(overrideModel(spec, values), spec.source)
-        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
+        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) })
       } finally {
         await deployed.stop()
       }
     }
     case 'chat': {
-      const { values } = parse(command, rest, {
+      const { values, positionals } = parse(command, rest, {
         provider: { type: 'string' },
         'base-url': { type: 'string' },
         model: { type: 'string' },
@@ -229,35 +267,48 @@ export async function main(argv: string[]): Promise<number> {
         mode: { type: 'string' },
         log: { type: 'string' },
         json: { type: 'boolean' },
+        verbose: { type: 'boolean' },
       })
       if (values.help) break
+      if (positionals.length > 1) throw new UsageError(`faber chat: expected at most one deployment file, got ${positionals.length}`)
+      // a deployment file named, or ./faber.yml (./faber.yaml) when there is one: its plugins, agents and session
+      const file = positionals[0] ?? defaultDeployment()
       const env = process.env
       const provider = (values.provider as string | undefined) ?? env.FABER_PROVIDER ?? 'openai'
       if (provider !== 'openai' && provider !== 'anthropic') throw new UsageError(`faber chat: --provider: expected openai or anthropic but got "${provider}"`)
       const baseURL = (values['base-url'] as string | undefined) ?? env.FABER_BASE_URL
       const modelName = (values.model as string | undefined) ?? env.FABER_MODEL
-      if (!modelName) throw new UsageError('faber chat: no model given; pass --model NAME or set FABER_MODEL')
+      if (!modelName && !file) throw new UsageError('faber chat: no model given; pass --model NAME or set FABER_MODEL')
       const providerKey = provider === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY'
       const keyEnv = (values['api-key-env'] as string | undefined) ?? (env.FABER_API_KEY ? 'FABER_API_KEY' : providerKey)
       const apiKey = env[keyEnv]
       if (!apiKey && values['api-key-env']) throw new UsageError(`faber chat: the environment variable ${keyEnv} is not set`)
-      const root = resolve((values.root as string | undefined) ?? process.cwd())
-      const spec = readDeployment(
-        {
-          mode: values.mode ?? 'code',
-          session: { log: values.log, context: `Workspace: ${root}. Paths given to the fs tools are relative to it.` },
-        },
-        'faber chat',
-        process.cwd(),
-      )
-      spec.plugins = standardStack({ root, approval: { policy: 'auto', require: ['write', 'edit'] }, terminal: true })
+      let spec: DeploymentSpec
+      if (file) {
+        if (values.root !== undefined || values.mode !== undefined)
+          throw new UsageError(`faber chat: --root and --mode shape the standard deployment; ${file} is used instead, so set them there`)
+        spec = await loadDeploymentFile(file)
+        if (typeof values.log === 'string') spec.session.log = resolve(values.log)
+      } else {
+        const root = resolve((values.root as string | undefined) ?? process.cwd())
+        spec = readDeployment(
+          {
+            mode: values.mode ?? 'code',
+            session: { log: values.log, context: `Workspace: ${root}. Paths given to the fs tools are relative to it.` },
+          },
+          'faber chat',
+          process.cwd(),
+        )
+        spec.plugins = standardStack({ root, approval: { policy: 'auto', require: ['write', 'edit'] }, terminal: true })
+      }
       const deployed = await composeReported(spec)
       try {
-        const model =
-          provider === 'anthropic'
+        const model = !modelName
+          ? createModel(spec.model, spec.source)
+          : provider === 'anthropic'
             ? new AnthropicModel({ model: modelName, apiKey, ...given({ baseURL }) })
             : new OpenAIChatModel({ baseURL: baseURL ?? 'https://api.openai.com/v1', model: modelName, apiKey })
-        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json) })
+        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) })
       } finally {
         await deployed.stop()
       }
@@ -292,7 +343,14 @@ export async function main(argv: string[]): Promise<number> {
       const deployed = await composeFile(deploymentArg(command, positionals))
       try {
         const mcp = await import('@faber/plugin-mcp')
-        const agent = (values.agent as string | undefined) ?? deployed.agent
+        const named = values.agent as string | undefined
+        if (named !== undefined && !deployed.agents.has(named)) {
+          const known = [...deployed.agents.keys()]
+          throw new UsageError(
+            `faber mcp: --agent: ${deployed.spec.source} has no agent named "${named}"; ${known.length ? `its agents: ${known.join(', ')}` : 'it defines no agents (leave out --agent to serve the global view)'}`,
+          )
+        }
+        const agent = named ?? deployed.agent
         if (listen) {
           // stdout says where to connect; logs go to stderr as on stdio
           mcp.logsToStderr()
@@ -323,13 +381,19 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 async function run() {
-  Logger.levels.base = Number(process.env.FABER_LOG_LEVEL ?? 1)
+  // --debug, anywhere on the line: stack traces and every log line
+  const argv = process.argv.slice(2)
+  const debug = argv.includes('--debug')
+  Logger.levels.base = Number(process.env.FABER_LOG_LEVEL ?? (debug ? 3 : 1))
   let code: number
   try {
-    code = await main(process.argv.slice(2))
+    code = await main(argv.filter((a) => a !== '--debug'))
   } catch (error) {
     const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError
-    process.stderr.write(`${known ? error.message : ((error as Error)?.stack ?? error)}\n`)
+    const message = error instanceof Error ? error.message : String(error)
+    if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
+    else if (known) process.stderr.write(`${message}\n`)
+    else process.stderr.write(`faber: ${message}\n(an unexpected failure: run it again with --debug for the stack trace)\n`)
     code = known ? 2 : 1
   }
   process.exitCode = code

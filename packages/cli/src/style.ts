@@ -40,7 +40,8 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
 export class Spinner {
   private timer?: NodeJS.Timeout
   private frame = 0
-  private text = ''
+  private text: string | (() => string) = ''
+  private held = false
 
   constructor(private stream: NodeJS.WriteStream = process.stderr) {}
 
@@ -48,9 +49,10 @@ export class Spinner {
     return this.timer !== undefined
   }
 
-  start(text: string) {
+  /** shows `text` (a function is asked again on every frame, for a line that changes: counts, elapsed time) */
+  start(text: string | (() => string)) {
     this.text = text
-    if (!this.stream.isTTY) return
+    if (!this.stream.isTTY || this.held) return
     if (!this.timer) {
       this.timer = setInterval(() => this.render(), 80)
       this.timer.unref()
@@ -59,7 +61,18 @@ export class Spinner {
   }
 
   private render() {
-    this.stream.write(`\r\x1b[2K${FRAMES[this.frame++ % FRAMES.length]} ${this.text}`)
+    const text = typeof this.text === 'function' ? this.text() : this.text
+    this.stream.write(`\r\x1b[2K${FRAMES[this.frame++ % FRAMES.length]} ${text}`)
+  }
+
+  /** stops and stays stopped (a question is being asked on the terminal) until `release` */
+  hold() {
+    this.stop()
+    this.held = true
+  }
+
+  release() {
+    this.held = false
   }
 
   stop() {

@@ -10,7 +10,20 @@ export interface TranscriptOptions {
   maxLines?: number
   /** show the program text of run_code calls (default true) */
   showCode?: boolean
+  /** every nested call on its own lines, also on a terminal (piped output always has them) */
+  verbose?: boolean
 }
+
+/** the nested calls of one running program */
+interface Program {
+  started: number
+  done: number
+  running: number
+  failed: number
+}
+
+const count = (n: number) => n.toLocaleString('en-US')
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 
 function clip(text: string, maxLines: number, width = 150): string[] {
   const lines = text.split('\n').map((l) => (l.length > width ? `${l.slice(0, width - 1)}…` : l))
@@ -34,6 +47,9 @@ export class Transcript {
   readonly spinner: Spinner
   private streaming = false
   private maxLines: number
+  /** on a terminal, without --verbose: a program's nested calls fold into one live progress line */
+  private fold: boolean
+  private programs = new Map<string, Program>()
 
   constructor(
     private out: NodeJS.WritableStream & { isTTY?: boolean },
@@ -42,6 +58,22 @@ export class Transcript {
   ) {
     this.spinner = new Spinner(process.stderr)
     this.maxLines = options.maxLines ?? 8
+    this.fold = Boolean(out.isTTY) && !options.verbose && !options.json
+  }
+
+  private progress = () => {
+    let done = 0
+    let running = 0
+    let failed = 0
+    let started = Number.POSITIVE_INFINITY
+    for (const p of this.programs.values()) {
+      done += p.done
+      running += p.running
+      failed += p.failed
+      started = Math.min(started, p.started)
+    }
+    const elapsed = Number.isFinite(started) ? seconds(performance.now() - started) : ''
+    return `run_code: ${count(done)} nested call(s) done · ${count(running)} running · ${count(failed)} failed · ${elapsed}`
   }
 
   /** a line of the transcript (or, with --json, a JSON record) */
@@ -116,17 +148,39 @@ export class Transcript {
             `${paint(`  → ${call.name}`, 'bold', 'yellow')}${paint(`(${args(call.arguments)})`, 'gray')}${event.mode === 'parallel' ? paint('  ∥', 'gray') : ''}`,
           )
         }
-        this.spinner.start(`running ${call.name}`)
+        if (call.name === 'run_code') this.programs.set(call.id, { started: performance.now(), done: 0, running: 0, failed: 0 })
+        this.spinner.start(this.fold && call.name === 'run_code' ? this.progress : `running ${call.name}`)
         break
       }
-      case 'nested-start':
+      case 'nested-start': {
+        const program = this.programs.get(event.event.outerCallId)
+        if (program) program.running++
+        if (this.fold) {
+          if (program && !this.spinner.active) this.spinner.start(this.progress)
+          break
+        }
         this.line(
           `${paint('    ↳', 'cyan')} ${paint(`tools.${event.event.name}`, 'cyan')}${paint(`(${args(JSON.stringify(event.event.arguments), 90)})`, 'gray')}`,
         )
         break
+      }
       case 'nested-end': {
-        const { result, name, durationMs } = event.event
-        this.line(`${paint('    ↲', 'cyan')} ${this.outcome(name, result)} ${paint(`${Math.round(durationMs)} ms`, 'gray')}`)
+        const { result, name, durationMs, outerCallId, arguments: callArgs } = event.event
+        const program = this.programs.get(outerCallId)
+        if (program) {
+          program.running = Math.max(0, program.running - 1)
+          program.done++
+          if (result.isError) program.failed++
+        }
+        if (!this.fold) {
+          this.line(`${paint('    ↲', 'cyan')} ${this.outcome(name, result)} ${paint(`${Math.round(durationMs)} ms`, 'gray')}`)
+        } else if (result.isError) {
+          // failures are kept on a terminal: the progress line stands for the calls that went well
+          this.line(
+            `${paint('    ↲', 'cyan')} ${this.outcome(name, result)}${paint(`(${args(JSON.stringify(callArgs), 70)})`, 'gray')} ${paint(args(result.error.message, 90), 'red')}`,
+          )
+          this.spinner.start(this.progress)
+        }
         break
       }
       case 'approval': {
@@ -142,10 +196,23 @@ export class Transcript {
         }
         break
       }
-      case 'call-end':
+      case 'call-end': {
+        const program = this.programs.get(event.call.id)
+        this.programs.delete(event.call.id)
+        if (program?.done) {
+          const ok = program.done - program.failed
+          this.line(
+            paint(
+              `    ${count(program.done)} nested call(s): ${count(ok)} ok, ${count(program.failed)} failed, ${seconds(performance.now() - program.started)}`,
+              'cyan',
+            ),
+          )
+        }
         this.line(`  ${this.outcome(event.call.name, event.result)} ${paint(`${Math.round(event.durationMs)} ms`, 'gray')}`)
         for (const l of clip(event.result.content, this.maxLines)) this.line(paint(`    ${l}`, event.result.isError ? 'red' : 'gray'))
+        if (this.fold && this.programs.size) this.spinner.start(this.progress)
         break
+      }
       case 'turn-end': {
         const { outcome } = event
         this.streaming = false

@@ -1,0 +1,81 @@
+// what a long program costs the person watching: `faber run` on a scripted deployment whose one run_code program makes
+// 3,000 nested calls (every 500th fails), its transcript's bytes and wall time on a real terminal (util-linux `script`),
+// on a terminal with --verbose, piped, and piped with --json. the piped run is the baseline.
+
+import { spawn } from 'node:child_process'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { isMain } from './harness.ts'
+
+const BIN = fileURLToPath(new URL('../packages/cli/bin/faber.mjs', import.meta.url))
+const CALLS = 3000
+
+const PROGRAM = `let failed = 0
+for (let i = 0; i < ${CALLS}; i += 100) {
+  await Promise.all(Array.from({ length: 100 }, (_, j) => (i + j) % 500 === 499
+    ? tools.read({ path: 'missing-' + (i + j) + '.txt' }).catch(() => failed++)
+    : tools.list({ path: '.' })))
+}
+return { calls: ${CALLS}, failed }`
+
+const DEPLOYMENT = `mode: code
+plugins:
+  '@faber/sandbox': {}
+  '@faber/plugin-tools-fs': { root: '\${dir}/ws' }
+model:
+  provider: scripted
+  script:
+    - toolCalls: [{ name: run_code, arguments: { code: ${JSON.stringify(PROGRAM)}, description: ${CALLS} nested calls } }]
+    - text: done
+`
+
+function run(args: string[], tty: boolean, cwd: string): Promise<{ bytes: number; ms: number; code: number | null }> {
+  const started = performance.now()
+  const command = [process.execPath, BIN, ...args].map((a) => `'${a}'`).join(' ')
+  const child = tty
+    ? spawn('script', ['-qfec', command, '/dev/null'], { cwd, env: { ...process.env, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] })
+    : spawn(process.execPath, [BIN, ...args], { cwd, stdio: ['pipe', 'pipe', 'pipe'] })
+  let bytes = 0
+  child.stdout.on('data', (chunk: Buffer) => {
+    bytes += chunk.length
+    // on the terminal the chat waits for a line: give it one, then leave
+    if (tty && chunk.includes('you › ')) child.stdin.write(sent++ === 0 ? 'go\r' : '/exit\r')
+  })
+  child.stderr.on('data', (chunk: Buffer) => (bytes += chunk.length))
+  let sent = 0
+  if (!tty) child.stdin.end('go\n')
+  return new Promise((resolve) => child.on('close', (code) => resolve({ bytes, ms: performance.now() - started, code })))
+}
+
+export async function benchTranscript() {
+  const dir = await mkdtemp(join(tmpdir(), 'faber-bench-transcript-'))
+  await mkdir(join(dir, 'ws'))
+  await writeFile(join(dir, 'ws', 'a.txt'), 'a\n')
+  await writeFile(join(dir, 'faber.yml'), DEPLOYMENT)
+  const figures: Record<string, { bytes: number; ms: number }> = {}
+  try {
+    const cases: [string, string[], boolean][] = [
+      ['piped', ['run', 'faber.yml'], false],
+      ['piped --json', ['run', 'faber.yml', '--json'], false],
+      ['terminal', ['run', 'faber.yml'], true],
+      ['terminal --verbose', ['run', 'faber.yml', '--verbose'], true],
+    ]
+    for (const [label, args, tty] of cases) {
+      const { bytes, ms, code } = await run(args, tty, dir)
+      if (code !== 0) throw new Error(`${label}: faber exited ${code}`)
+      figures[label] = { bytes, ms: Math.round(ms) }
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+  const base = figures.piped
+  for (const [label, { bytes, ms }] of Object.entries(figures)) {
+    const ratio = `${(bytes / base.bytes).toFixed(2)}× bytes, ${(ms / base.ms).toFixed(2)}× time of piped`
+    console.log(`  ${`${CALLS} nested calls, ${label}`.padEnd(40)} ${`${bytes} B`.padStart(10)} ${`${ms} ms`.padStart(9)}   ${ratio}`)
+  }
+  return figures
+}
+
+if (isMain(import.meta.url)) await benchTranscript()
