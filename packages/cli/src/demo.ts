@@ -126,7 +126,8 @@ function collect(events: SessionEvent[]): Facts {
 export async function runDemo(options: DemoOptions): Promise<number> {
   const out = options.output ?? process.stdout
   const { paint } = options.style
-  const transcript = new Transcript(out, options.style, { json: options.json, maxLines: 6 })
+  // the demo is there to show each nested call going through the pipeline: never folded into a progress line
+  const transcript = new Transcript(out, options.style, { json: options.json, maxLines: 6, verbose: true })
   const root = await realpath(await mkdtemp(join(tmpdir(), 'faber-demo-')))
   const started = performance.now()
   try {

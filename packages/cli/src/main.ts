@@ -86,8 +86,9 @@ Options:
   --no-color       plain output`,
   chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
 
-With a deployment file (or ./faber.yml, ./faber.yaml in the current directory) the file's plugins, agents and session
-are used instead of the standard deployment, and its model unless --model (or FABER_MODEL) names one.
+With a deployment file (or ./faber.yml, ./faber.yaml in the current directory, unless --root or --mode is given) the
+file's plugins, agents and session are used instead of the standard deployment, and its model unless --model (or
+FABER_MODEL) names one.
 
 Usage: faber chat [deployment.yml] [--provider P] [--base-url URL] [--model NAME] [--api-key-env VAR] [--root DIR] [--mode MODE] [--log FILE]
 
@@ -271,8 +272,10 @@ export async function main(argv: string[]): Promise<number> {
       })
       if (values.help) break
       if (positionals.length > 1) throw new UsageError(`faber chat: expected at most one deployment file, got ${positionals.length}`)
-      // a deployment file named, or ./faber.yml (./faber.yaml) when there is one: its plugins, agents and session
-      const file = positionals[0] ?? defaultDeployment()
+      // a deployment file named, or ./faber.yml (./faber.yaml) when there is one and --root / --mode do not ask for
+      // the standard deployment: the file's plugins, agents and session
+      const standard = values.root !== undefined || values.mode !== undefined
+      const file = positionals[0] ?? (standard ? undefined : defaultDeployment())
       const env = process.env
       const provider = (values.provider as string | undefined) ?? env.FABER_PROVIDER ?? 'openai'
       if (provider !== 'openai' && provider !== 'anthropic') throw new UsageError(`faber chat: --provider: expected openai or anthropic but got "${provider}"`)
@@ -285,8 +288,7 @@ export async function main(argv: string[]): Promise<number> {
       if (!apiKey && values['api-key-env']) throw new UsageError(`faber chat: the environment variable ${keyEnv} is not set`)
       let spec: DeploymentSpec
       if (file) {
-        if (values.root !== undefined || values.mode !== undefined)
-          throw new UsageError(`faber chat: --root and --mode shape the standard deployment; ${file} is used instead, so set them there`)
+        if (standard) throw new UsageError(`faber chat: --root and --mode shape the standard deployment, not ${file}; set them in the file`)
         spec = await loadDeploymentFile(file)
         if (typeof values.log === 'string') spec.session.log = resolve(values.log)
       } else {

@@ -118,12 +118,12 @@ export class Transcript {
         break
       case 'retry': {
         const { retry } = event
-        const reason = retry.status ? `${retry.status} from the model` : `${retry.reason} from the model`
+        const reason = retry.status ? `${retry.status} from the model` : `the model request failed: ${retry.reason}`
         const wait = retry.delayMs >= 1000 ? `${Math.round(retry.delayMs / 100) / 10} s` : `${Math.round(retry.delayMs)} ms`
         if (this.streaming) this.out.write('\n')
         this.streaming = false
         this.line(paint(`  ${reason}; retrying in ${wait} (attempt ${retry.attempt} of ${retry.maxAttempts})`, 'yellow'))
-        this.spinner.start(`waiting to retry (attempt ${retry.attempt} of ${retry.maxAttempts})`)
+        this.spinner.start(`the model is thinking (step ${event.step}, attempt ${retry.attempt} of ${retry.maxAttempts})`)
         break
       }
       case 'model-end': {

@@ -39,7 +39,7 @@ describe('faber: messages, not stacks', function () {
     expect(ran.stdout).to.equal(`faber ${version}\n`)
   })
 
-  it('run, inspect and mcp without a file use ./faber.yml, then ./faber.yaml, and say so when there is neither', async () => {
+  it('run, chat, inspect and mcp without a file use ./faber.yml, then ./faber.yaml, and say so when there is neither', async () => {
     const none = await faber(['inspect'], { cwd: dir })
     expect(none.code).to.equal(2)
     expect(none.stderr).to.include('no deployment file given, and there is no faber.yml or faber.yaml in')
@@ -54,6 +54,9 @@ describe('faber: messages, not stacks', function () {
     const ran = await faber(['run', '--json'], { cwd: dir, input: 'hi\n' })
     expect(ran.code, ran.stderr).to.equal(0)
     expect(ran.stdout).to.include('hello from faber.yml')
+    const chatted = await faber(['chat', '--json'], { cwd: dir, input: 'hi\n', env: { FABER_MODEL: undefined } })
+    expect(chatted.code, chatted.stderr).to.equal(0)
+    expect(chatted.stdout).to.include('hello from faber.yml')
 
     const mcp = await faber(['mcp', '--agent', 'nobody'], { cwd: dir })
     expect(mcp.code).to.equal(2)
