@@ -6,7 +6,7 @@ import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ErrorCode, ListToolsRequestSchema, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js'
+import { ErrorCode, ListToolsRequestSchema, type LoggingLevel, McpError, SetLevelRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js'
 import { type Context, Logger } from 'cordis'
 import { z } from 'zod'
 import { toCallToolResult } from './content.ts'
@@ -132,6 +132,36 @@ class ElicitingApprover implements ApprovalService {
   }
 }
 
+// cordis' log types as MCP's levels, and MCP's levels from least to most severe
+const LOG_LEVELS: Record<string, LoggingLevel> = { debug: 'debug', info: 'info', success: 'notice', warn: 'warning', error: 'error' }
+const SEVERITY: LoggingLevel[] = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+
+/**
+ * MCP logging: once the client sets a level (`logging/setLevel`), the deployment's log records at or above it go to
+ * that client as `notifications/message` (logger = the cordis logger's name). Before that, nothing is sent.
+ */
+function forwardLogs(server: Server) {
+  let level: LoggingLevel | undefined
+  server.setRequestHandler(SetLevelRequestSchema, (request) => {
+    level = request.params.level
+    return {}
+  })
+  const target: Logger.Target = {
+    colors: 0,
+    levels: { base: 3 },
+    record(record) {
+      const mapped = LOG_LEVELS[record.type] ?? 'info'
+      if (!level || SEVERITY.indexOf(mapped) < SEVERITY.indexOf(level)) return
+      server.notification({ method: 'notifications/message', params: { level: mapped, logger: record.name, data: record.content } }).catch(() => {})
+    },
+  }
+  Logger.targets.push(target)
+  return () => {
+    const index = Logger.targets.indexOf(target)
+    if (index >= 0) Logger.targets.splice(index, 1)
+  }
+}
+
 /** sends cordis' log output and console.log to stderr (while stdout carries the protocol); returns the undo */
 export function logsToStderr() {
   const targets = Logger.targets.map((target) => [target, target.print] as const)
@@ -160,8 +190,10 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
 
   const logger = ctx.logger('mcp')
   const session = randomUUID().slice(0, 8)
-  const server = new Server({ name: options.name ?? 'faber', version: options.version ?? '0.1.0' }, { capabilities: { tools: { listChanged: true } } })
-  const disposers: (() => void)[] = []
+  const server = new Server({ name: options.name ?? 'faber', version: options.version ?? '0.1.0' }, {
+    capabilities: { tools: { listChanged: true }, logging: {} },
+  })
+  const disposers: (() => void)[] = [forwardLogs(server)]
   // calls of this client in flight, by call id, for the elicitation approver
   const inflight = new Map<string, string | number>()
   let sequence = 0
