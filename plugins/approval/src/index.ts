@@ -2,10 +2,12 @@ import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Executio
 import { RUN_CODE, strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker } from './broker.ts'
+import { type ElicitationRequest, type ElicitationResult, Elicitor } from './elicit.ts'
 import type { Decision, Grant, GrantInput, GrantScope } from './grants.ts'
 import * as RulesAnswerer from './rules.ts'
 
 export * from './commands.ts'
+export * from './elicit.ts'
 export * from './grants.ts'
 export * as RulesAnswerer from './rules.ts'
 export * as TerminalAnswerer from './terminal.ts'
@@ -74,6 +76,7 @@ class Approval extends Service implements ApprovalService {
   static inject = { store: { required: false } }
   declare ctx: Context
   private broker: Broker
+  private elicitor: Elicitor
 
   constructor(
     ctx: Context,
@@ -81,8 +84,10 @@ class Approval extends Service implements ApprovalService {
   ) {
     super(ctx, 'approval', true)
     this.config = config = Approval.Config(config ?? {})
-    const broker = new Broker(config, (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks, ctx.logger('approval'))
+    const hooks = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
+    const broker = new Broker(config, hooks, ctx.logger('approval'))
     this.broker = broker
+    this.elicitor = new Elicitor(hooks, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
     const bind = () => broker.useStore(ctx.get('store')?.connection)
     bind()
     ctx.on('internal/service', (name) => {
@@ -96,6 +101,15 @@ class Approval extends Service implements ApprovalService {
 
   request(request: ApprovalRequest): Promise<ApprovalOutcome> {
     return this.broker.request(request)
+  }
+
+  /**
+   * asks the answerers to fill in a form (an imported MCP server's `elicitation/create`): the first answer counts,
+   * fields left out take the schema's defaults, nobody answering or the deadline passing is `cancel`; audited as
+   * `approval/elicited`
+   */
+  elicit(request: ElicitationRequest): Promise<ElicitationResult> {
+    return this.elicitor.elicit(request)
   }
 
   /** true when `always` grants can be kept: a store is loaded */
@@ -143,6 +157,7 @@ namespace Approval {
     timeoutMs: number
     /** per answerer (by plugin name): a shorter deadline of its own */
     answerers: Record<string, { timeoutMs?: number }>
+    elicitationTimeoutMs: number
   }
 
   export interface Input {
@@ -152,6 +167,7 @@ namespace Approval {
     rules?: (Omit<Rule, 'decision'> & { decision: Decision })[]
     timeoutMs?: number
     answerers?: Record<string, { timeoutMs?: number }>
+    elicitationTimeoutMs?: number
   }
 
   export const Config: Schema<Input, Config> = strict(
@@ -182,6 +198,10 @@ namespace Approval {
       answerers: Schema.dict(Schema.object({ timeoutMs: Schema.natural().min(1).description('how long this answerer may take before the request is denied') }))
         .default({})
         .description('per answerer, by plugin name (e.g. approval-terminal): a deadline of its own'),
+      elicitationTimeoutMs: Schema.natural()
+        .min(1)
+        .default(600_000)
+        .description('how long a form (an imported MCP server asking its user) waits for an answer before it is cancelled'),
     }),
   )
 }

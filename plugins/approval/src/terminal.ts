@@ -6,6 +6,8 @@
 import type { Readable, Writable } from 'node:stream'
 import { strict } from '@faber/core'
 import { type Context, Schema } from 'cordis'
+import type { ElicitationAnswer, ElicitationContent, ElicitationField, ElicitationQuery } from './elicit.ts'
+import { fieldProblem } from './elicit.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
 
 type Input = Readable & { isTTY?: boolean }
@@ -127,22 +129,23 @@ export function apply(ctx: Context, config: Config) {
     return `${lines.join('\n')}\n${options.join('  ')}: `
   }
 
+  /** asks line by line through the chat's reader when one is shared, else on the terminal itself */
+  const asker = (signal: AbortSignal): ((text: string) => Promise<string | undefined>) => {
+    const shared = (input as { [SHARED]?: AskLine })[SHARED]
+    if (shared) return (text) => shared(text, signal)
+    // whatever was typed before the question is not an answer to it
+    while (input.read() !== null);
+    return (text) => {
+      output.write(text)
+      return readLine(input, signal, output)
+    }
+  }
+
   const prompt = async (query: ApprovalQuery): Promise<ApprovalAnswer | undefined> => {
     if (query.signal.aborted) return
     const always = (ctx.approval as { persistent?: boolean }).persistent === true
-    const shared = (input as { [SHARED]?: AskLine })[SHARED]
     const question = render(query, always)
-    let ask: (text: string) => Promise<string | undefined>
-    if (shared) {
-      ask = (text) => shared(text, query.signal)
-    } else {
-      // whatever was typed before the question is not an answer to it
-      while (input.read() !== null);
-      ask = (text) => {
-        output.write(text)
-        return readLine(input, query.signal, output)
-      }
-    }
+    const ask = asker(query.signal)
     for (let text = question; ; text = `please answer ${always ? 'y, s, a or n' : 'y, s or n'}: `) {
       const line = await ask(text)
       if (line === undefined || line === CTRL_C) {
@@ -168,6 +171,67 @@ export function apply(ctx: Context, config: Config) {
     turn = answer.catch(() => {})
     return answer
   })
+
+  // a form (an imported MCP server asking): fill it in field by field, Enter keeps the default
+  const form = async (query: ElicitationQuery): Promise<ElicitationAnswer | undefined> => {
+    if (query.signal.aborted) return
+    const ask = asker(query.signal)
+    const head = ['', `── ${visible(query.source)} asks ──`, ...visible(query.message).split('\n')]
+    if (query.during?.length) head.push(`(while calling ${query.during.join(', ')})`)
+    let line = await ask(`${head.join('\n')}\n[y] answer  [n] decline  [c] cancel: `)
+    for (;;) {
+      if (line === undefined || line === CTRL_C) {
+        output.write(`\n${query.signal.aborted ? '(withdrawn; no answer needed)' : '(not answered)'}\n`)
+        return line === CTRL_C ? { action: 'cancel', note: 'Ctrl-C at the terminal' } : undefined
+      }
+      const choice = line.trim().toLowerCase()
+      if (choice === 'n' || choice === 'no') return { action: 'decline' }
+      if (choice === 'c' || choice === 'cancel') return { action: 'cancel' }
+      if (choice === 'y' || choice === 'yes') break
+      line = await ask('please answer y, n or c: ')
+    }
+    const content: ElicitationContent = {}
+    for (const [name, field] of Object.entries(query.schema.properties ?? {})) {
+      const required = query.schema.required?.includes(name) === true
+      for (let text = fieldQuestion(name, field, required); ; text = `  ${text.trimStart()}`) {
+        const typed = await ask(text)
+        if (typed === undefined || typed === CTRL_C) {
+          output.write('\n(not answered)\n')
+          return typed === CTRL_C ? { action: 'cancel', note: 'Ctrl-C at the terminal' } : undefined
+        }
+        if (typed.trim() === '' && (field.default !== undefined || !required)) break
+        const value = fieldValue(field, typed.trim())
+        const problem = fieldProblem(field, value)
+        if (problem === undefined) {
+          content[name] = value as string | number | boolean
+          break
+        }
+        output.write(`  ${problem}\n`)
+      }
+    }
+    output.write('→ answered\n')
+    return { action: 'accept', content }
+  }
+
+  ctx.on('approval/elicit', (query) => {
+    const answer = turn.then(() => form(query))
+    turn = answer.catch(() => {})
+    return answer
+  })
+}
+
+function fieldQuestion(name: string, field: ElicitationField, required: boolean) {
+  const choices = field.enum ?? field.oneOf?.map((choice) => choice.const)
+  const kind = choices ? choices.join(' | ') : field.type === 'boolean' ? 'y/n' : field.type
+  const about = field.title || field.description ? ` — ${visible(field.title ?? field.description ?? '')}` : ''
+  const fallback = field.default !== undefined ? ` [${String(field.default)}]` : required ? '' : ' [skip]'
+  return `  ${visible(name)} (${kind})${about}${fallback}: `
+}
+
+function fieldValue(field: ElicitationField, typed: string): unknown {
+  if (field.type === 'boolean') return /^(y|yes|true)$/i.test(typed) ? true : /^(n|no|false)$/i.test(typed) ? false : typed
+  if (field.type === 'number' || field.type === 'integer') return typed === '' || Number.isNaN(Number(typed)) ? typed : Number(typed)
+  return typed
 }
 
 /** the answerer as one object, for `ctx.plugin(TerminalAnswerer, config)` */

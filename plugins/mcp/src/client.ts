@@ -1,11 +1,29 @@
 // the MCP client: each configured server's tools become Faber tools, called through the normal pipeline.
 
-import { errorResult, type Json, type JsonSchema, strict, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
+import {
+  type Agent,
+  type Execution,
+  errorResult,
+  type Json,
+  type JsonSchema,
+  strict,
+  type ToolAnnotations,
+  type ToolDefinition,
+  ToolResultError,
+} from '@faber/core'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ErrorCode, McpError, type Tool, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  type ElicitResult,
+  ErrorCode,
+  McpError,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js'
 import { type Context, type Logger, Schema } from 'cordis'
 import { renderContent } from './content.ts'
 import { importSchema } from './schema.ts'
@@ -31,6 +49,24 @@ declare module 'cordis' {
     'mcp/status'(status: McpStatus): void
   }
 }
+
+/** what the client needs of @faber/plugin-approval's service to route a server's questions to the answerers */
+interface FormAsker {
+  elicit(request: { source: string; message: string; schema: unknown; agent?: Agent; during?: string[]; signal: AbortSignal }): Promise<ElicitResult>
+}
+
+/** one tools/call in flight: its time budget is paused while the server waits for a person's answer */
+interface InFlight {
+  tool: string
+  exec: Execution
+  remaining: number
+  started: number
+  timer?: ReturnType<typeof setTimeout>
+  expire: () => void
+}
+
+// longer than any budget; the SDK's own request timeout would fire while a person answers a form
+const NO_SDK_TIMEOUT = 2 ** 31 - 1
 
 /** an error whose code travels as the result's `toolCode` */
 class McpCallError extends Error {
@@ -75,6 +111,9 @@ export class McpConnection {
   private generation = 0
   // what each call's MCP content rendered to, keyed by the call's frozen arguments (render gets only args and value)
   private rendered = new WeakMap<object, { value: string; text: string }>()
+  private inflight = new Set<InFlight>()
+  // forms this server is waiting on: while any is open, the calls' clocks stop
+  private asking = 0
 
   constructor(
     private ctx: Context,
@@ -126,8 +165,15 @@ export class McpConnection {
 
   private async connect(generation: number) {
     const transport = this.makeTransport()
-    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: {} })
+    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: { elicitation: { form: {} } } })
     client.onerror = (error) => this.logger.debug('server "%s": %s', this.config.name, messageOf(error))
+    client.setRequestHandler(ElicitRequestSchema, (request, extra) => this.elicit(request.params, extra.signal))
+    // sampling is not offered (no capability): a server that asks anyway is told why, not just "method not found"
+    client.fallbackRequestHandler = async (request) => {
+      if (request.method !== CreateMessageRequestSchema.shape.method.value) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
+      this.logger.warn('server "%s" asked to sample a model (sampling/createMessage); refused: no model is configured for it', this.config.name)
+      throw new McpError(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
+    }
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       if (this.client !== client) return
       try {
@@ -281,14 +327,60 @@ export class McpConnection {
           return typeof value === 'string' ? value : JSON.stringify(value, null, 2)
         },
       },
-      execute: (args, run) => this.call(tool.name, args, run.signal),
+      execute: (args, run) => this.call(tool.name, args, run),
       annotations,
       ...(parallel ? { isConcurrencySafe: () => true } : {}),
     }
   }
 
+  /**
+   * the server asks its user something (`elicitation/create`, form mode): the question goes to the deployment's
+   * answerers through `ctx.approval.elicit`, and the calls in flight to this server wait without their clocks running
+   */
+  private async elicit(params: Record<string, unknown>, signal: AbortSignal): Promise<ElicitResult> {
+    if (params.mode === 'url') throw new McpError(ErrorCode.InvalidParams, 'this client answers form elicitation only, not url mode')
+    const asker = this.ctx.get('approval') as Partial<FormAsker> | undefined
+    if (typeof asker?.elicit !== 'function') {
+      this.logger.warn('server "%s" asked its user a question; cancelled: no approval service with answerers is loaded', this.config.name)
+      return { action: 'cancel' }
+    }
+    const calls = [...this.inflight]
+    const agents = new Set(calls.map((call) => call.exec.agent))
+    this.pause(+1)
+    try {
+      return await asker.elicit({
+        source: `MCP server "${this.config.name}"`,
+        message: String(params.message ?? ''),
+        schema: params.requestedSchema,
+        agent: agents.size === 1 ? [...agents][0] : undefined,
+        during: calls.map((call) => call.tool),
+        signal,
+      })
+    } finally {
+      this.pause(-1)
+    }
+  }
+
+  private pause(delta: number) {
+    const before = this.asking
+    this.asking += delta
+    if (before === 0 && this.asking > 0) for (const call of this.inflight) this.stopClock(call)
+    if (before > 0 && this.asking === 0) for (const call of this.inflight) this.startClock(call)
+  }
+
+  private startClock(call: InFlight) {
+    call.started = performance.now()
+    call.timer = setTimeout(call.expire, call.remaining)
+  }
+
+  private stopClock(call: InFlight) {
+    clearTimeout(call.timer)
+    call.remaining = Math.max(0, call.remaining - (performance.now() - call.started))
+  }
+
   /** one tools/call; every failure becomes a clear error the pipeline turns into TOOL_FAILED (or ABORTED) */
-  private async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<Json> {
+  private async call(tool: string, args: Record<string, unknown>, run: { signal: AbortSignal; exec: Execution }): Promise<Json> {
+    const { signal } = run
     const client = this.client
     const where = `MCP server "${this.config.name}"`
     if (!client || this.state !== 'ready') {
@@ -301,13 +393,26 @@ export class McpConnection {
     const forward = () => own.abort(signal.reason)
     if (signal.aborted) forward()
     else signal.addEventListener('abort', forward, { once: true })
+    let timedOut = false
+    const call: InFlight = {
+      tool: `${this.prefix}${tool}`,
+      exec: run.exec,
+      remaining: this.config.timeoutMs,
+      started: 0,
+      expire: () => {
+        timedOut = true
+        own.abort(new McpError(ErrorCode.RequestTimeout, 'Request timed out'))
+      },
+    }
+    this.inflight.add(call)
+    if (this.asking === 0) this.startClock(call)
     try {
-      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: this.config.timeoutMs })
+      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: NO_SDK_TIMEOUT })
     } catch (error) {
       if (signal.aborted) {
         throw new ToolResultError(errorResult('ABORTED', `the call to "${this.prefix}${tool}" was cancelled while it ran; the MCP request was cancelled`))
       }
-      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+      if (timedOut || (error instanceof McpError && error.code === ErrorCode.RequestTimeout)) {
         this.checkAlive(client)
         throw new McpCallError('MCP_TIMEOUT', `${where} did not answer within ${this.config.timeoutMs} ms`)
       }
@@ -316,6 +421,8 @@ export class McpConnection {
       }
       throw new McpCallError('MCP_ERROR', `${where}: ${messageOf(error)}`)
     } finally {
+      clearTimeout(call.timer)
+      this.inflight.delete(call)
       signal.removeEventListener('abort', forward)
     }
     const text = renderContent(result.content)

@@ -190,9 +190,12 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
 
   const logger = ctx.logger('mcp')
   const session = randomUUID().slice(0, 8)
-  const server = new Server({ name: options.name ?? 'faber', version: options.version ?? '0.1.0' }, {
-    capabilities: { tools: { listChanged: true }, logging: {} },
-  })
+  const server = new Server(
+    { name: options.name ?? 'faber', version: options.version ?? '0.1.0' },
+    {
+      capabilities: { tools: { listChanged: true }, logging: {} },
+    },
+  )
   const disposers: (() => void)[] = [forwardLogs(server)]
   // calls of this client in flight, by call id, for the elicitation approver
   const inflight = new Map<string, string | number>()
