@@ -170,9 +170,11 @@ export class McpConnection {
     client.setRequestHandler(ElicitRequestSchema, (request, extra) => this.elicit(request.params, extra.signal))
     // sampling is not offered (no capability): a server that asks anyway is told why, not just "method not found"
     client.fallbackRequestHandler = async (request) => {
-      if (request.method !== CreateMessageRequestSchema.shape.method.value) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
+      // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
+      const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
+      if (request.method !== CreateMessageRequestSchema.shape.method.value) throw refuse(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
       this.logger.warn('server "%s" asked to sample a model (sampling/createMessage); refused: no model is configured for it', this.config.name)
-      throw new McpError(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
+      throw refuse(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
     }
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       if (this.client !== client) return
@@ -338,7 +340,7 @@ export class McpConnection {
    * answerers through `ctx.approval.elicit`, and the calls in flight to this server wait without their clocks running
    */
   private async elicit(params: Record<string, unknown>, signal: AbortSignal): Promise<ElicitResult> {
-    if (params.mode === 'url') throw new McpError(ErrorCode.InvalidParams, 'this client answers form elicitation only, not url mode')
+    if (params.mode === 'url') throw Object.assign(new Error('this client answers form elicitation only, not url mode'), { code: ErrorCode.InvalidParams })
     const asker = this.ctx.get('approval') as Partial<FormAsker> | undefined
     if (typeof asker?.elicit !== 'function') {
       this.logger.warn('server "%s" asked its user a question; cancelled: no approval service with answerers is loaded', this.config.name)
