@@ -11,6 +11,7 @@ import * as Guards from '@faber/plugin-guards'
 import * as Mcp from '@faber/plugin-mcp'
 import Inspector from '@faber/plugin-tool-cordis'
 import * as ToolsFs from '@faber/plugin-tools-fs'
+import ToolsShell from '@faber/plugin-tools-shell'
 import WorkerSandbox from '@faber/sandbox'
 import IsolateSandbox from '@faber/sandbox-isolate'
 import DeploymentStore from '@faber/store'
@@ -38,6 +39,7 @@ const subjects: Record<string, Subject> = {
   'TerminalAnswerer (@faber/plugin-approval)': { plugin: TerminalAnswerer as never, needs: Approval },
   '@faber/plugin-fs-observation': { plugin: FsObservation as never, needsTools: true },
   '@faber/plugin-tools-fs': { plugin: ToolsFs as never, base: { root: tmpdir() }, needsTools: true },
+  '@faber/plugin-tools-shell': { plugin: ToolsShell as never, base: { root: tmpdir() }, needsTools: true },
   '@faber/plugin-tool-cordis': { plugin: Inspector as never, needsTools: true },
   '@faber/plugin-mcp': { plugin: Mcp as never, needsTools: true },
   '@faber/sandbox': { plugin: WorkerSandbox as never },
