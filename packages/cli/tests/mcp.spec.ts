@@ -13,7 +13,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { type CallToolResult, ElicitRequestSchema, type ElicitResult, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { expect } from 'chai'
-import { BIN } from './helpers.ts'
+import { BIN, faber } from './helpers.ts'
 
 const DEPLOYMENT = `mode: native
 plugins:
@@ -184,6 +184,24 @@ describe('faber mcp: JSON-RPC under abuse', function () {
     }
     await Promise.all([abuse(session, 8 * 1024 * 1024), sdkTraffic(first, 5), sdkTraffic(second, 5)])
     expect(await session.end()).to.equal(0)
+  })
+})
+
+describe('faber mcp: usage errors', function () {
+  this.timeout(30_000)
+
+  it('exits 2 on a bad --http, --max-message-bytes or --allow-host without --http', async () => {
+    const [http, bytes, allow] = await Promise.all([
+      faber(['mcp', 'deploy.yml', '--http', 'nonsense']),
+      faber(['mcp', 'deploy.yml', '--max-message-bytes', '0']),
+      faber(['mcp', 'deploy.yml', '--allow-host', 'example.com']),
+    ])
+    expect(http.code).to.equal(2)
+    expect(http.stderr).to.include('faber mcp: --http takes [HOST:]PORT (e.g. 3000, 127.0.0.1:3000, [::1]:3000), got "nonsense"')
+    expect(bytes.code).to.equal(2)
+    expect(bytes.stderr).to.include('--max-message-bytes takes a positive whole number of bytes, got "0"')
+    expect(allow.code).to.equal(2)
+    expect(allow.stderr).to.include('--allow-host only applies with --http')
   })
 })
 
