@@ -167,7 +167,8 @@ class Snapshot {
     try {
       if (Array.isArray(value)) {
         const { length } = value
-        // checked before the copy is allocated
+        // a proxy can claim any length: checked before the copy is allocated
+        if (!Number.isSafeInteger(length) || length < 0) this.fail(`claims a length of ${String(length)}, which no array has; pass a plain array`)
         if (length > MAX_JSON_VALUES) this.fail(`is an array of ${length} items, more than the ${MAX_JSON_VALUES} values a tool call takes; pass less`)
         if (length > this.budget) this.tooLarge()
         frame = { source: value, out: new Array(length), keys: undefined, length, index: 0 }
@@ -177,6 +178,7 @@ class Snapshot {
           this.fail(`is ${describe(proto)}, which is not JSON; pass a plain object, array or primitive`)
         }
         const keys = Object.keys(value)
+        if (keys.length > this.budget) this.tooLarge()
         frame = { source: value, out: {}, keys, length: keys.length, index: 0 }
       }
     } catch (error) {

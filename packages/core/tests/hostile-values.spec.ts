@@ -230,10 +230,10 @@ describe('the snapshot is total', () => {
 
   it(`stops at ${MAX_JSON_VALUES} values a few shared references make look like 2^60`, () => {
     expect(() => snapshot(shared(60))).to.throw(JsonError, `larger than ${MAX_JSON_VALUES} values`)
-    expect(() => snapshot(new Proxy([], { get: (_, name) => (name === 'length' ? 2 ** 40 : undefined) }))).to.throw(
-      JsonError,
-      'is an array of 1099511627776 items, more than the 1000000 values a tool call takes',
-    )
+    const claiming = (length: unknown) => new Proxy([], { get: (_, name) => (name === 'length' ? length : undefined) })
+    expect(() => snapshot(claiming('5'))).to.throw(JsonError, '$ claims a length of 5, which no array has')
+    expect(() => snapshot(claiming(-1))).to.throw(JsonError, '$ claims a length of -1, which no array has')
+    expect(() => snapshot(claiming(2 ** 40))).to.throw(JsonError, 'is an array of 1099511627776 items, more than the 1000000 values a tool call takes')
   })
 
   it('a cycle is refused even past the ancestors it scans, and a shared subtree is copied, not refused', () => {
