@@ -47,7 +47,7 @@ export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): 
     // a symlink (/var/run -> /run) is hidden with its target
     for (const hidden of sandbox.hide) if (isDirectory(hidden)) args.push('--tmpfs', hidden)
   } else {
-    for (const dir of [...SYSTEM, ...sandbox.readOnly]) {
+    for (const dir of SYSTEM) {
       let info: ReturnType<typeof lstatSync>
       try {
         info = lstatSync(dir)
@@ -59,9 +59,10 @@ export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): 
       else args.push('--ro-bind', dir, dir)
     }
   }
-  if (sandbox.filesystem === 'readonly') for (const dir of sandbox.readOnly) args.push('--ro-bind-try', dir, dir)
   // a fresh /proc shows only the sandbox's PID namespace; /dev holds only the harmless devices
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
+  // after /tmp's tmpfs, so a directory below it is not covered up
+  for (const dir of sandbox.readOnly) args.push('--ro-bind-try', dir, dir)
   for (const dir of sandbox.writable) args.push('--bind-try', dir, dir)
   args.push('--bind', root, root)
   for (const rel of sandbox.protect) {

@@ -37,6 +37,17 @@ describe('tools-shell under bubblewrap', () => {
     expect(v.stdout).to.equal('0\nabsent\nx\n')
   })
 
+  it('the minimal file system shows only the system directories and readOnly ones', async () => {
+    const shown = await tempDir('faber-shown-')
+    await writeFile(path.join(shown, 'data.txt'), 'shared\n')
+    const { bash } = await deployment({ shell: { sandbox: { filesystem: 'minimal', readOnly: [shown] } } })
+    const v = value(
+      await bash(`for d in /usr /etc /var /home /root /srv; do test -e $d && echo "$d yes" || echo "$d no"; done; cat ${shown}/data.txt; echo x > ${shown}/y`),
+    )
+    expect(v.stdout).to.equal('/usr yes\n/etc yes\n/var no\n/home no\n/root no\n/srv no\nshared\n')
+    expect(v.stderr).to.match(/Read-only file system/)
+  })
+
   it('cannot make the read-only file system writable again (no capabilities)', async () => {
     const { bash } = await deployment()
     const v = value(await bash('mount -o remount,rw,bind / 2>&1; mount -t tmpfs none /etc 2>&1; touch /etc/faber-x; grep Cap[EP] /proc/self/status'))
