@@ -132,7 +132,7 @@ function watchLate(workspace: Workspace, real: string, rel: string, handle: File
   const watch = (async () => {
     try {
       for (const ms of LATE_LOOKS_MS) {
-        await new Promise((resolve) => setTimeout(resolve, ms).unref())
+        await new Promise((resolve) => setTimeout(resolve, ms))
         if ((await handle.stat()).size === seen.length) continue
         const now = await readAll(handle)
         if (!now.subarray(0, seen.length).equals(seen)) return
