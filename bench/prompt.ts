@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AgentSession, type Model, type ModelRequest, ScriptedModel, type ScriptStep } from '@faber/agent'
-import ToolRuntime, { type Agent, createAgent, type JsonSchema, type SdkPresentation, type ToolDefinition } from '@faber/core'
+import ToolRuntime, { type Agent, Catalog, createAgent, type JsonSchema, type SdkPresentation, type ToolDefinition } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
 import { DEMO_CHANGELOG, DEMO_FILES, DEMO_SCRIPT, DEMO_USER } from '../packages/cli/src/demo.ts'
@@ -16,6 +16,7 @@ import { compose, readDeployment } from '../packages/cli/src/deployment.ts'
 import { standardStack } from '../packages/cli/src/stack.ts'
 import * as mcp from '../plugins/mcp/src/index.ts'
 import { type ServerName, serverScript } from '../plugins/mcp/tests/fixtures/servers.ts'
+import { row, timeOp } from './harness.ts'
 
 const tokens = (text: string) => encode(text).length
 const PRESENTATIONS: SdkPresentation[] = ['full', 'index', 'auto']
@@ -150,6 +151,26 @@ export function generatedCatalog() {
   return tools
 }
 
+/** tools.$search and tools.$describe over the generated catalog, against a plain scan of the names as the baseline */
+export async function benchSearch() {
+  const tools = generatedCatalog().map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.parameters as JsonSchema,
+    output: tool.output.schema as JsonSchema,
+  }))
+  const catalog = new Catalog(tools)
+  const names = tools.map((tool) => tool.name)
+  const scan = await timeOp(() => names.filter((name) => name.includes('invoice')), 2000)
+  const search = await timeOp(() => catalog.search('create an invoice note'), 2000)
+  const describe = await timeOp(() => catalog.describe(['billing_invoice_create', 'crm_contact_update', 'repo_task_list']), 2000)
+  console.log(`  over ${tools.length} tools:`)
+  row('names.filter(includes) (baseline)', scan, scan)
+  row('tools.$search(query)', search, scan, '≤ 1 ms')
+  row('tools.$describe(3 names)', describe, scan, '≤ 1 ms')
+  return { scanUs: scan, searchUs: search, describeUs: describe }
+}
+
 export async function benchGeneratedCatalog() {
   Logger.levels.base = 0
   const ctx = new Context()
@@ -271,6 +292,7 @@ export async function benchDemoTask() {
 if (import.meta.url === `file://${process.argv[1]}`) {
   await benchMcpCatalog()
   await benchGeneratedCatalog()
+  await benchSearch()
   await benchDemoTask()
   process.exit(0)
 }

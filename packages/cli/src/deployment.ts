@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { AnthropicModel, type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
-import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure } from '@faber/core'
+import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure, type SdkPresentation } from '@faber/core'
 import { Context } from 'cordis'
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 
@@ -33,6 +33,8 @@ export interface AgentSpec {
   name: string
   parent?: string
   mode?: Mode
+  /** how this agent is shown the SDK (presentSdk) */
+  sdk?: SdkPresentation
   restrict?: Mask
   plugins: PluginSpec[]
 }
@@ -106,6 +108,7 @@ function typeName(value: unknown) {
 }
 
 const MODES = ['native', 'code', 'both']
+const SDK_PRESENTATIONS = ['full', 'index', 'auto']
 const TOP = ['mode', 'core', 'plugins', 'agents', 'model', 'session']
 
 /** `${dir}`, `${cwd}` and `${env.NAME}` in string values */
@@ -222,7 +225,7 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
   for (const [index, entry] of ((top.agents as unknown[]) ?? []).entries()) {
     const at = ['agents', index]
     const agent = mapping(entry, at)
-    only(agent, ['name', 'parent', 'mode', 'restrict', 'plugins'], at)
+    only(agent, ['name', 'parent', 'mode', 'sdk', 'restrict', 'plugins'], at)
     const name = string(agent.name, [...at, 'name'], true)!
     if (names.has(name)) bad([...at, 'name'], `agent "${name}" is defined twice`)
     const parent = string(agent.parent, [...at, 'parent'])
@@ -238,7 +241,17 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
       restrict = (keys[0] === 'allow' ? { allow: list } : { deny: list }) as Mask
     }
     names.add(name)
-    spec.agents.push({ name, parent, mode: mode(agent.mode, [...at, 'mode']), restrict, plugins: plugins(agent.plugins, [...at, 'plugins']) })
+    if (agent.sdk !== undefined && !SDK_PRESENTATIONS.includes(agent.sdk as string)) {
+      bad([...at, 'sdk'], `expected one of ${SDK_PRESENTATIONS.join(', ')} but got ${typeName(agent.sdk)}`)
+    }
+    spec.agents.push({
+      name,
+      parent,
+      mode: mode(agent.mode, [...at, 'mode']),
+      sdk: agent.sdk as SdkPresentation | undefined,
+      restrict,
+      plugins: plugins(agent.plugins, [...at, 'plugins']),
+    })
   }
   if (top.model !== undefined) {
     const model = interpolate(mapping(top.model, ['model']), dir, ['model'], bad) as Record<string, unknown>
@@ -423,6 +436,7 @@ async function start(ctx: Context, spec: DeploymentSpec, loaded: Awaited<ReturnT
     const made = agents.get(agent.name)!
     try {
       if (agent.mode) made.ctx.tools.presentAs(agent.mode)
+      if (agent.sdk) made.ctx.tools.presentSdk(agent.sdk)
       if (agent.restrict) made.ctx.tools.restrict(agent.restrict)
     } catch (error) {
       throw new DeploymentError(describe(spec.source, spec.locate, ['agents', index, agent.restrict ? 'restrict' : 'mode'], (error as Error).message))

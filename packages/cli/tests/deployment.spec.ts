@@ -54,6 +54,9 @@ describe('deployment files', () => {
     )
     expect(await failure('core:\n  maxParallelSubCalls: 0\n')).to.match(/^deploy\.yml:2: core\.maxParallelSubCalls: expected number >= 1/)
     expect(await failure('mode: [code\n')).to.match(/^deploy\.yml:\d+: not valid YAML/)
+    expect(await failure('agents:\n  - name: a\n    sdk: tiny\n')).to.equal(
+      'deploy.yml:3: agents[0].sdk: expected one of full, index, auto but got string "tiny"',
+    )
   })
 
   it('substitutes ${dir} and ${env.NAME}, and says which variable is missing', async () => {
@@ -79,6 +82,7 @@ describe('deployment files', () => {
         "  '@faber/sandbox': {}",
         'agents:',
         '  - name: lead',
+        '    sdk: index',
         '    plugins:',
         "      '@faber/plugin-tools-fs': { root: '${dir}/ws' }",
         '  - name: reviewer',
@@ -96,6 +100,7 @@ describe('deployment files', () => {
       expect(agent).to.equal(reviewer)
       expect(reviewer.parent).to.equal(lead)
       expect(ctx.tools.wire(lead).tools.map((t) => t.name)).to.deep.equal(['run_code'])
+      expect(ctx.tools.wire(lead).sections.find((s) => s.id === 'tools:sdk')?.text).to.include('an index')
       expect(ctx.tools.wire(reviewer).tools.map((t) => t.name)).to.deep.equal(['glob', 'grep', 'list', 'read'])
       // the tools were registered on lead, so the global layer does not see them
       expect(ctx.tools.schemas().map((t) => t.name)).to.deep.equal(['run_code'])

@@ -76,7 +76,10 @@ export class Catalog {
   search(query: string, limit = SEARCH_LIMIT): SearchHit[] {
     const terms = [...new Set(words(query))]
     const whole = query.trim().toLowerCase()
-    const scored: { entry: Entry; score: number }[] = []
+    const bound = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit) || 1))
+    // the best `bound` so far, best first; entries come in name order, so a later entry with an equal score goes after
+    const top: Entry[] = []
+    const scores: number[] = []
     for (const entry of this.entries) {
       let score = whole && entry.lower.includes(whole) ? 3 : 0
       for (const term of terms) {
@@ -84,11 +87,17 @@ export class Catalog {
         else if (term.length >= 3 && entry.lower.includes(term)) score += 2
         if (entry.words.has(term)) score += 1
       }
-      if (score > 0) scored.push({ entry, score })
+      if (score === 0 || (top.length === bound && score <= scores[bound - 1])) continue
+      let at = top.length
+      while (at > 0 && scores[at - 1] < score) at--
+      top.splice(at, 0, entry)
+      scores.splice(at, 0, score)
+      if (top.length > bound) {
+        top.pop()
+        scores.pop()
+      }
     }
-    scored.sort((a, b) => b.score - a.score || (a.entry.name < b.entry.name ? -1 : 1))
-    const bound = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)))
-    return scored.slice(0, bound).map(({ entry }) => ({ name: entry.name, summary: entry.summary }))
+    return top.map((entry) => ({ name: entry.name, summary: entry.summary }))
   }
 
   /** the complete declarations of the named tools, or the names that are not tools with the nearest ones */
