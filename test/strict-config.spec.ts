@@ -9,6 +9,7 @@ import Approval, { TerminalAnswerer } from '@faber/plugin-approval'
 import * as FsObservation from '@faber/plugin-fs-observation'
 import * as Guards from '@faber/plugin-guards'
 import * as Mcp from '@faber/plugin-mcp'
+import * as Otel from '@faber/plugin-otel'
 import Inspector from '@faber/plugin-tool-cordis'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import ToolsShell from '@faber/plugin-tools-shell'
@@ -42,6 +43,7 @@ const subjects: Record<string, Subject> = {
   '@faber/plugin-tools-shell': { plugin: ToolsShell as never, base: { root: tmpdir() }, needsTools: true },
   '@faber/plugin-tool-cordis': { plugin: Inspector as never, needsTools: true },
   '@faber/plugin-mcp': { plugin: Mcp as never, needsTools: true },
+  '@faber/plugin-otel': { plugin: Otel as never, needsTools: true },
   '@faber/sandbox': { plugin: WorkerSandbox as never },
   '@faber/sandbox-isolate': { plugin: IsolateSandbox as never },
   '@faber/store': { plugin: DeploymentStore as never, base: { path: STORE } },

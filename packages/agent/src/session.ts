@@ -19,7 +19,32 @@ declare module 'cordis' {
     'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
     /** the session was disposed: plugins end what belongs to it (tools-shell's background jobs of its agent) */
     'agent/session-end'(info: { agent?: Agent; id: string }): void
+    /** the loop is about to call the model (observers such as @faber/plugin-otel open a span on it) */
+    'agent/model-request'(request: ModelRequestInfo): void
+    /** that model call returned (`error` unset) or failed; `request` is the object the request event carried */
+    'agent/model-response'(response: ModelResponseInfo): void
   }
+}
+
+export interface ModelRequestInfo {
+  agent?: Agent
+  /** the session's id */
+  session: string
+  turn: number
+  step: number
+  model: string
+}
+
+export interface ModelResponseInfo {
+  request: ModelRequestInfo
+  durationMs: number
+  usage?: Usage
+  finishReason?: string
+  /** tool calls the model asked for */
+  toolCalls: number
+  /** why the call failed; unset when it returned */
+  error?: string
+  aborted?: boolean
 }
 
 export type StopReason = 'done' | 'max-steps' | 'aborted'
@@ -195,6 +220,17 @@ export class AgentSession {
     this.options.log?.append(record)
   }
 
+  /** tells the listeners of the session's agent chain (and global ones); a listener that throws is logged and ignored */
+  private observe<K extends 'agent/model-request' | 'agent/model-response'>(event: K, payload: Parameters<Events[K]>[0]) {
+    for (const hook of hooksFor(this.ctx, event, this.agent)) {
+      try {
+        hook.callback(payload)
+      } catch (error) {
+        this.ctx.root.logger('agent').warn('an %s listener threw (ignored): %s', event, error instanceof Error ? error.message : error)
+      }
+    }
+  }
+
   private emit(event: SessionEvent) {
     try {
       this.options.onEvent?.(event)
@@ -243,6 +279,8 @@ export class AgentSession {
         const wire = this.ctx.tools.wire(this.agent)
         this.emit({ type: 'model-start', turn, step })
         const begin = performance.now()
+        const request: ModelRequestInfo = { agent: this.agent, session: this.id, turn, step, model: this.model.name }
+        this.observe('agent/model-request', request)
         let response: ModelResponse
         try {
           response = await this.model.complete({
@@ -257,6 +295,8 @@ export class AgentSession {
             },
           })
         } catch (error) {
+          const message = error instanceof Error ? error.message : String(error)
+          this.observe('agent/model-response', { request, durationMs: performance.now() - begin, toolCalls: 0, error: message, aborted: signal.aborted })
           if (signal.aborted) {
             reason = 'aborted'
             break
@@ -268,6 +308,7 @@ export class AgentSession {
         this.usage = addUsage(this.usage, response.usage)
         const calls = this.normalizeCalls(response.toolCalls)
         this.record({ type: 'model', turn, step, model: this.model.name, usage: response.usage, finishReason: response.finishReason, durationMs })
+        this.observe('agent/model-response', { request, durationMs, usage: response.usage, finishReason: response.finishReason, toolCalls: calls.length })
         this.emit({ type: 'model-end', turn, step, response: { ...response, toolCalls: calls }, durationMs })
         this.push(calls.length ? { role: 'assistant', content: response.text, toolCalls: calls } : { role: 'assistant', content: response.text })
         if (response.text) text = response.text
