@@ -24,9 +24,9 @@ describe('faber demo', () => {
 
   const find = (type: string) => records.filter((r) => r.type === type)
 
-  it('exits 0 within a few seconds', () => {
+  // how long it takes is bench/'s business (bench/transcript.ts), not a test's
+  it('exits 0', () => {
     expect(json.code, json.stderr).to.equal(0)
-    expect(json.ms).to.be.lessThan(10_000)
   })
 
   it('composes a code-mode deployment with the standard plugins', () => {

@@ -128,7 +128,9 @@ async function play(defaultMode: Mode, ops: Op[]) {
 }
 
 describe('the collapse, property-based', () => {
-  it('holds for random deployments and call sequences', async () => {
+  it('holds for random deployments and call sequences', async function () {
+    // 150 deployments: seconds on an idle machine, longer on a shared one; the mocha default is for single cases
+    this.timeout(120_000)
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...MODES), fc.array(opArbitrary, { minLength: 1, maxLength: 40 }), (mode, ops) => play(mode, ops)),
       { numRuns: 150 },
