@@ -58,6 +58,26 @@ function messageOf(error: unknown) {
   }
 }
 
+// a participant's answer is plugin data: copy the fields once, so a getter, a proxy trap or a revoked proxy fails closed
+// instead of rejecting execute, and describe a bad answer without trusting JSON.stringify on it
+type Decision = { kind?: unknown; reason?: unknown; content?: unknown; value?: unknown; feedback?: unknown; hasValue: boolean }
+function readDecision(decision: object): Decision | Error {
+  try {
+    const d = decision as Record<string, unknown>
+    return { kind: d.kind, reason: d.reason, content: d.content, value: d.value, feedback: d.feedback, hasValue: 'value' in d }
+  } catch (error) {
+    return error instanceof Error ? error : new Error(messageOf(error))
+  }
+}
+
+function shapeOf(value: unknown): string {
+  try {
+    return JSON.stringify(value)?.slice(0, 80) ?? String(value)
+  } catch {
+    return typeof value === 'object' ? 'an object that is not JSON' : typeof value
+  }
+}
+
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
 const EMPTY_HOOKS: Hook[] = []
 
@@ -234,7 +254,11 @@ export class Pipeline {
         return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, error)
       }
       if (decision === undefined || decision === null) continue
-      const { kind, reason } = decision as { kind?: unknown; reason?: unknown }
+      const read = typeof decision === 'object' ? readDecision(decision) : undefined
+      if (read instanceof Error) {
+        return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, read)
+      }
+      const { kind, reason } = read ?? {}
       if (kind === 'allow') {
         trace.push({ stage: 'pre-execute', decision: 'allow', by: plugin })
       } else if ((kind === 'deny' || kind === 'ask') && typeof reason === 'string') {
@@ -242,7 +266,7 @@ export class Pipeline {
         trace.push({ stage: 'pre-execute', decision: 'ask', by: plugin, reason })
         ask ??= { reason, plugin }
       } else {
-        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        const shape = shapeOf(decision)
         return this.failedClosed(
           exec,
           trace,
@@ -330,7 +354,11 @@ export class Pipeline {
         // only undefined lets the call through: an empty reason is still a denial, and anything else fails closed
         if (reason === undefined) continue
         if (typeof reason !== 'string') {
-          const what = isThenable(reason) ? 'a promise (guards must be synchronous)' : `${reason === null ? 'null' : typeof reason}, not a reason string`
+          let thenable = false
+          try {
+            thenable = isThenable(reason)
+          } catch {}
+          const what = thenable ? 'a promise (guards must be synchronous)' : `${reason === null ? 'null' : typeof reason}, not a reason string`
           return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
         }
         return this.denied(trace, 'guard', plugin, reason || `the call to "${exec.name}" was denied by a guard of plugin "${plugin}" (it gave no reason)`)
@@ -476,12 +504,13 @@ export class Pipeline {
         return this.failedClosed(exec, trace, 'post-execute', plugin, what, error)
       }
       if (decision === undefined || decision === null) continue
-      const { kind, content, value, feedback } = decision as { kind?: unknown; content?: unknown; value?: unknown; feedback?: unknown }
+      const read = typeof decision === 'object' ? readDecision(decision) : undefined
+      if (read instanceof Error) return this.failedClosed(exec, trace, 'post-execute', plugin, what, read)
+      const { kind, content, value, feedback, hasValue = false } = read ?? {}
       if (kind === 'block' && typeof feedback === 'string') return this.denied(trace, 'post-execute', plugin, feedback, 'block')
       const hasContent = content !== undefined
-      const hasValue = 'value' in (decision as object)
       if (kind !== 'accept' || (hasContent && hasValue) || (hasContent && typeof content !== 'string') || (hasValue && result.isError)) {
-        const shape = JSON.stringify(decision)?.slice(0, 80) ?? String(decision)
+        const shape = shapeOf(decision)
         return this.failedClosed(
           exec,
           trace,

@@ -368,6 +368,65 @@ describe('execute never rejects for anything in arguments or results', () => {
   })
 })
 
+describe('execute never rejects for what a policy participant answers', () => {
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    return proxy
+  }
+  const answers: [string, () => unknown][] = [
+    ['a revoked proxy', revoked],
+    [
+      'a proxy whose traps throw',
+      () =>
+        new Proxy(
+          {},
+          {
+            get: () => {
+              throw new Error('trap')
+            },
+            has: () => {
+              throw new Error('trap')
+            },
+          },
+        ),
+    ],
+    [
+      'a getter that throws',
+      () => ({
+        get kind(): string {
+          throw new Error('getter')
+        },
+      }),
+    ],
+    ['a decision that is not JSON', () => ({ kind: 'sideways', big: 1n })],
+    [
+      'a cycle',
+      () => {
+        const a: Record<string, unknown> = { kind: 'sideways' }
+        a.self = a
+        return a
+      },
+    ],
+  ]
+
+  for (const [what, make] of answers) {
+    it(`${what} from a pre-execute listener, a post-execute listener or a guard fails closed`, async () => {
+      for (const stage of ['tools/pre-execute', 'tools/post-execute', 'guard'] as const) {
+        const ctx = await deployment()
+        let ran = 0
+        ctx.tools.register({ name: 'touch', description: 'counts', parameters: { type: 'object' }, output: { schema: {} }, execute: () => ++ran })
+        if (stage === 'guard') ctx.tools.guard(() => make() as string)
+        else ctx.on(stage, () => make() as never)
+        const result = await ctx.tools.execute({ callId: callId(), name: 'touch', arguments: {}, signal: signal() })
+        expect(code(result), `${what} at ${stage}`).to.equal('DENIED')
+        if (stage !== 'tools/post-execute') expect(ran, `${what} at ${stage}`).to.equal(0)
+        await ctx.stop()
+      }
+    })
+  }
+})
+
 describe('keys are data', () => {
   const PAYLOAD = '{"__proto__":{"path":"/etc/passwd"},"constructor":{"prototype":{"polluted":true}}}'
 
