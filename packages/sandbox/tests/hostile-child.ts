@@ -24,16 +24,22 @@ const call = async (name: string, json: string): Promise<BridgeReply> => (name =
 const run = (code: string) => sandbox.run({ code, tools: ['echo'], call, signal: new AbortController().signal })
 const brief = (outcome: CodeRunOutcome) =>
   outcome.ok ? { ok: true, result: outcome.result } : { ok: false, kind: outcome.kind, message: outcome.message.slice(0, 300) }
-const rss = () => Math.round(process.memoryUsage().rss / 1024 / 1024)
+// after a full collection: what the host still holds, not garbage the collector has not reached yet
+// after a full collection: what the host still holds (heap), and what the process keeps from the allocator (rss)
+const memory = () => {
+  ;(globalThis as { gc?: () => void }).gc?.()
+  const { rss, heapUsed, external } = process.memoryUsage()
+  return { rss: Math.round(rss / 1024 / 1024), heap: Math.round((heapUsed + external) / 1024 / 1024) }
+}
 
 // warm: the baseline is a host that has already run a program
 await run('return 1')
-const before = rss()
+const before = memory()
 for (const program of programs) {
   const outcome = brief(await run(program))
   // a program's scheduled work would show up here, in the next run or on the host's streams
   await new Promise((resolve) => setTimeout(resolve, 50))
   const next = brief(await run('return [1, typeof FinalizationRegistry]'))
-  process.stdout.write(`${JSON.stringify({ outcome, next, before, after: rss() })}\n`)
+  process.stdout.write(`${JSON.stringify({ outcome, next, before, after: memory() })}\n`)
 }
 await sandbox.close()
