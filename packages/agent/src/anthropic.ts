@@ -3,7 +3,7 @@
 // fragments; retries on 429, 529 and other 5xx honour retry-after. the transport (idle timeout, retry loop, SSE) is
 // the one the OpenAI adapter uses, so a retry is reported the same way whichever provider is behind it.
 
-import { Attempt, type Defined, parseRetryAfter, providerMessage, RetryableError, readEvents, transportError, withDefaults, withRetries } from './http.ts'
+import { Attempt, type Defined, providerMessage, RetryableError, readEvents, statusError, transportError, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
@@ -158,7 +158,7 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
         throw transportError(this.name, this.url, options.timeoutMs, error, attempt, request.signal, 'connecting to')
       }
       attempt.touch()
-      if (!response.ok) throw await this.statusError(response)
+      if (!response.ok) throw await statusError(this.name, this.url, this.options.model, response)
       const type = response.headers.get('content-type') ?? ''
       if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
       let text: string
@@ -171,29 +171,6 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
     } finally {
       attempt.close()
     }
-  }
-
-  private async statusError(response: Response): Promise<ModelError> {
-    const text = await response.text().catch(() => '')
-    const detail = providerMessage(text)
-    const status = response.status
-    const { name, url } = this
-    if (status === 401 || status === 403) {
-      return new ModelError(
-        `${name}: the server refused the credentials (${status}) at ${url}: ${detail}. Check the API key (and its environment variable).`,
-        status,
-      )
-    }
-    if (status === 404) {
-      return new ModelError(`${name}: not found (404) at ${url}: ${detail}. Check the base URL and the model name "${this.options.model}".`, status)
-    }
-    // 529: Anthropic's "overloaded"
-    if (status === 429 || status >= 500) {
-      const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, String(status), status)
-      error.retryAfterMs = parseRetryAfter(response.headers.get('retry-after'))
-      return error
-    }
-    return new ModelError(`${name}: the server rejected the request (${status}) at ${url}: ${detail}`, status)
   }
 
   private readJson(text: string, request: ModelRequest): ModelResponse {

@@ -129,6 +129,26 @@ export function providerMessage(text: string): string {
 }
 
 /** what went wrong on the wire: the caller's abort as is, else a retryable timeout or network error */
+/** what a non-2xx answer means to the caller: credentials, a wrong URL or model, a retryable 429/5xx (529 is Anthropic's "overloaded"), or a rejection */
+export async function statusError(name: string, url: string, model: string, response: Response): Promise<ModelError> {
+  const text = await response.text().catch(() => '')
+  const detail = providerMessage(text)
+  const status = response.status
+  if (status === 401 || status === 403) {
+    return new ModelError(
+      `${name}: the server refused the credentials (${status}) at ${url}: ${detail}. Check the API key (and its environment variable).`,
+      status,
+    )
+  }
+  if (status === 404) return new ModelError(`${name}: not found (404) at ${url}: ${detail}. Check the base URL and the model name "${model}".`, status)
+  if (status === 429 || status >= 500) {
+    const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, String(status), status)
+    error.retryAfterMs = parseRetryAfter(response.headers.get('retry-after'))
+    return error
+  }
+  return new ModelError(`${name}: the server rejected the request (${status}) at ${url}: ${detail}`, status)
+}
+
 export function transportError(name: string, url: string, timeoutMs: number, error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
   if (outer.aborted) return outer.reason instanceof Error ? outer.reason : new Error(String(outer.reason))
   if (attempt.timedOut) return new RetryableError(`${name}: no response from ${url} for ${timeoutMs} ms (timeout)`, `no response for ${timeoutMs} ms`)

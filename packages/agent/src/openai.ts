@@ -1,7 +1,7 @@
 // OpenAIChatModel: OpenAI-compatible chat completions over fetch (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server).
 // streaming SSE with tool-call deltas assembled across chunks, usage, retries with backoff on 429/5xx, an idle timeout.
 
-import { Attempt, type Defined, parseRetryAfter, providerMessage, RetryableError, readEvents, transportError, withDefaults, withRetries } from './http.ts'
+import { Attempt, type Defined, providerMessage, RetryableError, readEvents, statusError, transportError, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
@@ -120,7 +120,7 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
         throw this.transportError(error, attempt, request.signal, 'connecting to')
       }
       attempt.touch()
-      if (!response.ok) throw await this.statusError(response)
+      if (!response.ok) throw await statusError(this.name, this.url, this.options.model, response)
       const type = response.headers.get('content-type') ?? ''
       if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
       let text: string
@@ -137,28 +137,6 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
 
   private transportError(error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
     return transportError(this.name, this.url, this.options.timeoutMs, error, attempt, outer, doing)
-  }
-
-  private async statusError(response: Response): Promise<ModelError> {
-    const text = await response.text().catch(() => '')
-    const detail = providerMessage(text)
-    const status = response.status
-    const { name, url } = this
-    if (status === 401 || status === 403) {
-      return new ModelError(
-        `${name}: the server refused the credentials (${status}) at ${url}: ${detail}. Check the API key (and its environment variable).`,
-        status,
-      )
-    }
-    if (status === 404) {
-      return new ModelError(`${name}: not found (404) at ${url}: ${detail}. Check the base URL and the model name "${this.options.model}".`, status)
-    }
-    if (status === 429 || status >= 500) {
-      const error = new RetryableError(`${name}: the server answered ${status} at ${url}: ${detail}`, String(status), status)
-      error.retryAfterMs = parseRetryAfter(response.headers.get('retry-after'))
-      return error
-    }
-    return new ModelError(`${name}: the server rejected the request (${status}) at ${url}: ${detail}`, status)
   }
 
   private readJson(text: string, request: ModelRequest): ModelResponse {
