@@ -4,16 +4,15 @@
 // (one call per step) and in code mode, counting the input tokens of every model request.
 // `pnpm bench prompt`. the native listing is the baseline of each row.
 
-import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { AgentSession, type Model, type ModelRequest, ScriptedModel, type ScriptStep } from '@faber/agent'
 import ToolRuntime, { type Agent, Catalog, createAgent, type JsonSchema, type SdkPresentation, type ToolDefinition } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
-import { DEMO_CHANGELOG, DEMO_FILES, DEMO_SCRIPT, DEMO_USER } from '../packages/cli/src/demo.ts'
-import { compose, readDeployment } from '../packages/cli/src/deployment.ts'
-import { standardStack } from '../packages/cli/src/stack.ts'
+import { DEMO_CHANGELOG, DEMO_SCRIPT, DEMO_USER, demoDeployment, demoWorkspace } from '../packages/cli/src/demo.ts'
+import { compose } from '../packages/cli/src/deployment.ts'
 import * as mcp from '../plugins/mcp/src/index.ts'
 import { type ServerName, serverScript } from '../plugins/mcp/tests/fixtures/servers.ts'
 import { row, timeOp } from './harness.ts'
@@ -238,21 +237,8 @@ const NATIVE_SCRIPT: ScriptStep[] = [
 ]
 
 async function replay(mode: 'native' | 'code', script: ScriptStep[]) {
-  const root = await realpath(await mkdtemp(join(tmpdir(), 'faber-bench-demo-')))
-  for (const [path, text] of Object.entries(DEMO_FILES)) {
-    await mkdir(dirname(join(root, path)), { recursive: true })
-    await writeFile(join(root, path), text)
-  }
-  const spec = readDeployment({ mode, agents: [{ name: 'main' }] }, 'bench', root)
-  spec.plugins = standardStack({
-    root,
-    approval: {
-      policy: 'auto',
-      require: ['write'],
-      rules: [{ name: 'changelog', tool: 'write', arguments: { '$.path': '^CHANGELOG\\.md$' }, decision: 'allow' }],
-    },
-  })
-  const deployed = await compose(spec)
+  const root = await demoWorkspace('faber-bench-demo-')
+  const deployed = await compose(demoDeployment(root, mode, 'bench'))
   const model = new CountingModel(script)
   try {
     const session = new AgentSession(deployed.ctx, {

@@ -1,16 +1,14 @@
 // the demo session (`pnpm demo`'s deployment, script and workspace) traced by @faber/plugin-otel into the
 // OpenTelemetry SDK's in-memory exporter: the span tree is what the session's own events say happened.
 
-import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { rm } from 'node:fs/promises'
 import { AgentSession, ScriptedModel, type SessionEvent } from '@faber/agent'
 import { assertStarted } from '@faber/core'
 import * as Otel from '@faber/plugin-otel'
 import { expect } from 'chai'
 import { Context, Logger } from 'cordis'
-import { DEMO_FILES, DEMO_SCRIPT, DEMO_USER } from '../packages/cli/src/demo.ts'
-import { compose, readDeployment, standardStack } from '../packages/cli/src/index.ts'
+import { DEMO_SCRIPT, DEMO_USER, demoDeployment, demoWorkspace } from '../packages/cli/src/demo.ts'
+import { compose } from '../packages/cli/src/index.ts'
 import { outline, record, tree } from '../plugins/otel/tests/helpers.ts'
 
 Logger.levels.base = 0
@@ -22,21 +20,9 @@ describe('the demo session under @faber/plugin-otel', function () {
 
   it('exports the span tree of what happened: model requests, the collapsed call, run_code and its nested calls', async () => {
     const recorder = record()
-    const root = await realpath(await mkdtemp(join(tmpdir(), 'faber-otel-demo-')))
+    const root = await demoWorkspace('faber-otel-demo-')
     try {
-      for (const [path, text] of Object.entries(DEMO_FILES)) {
-        await mkdir(dirname(join(root, path)), { recursive: true })
-        await writeFile(join(root, path), text)
-      }
-      const spec = readDeployment({ mode: 'code', agents: [{ name: 'main' }] }, 'otel demo', root)
-      spec.plugins = standardStack({
-        root,
-        approval: {
-          policy: 'auto',
-          require: ['write'],
-          rules: [{ name: 'changelog', tool: 'write', arguments: { '$.path': '^CHANGELOG\\.md$' }, decision: 'allow' }],
-        },
-      })
+      const spec = demoDeployment(root, 'code', 'otel demo')
       const context = new Context()
       context.plugin(Otel)
       const { ctx, agents } = await compose(spec, { context })

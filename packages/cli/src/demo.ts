@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promi
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, type SessionEvent, SessionLog } from '@faber/agent'
-import { compose, readDeployment } from './deployment.ts'
+import { compose, type DeploymentSpec, readDeployment } from './deployment.ts'
 import { standardStack } from './stack.ts'
 import type { Style } from './style.ts'
 import { Transcript } from './transcript.ts'
@@ -123,28 +123,40 @@ function collect(events: SessionEvent[]): Facts {
   return facts
 }
 
+/** a temporary workspace holding the demo's files; the caller removes it */
+export async function demoWorkspace(prefix: string): Promise<string> {
+  const root = await realpath(await mkdtemp(join(tmpdir(), prefix)))
+  for (const [path, text] of Object.entries(DEMO_FILES)) {
+    await mkdir(dirname(join(root, path)), { recursive: true })
+    await writeFile(join(root, path), text)
+  }
+  return root
+}
+
+/** the demo's deployment over `root`: the standard plugins, one agent `main` */
+export function demoDeployment(root: string, mode: 'native' | 'code' = 'code', source = 'faber demo'): DeploymentSpec {
+  const spec = readDeployment({ mode, agents: [{ name: 'main' }] }, source, root)
+  spec.plugins = standardStack({
+    root,
+    // creating or replacing a file needs approval; a standing rule allows the changelog
+    approval: {
+      policy: 'auto',
+      require: ['write'],
+      rules: [{ name: 'changelog', tool: 'write', arguments: { '$.path': '^CHANGELOG\\.md$' }, decision: 'allow' }],
+    },
+  })
+  return spec
+}
+
 export async function runDemo(options: DemoOptions): Promise<number> {
   const out = options.output ?? process.stdout
   const { paint } = options.style
   // the demo is there to show each nested call going through the pipeline: never folded into a progress line
   const transcript = new Transcript(out, options.style, { json: options.json, maxLines: 6, verbose: true })
-  const root = await realpath(await mkdtemp(join(tmpdir(), 'faber-demo-')))
+  const root = await demoWorkspace('faber-demo-')
   const started = performance.now()
   try {
-    for (const [path, text] of Object.entries(DEMO_FILES)) {
-      await mkdir(dirname(join(root, path)), { recursive: true })
-      await writeFile(join(root, path), text)
-    }
-    const spec = readDeployment({ mode: 'code', agents: [{ name: 'main' }] }, 'faber demo', root)
-    spec.plugins = standardStack({
-      root,
-      // creating or replacing a file needs approval; a standing rule allows the changelog
-      approval: {
-        policy: 'auto',
-        require: ['write'],
-        rules: [{ name: 'changelog', tool: 'write', arguments: { '$.path': '^CHANGELOG\\.md$' }, decision: 'allow' }],
-      },
-    })
+    const spec = demoDeployment(root)
     const deployed = await compose(spec)
     const { ctx } = deployed
     const agent = deployed.agents.get('main')!
