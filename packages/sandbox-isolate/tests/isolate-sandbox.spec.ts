@@ -1,5 +1,4 @@
-import { describeHazards, describePool, hazardLimits } from '@faber/sandbox/hazards'
-import { describeHostile } from '@faber/sandbox/hostile'
+import { describeHazards, describeHostile, describePool, hazardLimits } from '@faber/sandbox/testing'
 import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))

@@ -2,20 +2,24 @@
 // argv: <backend: worker-vm | isolated-vm> <isolation: process | in-process> <programs, a JSON array run one by one>
 // stdout carries one line per program, its report; anything else written there or to stderr is a finding.
 
-import { ProcessSandbox, WorkerSandbox } from '../src/index.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../src/types.ts'
+import { ProcessSandbox, WorkerSandbox } from '../index.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../types.ts'
 
 const [backend, isolation, programsJson] = process.argv.slice(2)
 const programs: string[] = JSON.parse(programsJson)
 const limits: CodeRunLimits = { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 }
 const options = { poolSize: 1, limits }
 const modules = {
-  'worker-vm': { module: new URL('../src/worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
-  'isolated-vm': { module: new URL('../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+  'worker-vm': { module: new URL('../worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
+  'isolated-vm': {
+    module: new URL('../../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
+    exportName: 'IsolateSandbox',
+    name: 'isolated-vm',
+  },
 }
 const inProcess = async () => {
   if (backend === 'worker-vm') return new WorkerSandbox(options)
-  const { IsolateSandbox } = await import('../../sandbox-isolate/src/isolate-sandbox.ts')
+  const { IsolateSandbox } = await import('../../../sandbox-isolate/src/isolate-sandbox.ts')
   return new IsolateSandbox(options)
 }
 const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: modules[backend as keyof typeof modules] }) : await inProcess()

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { expect } from 'chai'
 import { Context } from 'cordis'
-import type { SandboxService } from '../src/service.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../src/types.ts'
+import type { SandboxService } from '../service.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../types.ts'
 
 export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb: 32, outputBytes: 4096 }
 
