@@ -1,0 +1,211 @@
+// nested calls against the physical floors, all measured in this process and this run (issue 15): a worker_threads
+// postMessage round trip, a SharedArrayBuffer hand-off with the waiting side spinning, an isolated-vm applySync, and an
+// in-process vm program awaiting an async host function. against them: each backend and tier with the host answering
+// at once (the sandbox alone), the full run_code stack, the bridge's own cost (full stack minus sandbox alone), the first
+// run after start against a warm one, plain `ctx.tools.execute` against a held reference, and the CPU time per call.
+// `pnpm bench nested`
+
+import { createRequire } from 'node:module'
+import { runInNewContext } from 'node:vm'
+import { Worker } from 'node:worker_threads'
+import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from '@faber/core'
+import WorkerSandboxService, { ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
+import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
+import { Context, Logger } from 'cordis'
+import type ivmTypes from 'isolated-vm'
+import { isMain, row, timeOp } from './harness.ts'
+
+Logger.levels.base = 0
+
+// isolated-vm is the isolate backend's dependency, not the workspace root's
+const ivm: typeof ivmTypes = createRequire(new URL('../packages/sandbox-isolate/package.json', import.meta.url))('isolated-vm')
+
+const N = 2000
+const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
+const sequential = `for (let i = 0; i < ${N}; i++) await tools.echo({ i })`
+// a program may have 1024 calls waiting at once
+const P = 1000
+const parallel = `await Promise.all(Array.from({ length: ${P} }, (_, i) => tools.echo({ i })))`
+
+interface Closable extends CodeRuntime {
+  close(): Promise<void>
+}
+
+async function postMessageFloor() {
+  const worker = new Worker("require('node:worker_threads').parentPort.on('message', (m) => require('node:worker_threads').parentPort.postMessage(m))", {
+    eval: true,
+  })
+  const once = () => new Promise((resolve) => worker.once('message', resolve))
+  const rtt = await timeOp(() => {
+    const reply = once()
+    worker.postMessage(1)
+    return reply
+  }, 5000)
+  await worker.terminate()
+  return rtt
+}
+
+// both sides spin on a shared counter: the cost of a hand-off when neither sleeps
+async function spinFloor() {
+  const shared = new Int32Array(new SharedArrayBuffer(8))
+  const worker = new Worker(
+    `const { workerData } = require('node:worker_threads'); const s = workerData
+     for (let seen = 0; ; ) { let v; while ((v = Atomics.load(s, 0)) === seen) {} if (v < 0) break; seen = v + 1; Atomics.store(s, 0, seen) }`,
+    { eval: true, workerData: shared },
+  )
+  let value = 0
+  const rtt = await timeOp(() => {
+    Atomics.store(shared, 0, ++value)
+    while (Atomics.load(shared, 0) === value) {}
+    value++
+  }, 20000)
+  Atomics.store(shared, 0, -1)
+  await worker.terminate()
+  return rtt
+}
+
+async function applySyncFloor() {
+  const isolate = new ivm.Isolate({ memoryLimit: 32 })
+  const context = isolate.createContextSync()
+  const nop: ivmTypes.Reference = context.evalSync('(function (a) { return a })', { reference: true })
+  const micros = await timeOp(() => nop.applySync(undefined, [1]), 20000)
+  isolate.dispose()
+  return micros
+}
+
+async function vmFloor() {
+  const host = async (json: string) => json
+  const program = runInNewContext(`(async function (call, n) { for (let i = 0; i < n; i++) await call('{"i":' + i + '}') })`)
+  return (await timeOp(() => program(host, N), 3, 5)) / N
+}
+
+const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
+
+// per nested call of `code`, beyond a trivial run on the same sandbox
+async function perCall(runtime: CodeRuntime, code: string, calls: number) {
+  const signal = new AbortController().signal
+  const run = async (program: string) => {
+    const outcome = await runtime.run({ code: program, tools: ['echo'], call: echo, signal, limits })
+    if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
+  }
+  const trivial = await timeOp(() => run('return 1'), 50, 3)
+  const cpuStart = process.cpuUsage()
+  const total = await timeOp(() => run(code), 3, 3)
+  const cpu = process.cpuUsage(cpuStart)
+  // every round and warm-up ran the program: 3 warm-ups + 3 rounds × 3 runs
+  const cpuPerCall = (cpu.user + cpu.system) / (12 * calls)
+  return { micros: Math.max(0, total - trivial) / calls, cpuPerCall }
+}
+
+const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
+const sandboxes: [string, () => Closable][] = [
+  ['worker, in-process', () => new WorkerSandbox({ limits })],
+  ['isolate, in-process', () => new IsolateSandbox({ limits })],
+  ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
+  [
+    'isolate, process tier',
+    () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox-isolate/src/isolate-sandbox.ts', 'IsolateSandbox', 'isolated-vm') }),
+  ],
+]
+
+const nop = defineTool({
+  name: 'echo',
+  description: 'answers at once',
+  parameters: t.object({ i: t.integer().optional() }),
+  output: { schema: t.null() },
+  isConcurrencySafe: () => true,
+  execute: () => null,
+})
+
+let ids = 0
+async function deployment(kind: 'worker' | 'isolate', isolation: 'in-process' | 'process') {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'code', maxParallelSubCalls: 64 })
+  ctx.plugin(kind === 'worker' ? WorkerSandboxService : IsolateSandboxService, { isolation, limits })
+  const started = performance.now()
+  await ctx.start()
+  const startMs = performance.now() - started
+  ctx.tools.register(nop)
+  const tools = ctx.tools
+  const signal = new AbortController().signal
+  const run = async (code: string) => {
+    const result = await tools.execute({ callId: `n${++ids}`, name: 'run_code', arguments: { code, description: 'bench' }, signal })
+    if (result.isError) throw new Error(result.content)
+  }
+  return { ctx, run, startMs }
+}
+
+export async function benchNested() {
+  const figures: Record<string, number> = {}
+  console.log('nested calls: floors (same process, same run)')
+  const rtt = await postMessageFloor()
+  const spin = await spinFloor()
+  const applySync = await applySyncFloor()
+  const vmCall = await vmFloor()
+  row('floor: worker postMessage round trip', rtt, rtt)
+  row('floor: SharedArrayBuffer hand-off, both spinning', spin, rtt)
+  row('floor: isolated-vm applySync', applySync, rtt)
+  row('floor: in-process vm awaiting an async host call', vmCall, rtt)
+  Object.assign(figures, { rttUs: rtt, spinUs: spin, applySyncUs: applySync, vmCallUs: vmCall })
+
+  console.log('\nthe sandbox alone, the host answering at once (× postMessage round trip)')
+  const alone: Record<string, number> = {}
+  for (const [label, make] of sandboxes) {
+    const runtime = make()
+    const seq = await perCall(runtime, sequential, N)
+    const par = await perCall(runtime, parallel, P)
+    await runtime.close()
+    alone[label] = seq.micros
+    const target = label === 'isolate, in-process' ? '≤ 10 µs and ≤ 0.25×' : label === 'worker, in-process' ? '≤ 0.6×' : undefined
+    row(`${label}: sequential nested call`, seq.micros, rtt, target)
+    row(`${label}: under Promise.all`, par.micros, rtt)
+    row(`${label}: host CPU per seq. call`, seq.cpuPerCall, rtt)
+    Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
+  }
+
+  console.log('\nthe full stack: run_code → bridge → pipeline → body → back')
+  for (const kind of ['worker', 'isolate'] as const) {
+    for (const isolation of ['in-process', 'process'] as const) {
+      const label = `${kind}, ${isolation === 'process' ? 'process tier' : 'in-process'}`
+      const { ctx, run, startMs } = await deployment(kind, isolation)
+      const firstStart = performance.now()
+      await run('return 1')
+      const first = (performance.now() - firstStart) * 1000
+      const warm = await timeOp(() => run('return 1'), 50, 3)
+      const seq = Math.max(0, (await timeOp(() => run(sequential), 2, 3)) - warm) / N
+      const par = Math.max(0, (await timeOp(() => run(parallel), 2, 3)) - warm) / P
+      await ctx.stop()
+      row(`${label}: ctx.start() with the sandbox`, startMs * 1000, rtt)
+      row(`${label}: first run_code after start`, first, warm, '≤ 2× warm')
+      row(`${label}: warm run_code`, warm, warm)
+      row(`${label}: sequential nested call`, seq, rtt)
+      row(`${label}: under Promise.all`, par, rtt)
+      row(`${label}: bridge's own cost (full − alone)`, seq - alone[label], rtt, '≤ 5 µs')
+      Object.assign(figures, {
+        [`${label}.startMs`]: startMs,
+        [`${label}.firstMs`]: first / 1000,
+        [`${label}.warmMs`]: warm / 1000,
+        [`${label}.fullSequentialUs`]: seq,
+        [`${label}.fullParallelUs`]: par,
+        [`${label}.bridgeUs`]: seq - alone[label],
+      })
+    }
+  }
+
+  console.log('\nexecute through ctx.tools')
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'native' })
+  await ctx.start()
+  ctx.tools.register(nop)
+  const signal = new AbortController().signal
+  const held = ctx.tools
+  const heldUs = await timeOp(() => held.execute({ callId: 'h', name: 'echo', arguments: {}, signal }), 20000)
+  const plainUs = await timeOp(() => ctx.tools.execute({ callId: 'p', name: 'echo', arguments: {}, signal }), 20000)
+  await ctx.stop()
+  row('held reference: execute', heldUs, heldUs)
+  row('plain ctx.tools.execute', plainUs, heldUs, '≤ 3 µs')
+  Object.assign(figures, { heldExecuteUs: heldUs, plainExecuteUs: plainUs })
+  return figures
+}
+
+if (isMain(import.meta.url)) await benchNested()
