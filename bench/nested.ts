@@ -12,13 +12,18 @@ import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from
 import WorkerSandboxService, { ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger } from 'cordis'
-import type ivmTypes from 'isolated-vm'
 import { isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 // isolated-vm is the isolate backend's dependency, not the workspace root's
-const ivm: typeof ivmTypes = createRequire(new URL('../packages/sandbox-isolate/package.json', import.meta.url))('isolated-vm')
+interface Isolate {
+  createContextSync(): { evalSync(code: string, options: { reference: true }): { applySync(receiver: undefined, args: unknown[]): unknown } }
+  dispose(): void
+}
+const ivm: { Isolate: new (options: { memoryLimit: number }) => Isolate } = createRequire(new URL('../packages/sandbox-isolate/package.json', import.meta.url))(
+  'isolated-vm',
+)
 
 const N = 2000
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
@@ -67,7 +72,7 @@ async function spinFloor() {
 async function applySyncFloor() {
   const isolate = new ivm.Isolate({ memoryLimit: 32 })
   const context = isolate.createContextSync()
-  const nop: ivmTypes.Reference = context.evalSync('(function (a) { return a })', { reference: true })
+  const nop = context.evalSync('(function (a) { return a })', { reference: true })
   const micros = await timeOp(() => nop.applySync(undefined, [1]), 20000)
   isolate.dispose()
   return micros
