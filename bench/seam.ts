@@ -1,0 +1,65 @@
+// what the seam between callers and the pipeline costs: plain `ctx.tools.execute` (ctx.tools read on every call, as
+// users write it) against a held reference, and the run_code bridge's own cost per sequential nested call, measured
+// with an in-process code runtime that calls its bindings directly, so no sandbox hand-off is in the figure.
+
+import ToolRuntime, { type CodeRuntime, defineTool, t } from '@faber/core'
+import { Context, Logger } from 'cordis'
+import { isMain, row, timeOp } from './harness.ts'
+
+Logger.levels.base = 0
+
+const ITERATIONS = 20000
+const NESTED = 2000
+
+const add = defineTool({
+  name: 'add',
+  description: 'adds two numbers',
+  parameters: t.object({ a: t.number(), b: t.number() }),
+  output: { schema: t.number() },
+  isConcurrencySafe: () => true,
+  execute: ({ a, b }) => a + b,
+})
+
+// a code runtime with no boundary: the "program" awaits its bindings one after another, NESTED times
+class InProcess implements CodeRuntime {
+  readonly backend = 'in-process'
+  async run(request: Parameters<CodeRuntime['run']>[0]) {
+    for (let i = 0; i < NESTED; i++) {
+      const reply = await request.call('add', '{"a":1,"b":2}')
+      if (!reply.ok) return { ok: false as const, kind: 'exception' as const, message: reply.message, logs: [] }
+    }
+    return { ok: true as const, logs: [], result: '3' }
+  }
+}
+
+export async function benchSeam() {
+  const args = { a: 1, b: 2 }
+  const signal = new AbortController().signal
+  const run = { signal } as never
+
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'both' })
+  ctx.set('codeRuntime', new InProcess())
+  await ctx.start()
+  ctx.tools.register(add)
+
+  const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
+  const held = ctx.tools
+  const heldExecute = await timeOp(() => held.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const plainExecute = await timeOp(() => ctx.tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  // one run_code makes NESTED sequential nested calls: per nested call, bridge plus pipeline, no sandbox
+  const program = { code: 'return 3', description: 'bench' }
+  const perRun = await timeOp(() => held.execute({ callId: 'r', name: 'run_code', arguments: program, signal }), 20, 5)
+  const bridge = perRun / NESTED
+
+  console.log('seam: ctx.tools.execute as users write it, and the run_code bridge without a sandbox')
+  row('baseline: the tool body called directly', direct, direct)
+  row('execute through a held ctx.tools', heldExecute, direct)
+  row('plain ctx.tools.execute (ctx.tools read per call)', plainExecute, direct, '≤ 3 µs')
+  row('nested call: bridge + pipeline, no sandbox', bridge, direct, '≤ 5 µs')
+  console.log(`  plain / held: ${(plainExecute / heldExecute).toFixed(2)}×`)
+  await ctx.stop()
+  return { directUs: direct, heldExecuteUs: heldExecute, plainExecuteUs: plainExecute, bridgePerNestedCallUs: bridge }
+}
+
+if (isMain(import.meta.url)) await benchSeam()
