@@ -2,7 +2,7 @@
 // the SDK (200); the session the persona (0) and runtime context (300); plugins add per-tool guidance (100-199)
 // by listening on `prompt/sections`.
 
-import { type Agent, agentOf, type Mode, type PromptSection, type ToolSchema } from '@faber/core'
+import { type Agent, listenersFor, type Mode, type PromptSection, type ToolSchema } from '@faber/core'
 import type { Context } from 'cordis'
 
 export interface PromptInfo {
@@ -35,17 +35,6 @@ export interface Prompt {
   text: string
 }
 
-type Hook = { ctx: Context; callback: (...args: any[]) => any }
-
-/** listeners on `event` that apply to this agent: global ones and those registered on its chain */
-export function hooksFor(ctx: Context, event: string, agent: Agent | undefined): Hook[] {
-  const hooks = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks[event] ?? []
-  return hooks.filter((hook) => {
-    const owner = agentOf(hook.ctx)
-    return owner === undefined || agent?.isWithin(owner)
-  })
-}
-
 function isSection(value: unknown): value is PromptSection {
   const s = value as PromptSection
   return typeof s === 'object' && s !== null && typeof s.id === 'string' && typeof s.order === 'number' && typeof s.text === 'string'
@@ -57,7 +46,7 @@ export function assemblePrompt(ctx: Context, agent: Agent | undefined, options: 
   if (options.persona) sections.push({ id: 'persona', order: PERSONA_ORDER, text: options.persona })
   sections.push(...wire.sections)
   const info: PromptInfo = { agent, mode: wire.mode, visible: ctx.tools.schemas(agent) }
-  for (const hook of hooksFor(ctx, 'prompt/sections', agent)) {
+  for (const hook of listenersFor(ctx, 'prompt/sections', agent)) {
     let contributed: unknown
     try {
       contributed = hook.callback(info)

@@ -2,10 +2,10 @@
 // each call's execution mode), appends the results, and repeats until the model answers without tool calls or the
 // step limit is reached.
 
-import { type Agent, errorResult, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult, untraced } from '@faber/core'
+import { type Agent, errorResult, listenersFor, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult, untraced } from '@faber/core'
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
-import { assemblePrompt, hooksFor, type Prompt } from './prompt.ts'
+import { assemblePrompt, type Prompt } from './prompt.ts'
 import { type CallOutcome, conversationOf, type SessionLog } from './session-log.ts'
 
 declare module 'cordis' {
@@ -222,7 +222,7 @@ export class AgentSession {
 
   /** tells the listeners of the session's agent chain (and global ones); a listener that throws is logged and ignored */
   private observe<K extends 'agent/model-request' | 'agent/model-response'>(event: K, payload: Parameters<Events[K]>[0]) {
-    for (const hook of hooksFor(this.ctx, event, this.agent)) {
+    for (const hook of listenersFor(this.ctx, event, this.agent)) {
       try {
         hook.callback(payload)
       } catch (error) {
@@ -259,7 +259,7 @@ export class AgentSession {
     let steps = 0
     let reason: StopReason = 'max-steps'
     try {
-      for (const hook of hooksFor(this.ctx, 'agent/turn', this.agent)) {
+      for (const hook of listenersFor(this.ctx, 'agent/turn', this.agent)) {
         try {
           hook.callback({ agent: this.agent, turn })
         } catch (error) {

@@ -2,11 +2,11 @@
 // approval, guards, tools/execute around the body, tools/post-execute, finish. each stage either continues or
 // produces the call's one result. the registry (runtime.ts) owns what is visible; this module owns what runs.
 
-import type { Context, Events, Hook, Logger } from 'cordis'
+import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
-import { agentOf } from './agent.ts'
 import type { CodeMode } from './code-mode.ts'
 import { collapses, type Mode } from './collapse.ts'
+import { hotListeners, type Listener, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
@@ -23,7 +23,7 @@ export interface PipelineHost {
   /** how long a tools/pre-execute listener and an approval request may take before the call is denied */
   deadlines(): { preExecuteMs: number; approvalMs: number }
   readonly codeMode: CodeMode
-  readonly hookTable: Record<string, Hook[] | undefined>
+  readonly hookTable: Record<string, Listener[] | undefined>
 }
 
 export interface PipelineView {
@@ -35,14 +35,6 @@ interface LiveExecution {
   exec: Execution
   /** the program text, for a run_code execution */
   program?: string
-}
-
-// a listener's context comes typed from @cordisjs/core; only its scope is read here
-type AnyContext = { scope?: any; root?: any }
-
-export function pluginName(ctx: AnyContext): string {
-  const runtime = ctx.scope?.runtime
-  return runtime?.name || runtime?.plugin?.name || (ctx.scope === ctx.root.scope ? 'root' : 'anonymous')
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -79,19 +71,6 @@ function shapeOf(value: unknown): string {
 }
 
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
-const EMPTY_HOOKS: Hook[] = []
-
-// reading a listener's context goes through cordis' proxies; its agent and plugin never change, so read them once
-const owners = new WeakMap<Hook, { agent?: Agent; plugin: string }>()
-
-function ownerOf(hook: Hook) {
-  let owner = owners.get(hook)
-  if (!owner) {
-    owner = { agent: agentOf(hook.ctx), plugin: pluginName(hook.ctx) }
-    owners.set(hook, owner)
-  }
-  return owner
-}
 
 export class Pipeline {
   /** executions between create and finish, by token: a nested call's parent must be one of them */
@@ -212,13 +191,8 @@ export class Pipeline {
   }
 
   /** the listeners on `event` that apply to this agent: global ones and those of its chain */
-  private hooks(event: string, agent: Agent | undefined): Hook[] {
-    const hooks = this.host.hookTable[event]
-    if (!hooks?.length) return EMPTY_HOOKS
-    return hooks.filter((hook) => {
-      const owner = ownerOf(hook).agent
-      return owner === undefined || agent?.isWithin(owner) === true
-    })
+  private hooks(event: string, agent: Agent | undefined): Listener[] {
+    return hotListeners(this.host.hookTable, event, agent)
   }
 
   private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
@@ -233,7 +207,7 @@ export class Pipeline {
   }
 
   /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
-  private async decide(exec: Execution, hooks: Hook[], trace: StageRecord[]): Promise<ToolFailure | undefined> {
+  private async decide(exec: Execution, hooks: Listener[], trace: StageRecord[]): Promise<ToolFailure | undefined> {
     let ask: { reason: string; plugin: string } | undefined
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
@@ -367,7 +341,7 @@ export class Pipeline {
   }
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
-  private dispatch(exec: Execution, wrappers: Hook[], trace: StageRecord[]): Promise<ToolResult> {
+  private dispatch(exec: Execution, wrappers: Listener[], trace: StageRecord[]): Promise<ToolResult> {
     const trusted = new WeakSet<ToolResult>()
     const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
       if (index === wrappers.length) {
@@ -492,7 +466,7 @@ export class Pipeline {
   }
 
   /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
-  private async postExecute(exec: Execution, hooks: Hook[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
+  private async postExecute(exec: Execution, hooks: Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
       const what = `a tools/post-execute listener of plugin "${plugin}"`
@@ -554,7 +528,7 @@ export class Pipeline {
     return final
   }
 
-  private observerFailed(hook: Hook, exec: Execution, error: unknown) {
+  private observerFailed(hook: Listener, exec: Execution, error: unknown) {
     this.host.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
   }
 

@@ -1,16 +1,16 @@
 // ToolRuntime, the `ctx.tools` service: the registry (layers per agent) and the views derived from it. execution
 // is the pipeline's (pipeline.ts), which asks this registry what an agent can see.
 
-import { type Context, type Events, type Hook, Schema, Service } from 'cordis'
+import { type Context, type Events, Schema, Service } from 'cordis'
 import { Agent, agentOf } from './agent.ts'
 import { Catalog } from './catalog.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { collapses, type Mode } from './collapse.ts'
 import { strict } from './config.ts'
-import { untraced } from './context.ts'
+import { addListener, hookTable, type Listener, pluginName, traceCallerAs, untraced } from './cordis.ts'
 import { type Json, snapshot } from './json.ts'
-import { Pipeline, pluginName } from './pipeline.ts'
+import { Pipeline } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
 import type { JsonSchema } from './schema.ts'
 import { renderSdk, type SdkTool } from './sdk.ts'
@@ -163,7 +163,6 @@ class ToolRuntime extends Service {
   private runCode: CompiledTool
   /** @internal */ codeMode: CodeMode
   private [kRaw]: ToolRuntime
-  private hookTable: Record<string, Hook[] | undefined>
   private services = new Map<string, unknown>()
   /** the calling plugin's context, when a method is reached through `someCtx.tools` */
   declare protected caller?: Context
@@ -177,8 +176,7 @@ class ToolRuntime extends Service {
     this.deadlines = { preExecuteMs: this.config.preExecuteTimeoutMs, approvalMs: this.config.approvalTimeoutMs }
     this[kRaw] = this
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
-    ;(this as unknown as Record<symbol, { property: string }>)[Service.tracker].property = 'caller'
-    this.hookTable = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
+    traceCallerAs(this, 'caller')
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
@@ -191,7 +189,7 @@ class ToolRuntime extends Service {
       log: () => this.log(),
       deadlines: () => this.deadlines,
       codeMode: this.codeMode,
-      hookTable: this.hookTable,
+      hookTable: hookTable(ctx),
     })
     this.runCode = compileTool(this.codeMode.definition, { plugin: 'core', transport: true, resultChars: this.config.resultChars })
   }
@@ -353,19 +351,7 @@ class ToolRuntime extends Service {
   listen<K extends PipelineEvent>(event: K, listener: Events[K], options: { prepend?: boolean } = {}): () => void {
     if (typeof listener !== 'function') throw new TypeError(`tools.listen: pass a listener function for "${event}"`)
     if (!PIPELINE_EVENTS.includes(event)) throw new TypeError(`tools.listen: "${event}" is not a pipeline event; use ctx.on for it`)
-    const caller = this.caller ?? this.ctx
-    // a function handed to a method through cordis' service proxy arrives wrapped in a tracing proxy of its own
-    const hook = { ctx: caller, callback: untraced(listener), ...options } as unknown as Hook
-    const hooks = this.hookTable
-    return caller.effect(() => {
-      const list = (hooks[event] ??= [])
-      if (options.prepend) list.unshift(hook)
-      else list.push(hook)
-      return () => {
-        const index = list.indexOf(hook)
-        if (index >= 0) list.splice(index, 1)
-      }
-    })
+    return addListener(this.caller ?? this.ctx, event, listener as Listener['callback'], options)
   }
 
   /** a synchronous, monotonic guard on the caller's layer (global or agent) */

@@ -2,7 +2,7 @@
 // pre-execute listener, the rules answerer, request) never goes through a cordis context, where reaching a service
 // costs tens of microseconds per access.
 
-import { type Agent, type ApprovalOutcome, type ApprovalRequest, agentOf, formatDuration, type Json, TIMED_OUT, withDeadline } from '@faber/core'
+import { type Agent, type ApprovalOutcome, type ApprovalRequest, formatDuration, type Json, type Listener, ownerOf, TIMED_OUT, withDeadline } from '@faber/core'
 import type { Store } from '@faber/store'
 import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
@@ -18,13 +18,8 @@ interface Config {
   answerers: Record<string, { timeoutMs?: number }>
 }
 
-// a listener's context comes typed from @cordisjs/core; only its scope is read here
-type Hook = { ctx: any; callback: (...args: any[]) => any }
-
-function pluginName(ctx: any): string {
-  const runtime = ctx.scope?.runtime
-  return runtime?.name || runtime?.plugin?.name || 'anonymous'
-}
+/** the listeners on an event that hear an agent's calls (core's listenersFor, bound to the deployment) */
+export type ListenersFor = (event: string, agent: Agent | undefined) => Listener[]
 
 function messageOf(error: unknown) {
   return error instanceof Error ? error.message : String(error)
@@ -92,7 +87,7 @@ export class Broker {
 
   constructor(
     private config: Config,
-    private hooks: Record<string, Hook[]>,
+    private listeners: ListenersFor,
     private logger: Logger,
   ) {
     this.rules = config.rules.map((rule, index) => {
@@ -257,12 +252,8 @@ export class Broker {
 
   /** the answerers in order; the first answer counts */
   private async ask(query: ApprovalQuery, asking: { plugin: string }): Promise<Verdict> {
-    const hooks = (this.hooks['approval/request'] ?? []).filter((hook) => {
-      const owner = agentOf(hook.ctx)
-      return owner === undefined || query.agent?.isWithin(owner) === true
-    })
-    for (const hook of hooks) {
-      const plugin = pluginName(hook.ctx)
+    for (const hook of this.listeners('approval/request', query.agent)) {
+      const plugin = ownerOf(hook).plugin
       asking.plugin = plugin
       const limit = this.config.answerers[plugin]?.timeoutMs
       let answer: unknown
@@ -309,14 +300,11 @@ export class Broker {
   }
 
   private audit<K extends 'approval/asked' | 'approval/decided'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
-    const hooks = this.hooks[event] ?? []
-    for (const hook of hooks) {
-      const owner = agentOf(hook.ctx)
-      if (owner !== undefined && !agent?.isWithin(owner)) continue
+    for (const hook of this.listeners(event, agent)) {
       try {
         hook.callback(payload)
       } catch (error) {
-        this.logger.warn('an %s observer of plugin "%s" threw (ignored): %s', event, pluginName(hook.ctx), messageOf(error))
+        this.logger.warn('an %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
       }
     }
   }

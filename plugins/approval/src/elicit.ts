@@ -2,8 +2,9 @@
 // same answerers as approvals (listeners on `approval/elicit`, in order, agent-scoped), under a deadline, and end in
 // an audit event. The answer is MCP's: accept with content, decline, or cancel.
 
-import { type Agent, agentOf, type Json } from '@faber/core'
+import { type Agent, type Json, ownerOf } from '@faber/core'
 import type { Events, Logger } from 'cordis'
+import type { ListenersFor } from './broker.ts'
 
 /** one field of a form: MCP elicitation allows flat primitive fields only */
 export interface ElicitationField {
@@ -76,13 +77,6 @@ declare module 'cordis' {
   }
 }
 
-type Hook = { ctx: any; callback: (...args: any[]) => any }
-
-function pluginName(ctx: any): string {
-  const runtime = ctx.scope?.runtime
-  return runtime?.name || runtime?.plugin?.name || 'anonymous'
-}
-
 function messageOf(error: unknown) {
   return error instanceof Error ? error.message : String(error)
 }
@@ -134,7 +128,7 @@ export class Elicitor {
   private sequence = 0
 
   constructor(
-    private hooks: Record<string, Hook[]>,
+    private listeners: ListenersFor,
     private logger: Logger,
     private timeoutMs: () => number,
   ) {}
@@ -187,12 +181,8 @@ export class Elicitor {
   }
 
   private async ask(query: ElicitationQuery): Promise<Verdict> {
-    const hooks = (this.hooks['approval/elicit'] ?? []).filter((hook) => {
-      const owner = agentOf(hook.ctx)
-      return owner === undefined || query.agent?.isWithin(owner) === true
-    })
-    for (const hook of hooks) {
-      const plugin = pluginName(hook.ctx)
+    for (const hook of this.listeners('approval/elicit', query.agent)) {
+      const plugin = ownerOf(hook).plugin
       let answer: ElicitationAnswer | undefined
       try {
         answer = await hook.callback(query)
@@ -212,13 +202,11 @@ export class Elicitor {
   }
 
   private audit(agent: Agent | undefined, payload: Parameters<Events['approval/elicited']>[0]) {
-    for (const hook of this.hooks['approval/elicited'] ?? []) {
-      const owner = agentOf(hook.ctx)
-      if (owner !== undefined && !agent?.isWithin(owner)) continue
+    for (const hook of this.listeners('approval/elicited', agent)) {
       try {
         hook.callback(payload)
       } catch (error) {
-        this.logger.warn('an approval/elicited observer of plugin "%s" threw (ignored): %s', pluginName(hook.ctx), messageOf(error))
+        this.logger.warn('an approval/elicited observer of plugin "%s" threw (ignored): %s', ownerOf(hook).plugin, messageOf(error))
       }
     }
   }

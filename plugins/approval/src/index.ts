@@ -1,7 +1,7 @@
 import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution, Json } from '@faber/core'
-import { RUN_CODE, strict } from '@faber/core'
+import { listenersFor, RUN_CODE, strict } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { Broker } from './broker.ts'
+import { Broker, type ListenersFor } from './broker.ts'
 import { type ElicitationRequest, type ElicitationResult, Elicitor } from './elicit.ts'
 import type { Decision, Grant, GrantInput, GrantScope } from './grants.ts'
 import * as RulesAnswerer from './rules.ts'
@@ -67,8 +67,6 @@ declare module 'cordis' {
   }
 }
 
-type Hook = { ctx: unknown; callback: (...args: any[]) => any }
-
 /** `ctx.approval`: asks answerers, remembers grants, audits; the work is done by a Broker */
 class Approval extends Service implements ApprovalService {
   static name = 'approval'
@@ -84,10 +82,11 @@ class Approval extends Service implements ApprovalService {
   ) {
     super(ctx, 'approval', true)
     this.config = config = Approval.Config(config ?? {})
-    const hooks = (ctx.root.lifecycle as unknown as { _hooks: Record<string, Hook[]> })._hooks
-    const broker = new Broker(config, hooks, ctx.logger('approval'))
+    const root = ctx.root
+    const listeners: ListenersFor = (event, agent) => listenersFor(root, event, agent)
+    const broker = new Broker(config, listeners, ctx.logger('approval'))
     this.broker = broker
-    this.elicitor = new Elicitor(hooks, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
+    this.elicitor = new Elicitor(listeners, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
     const bind = () => broker.useStore(ctx.get('store')?.connection)
     bind()
     ctx.on('internal/service', (name) => {

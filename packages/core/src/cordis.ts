@@ -1,0 +1,158 @@
+// the one module in core that reads cordis 3.18's internals: the service tracker, the hook table, a listener's
+// scope and plugin, the registry of plugin loads and the proxies' originals. cordis 4 renames several of these,
+// so an upgrade touches this file (and @faber/plugin-tool-cordis' own adapter) and nothing else; a test keeps it so.
+
+import { Context, type Hook, Service, symbols } from 'cordis'
+import { type Agent, agentOf } from './agent.ts'
+
+/** a listener as cordis keeps it: the context that registered it and its callback */
+export interface Listener {
+  readonly ctx: Context
+  readonly callback: (...args: any[]) => any
+}
+
+type HookTable = Record<string, Listener[] | undefined>
+
+/** the root lifecycle's listeners by event, live: cordis adds and removes entries in place */
+export function hookTable(ctx: Context): HookTable {
+  return (ctx.root.lifecycle as unknown as { _hooks: HookTable })._hooks
+}
+
+/** the name of the plugin a context belongs to (`root` for the root context itself) */
+export function pluginName(ctx: Context): string {
+  const scope = (ctx as { scope?: { runtime?: { name?: string; plugin?: { name?: string } } } }).scope
+  const runtime = scope?.runtime
+  return runtime?.name || runtime?.plugin?.name || (scope === ctx.root.scope ? 'root' : 'anonymous')
+}
+
+/** whether a listener registered on `owner`'s context (undefined: globally) hears an event about `agent` */
+function applies(owner: Agent | undefined, agent: Agent | undefined): boolean {
+  return owner === undefined || agent?.isWithin(owner) === true
+}
+
+// reading a listener's context goes through cordis' proxies; its agent and plugin never change, so read them once
+const owners = new WeakMap<Listener, { agent?: Agent; plugin: string }>()
+
+/** the agent (undefined: global) and the plugin a listener belongs to */
+export function ownerOf(listener: Listener): { agent?: Agent; plugin: string } {
+  let owner = owners.get(listener)
+  if (!owner) {
+    owner = { agent: agentOf(listener.ctx), plugin: pluginName(listener.ctx) }
+    owners.set(listener, owner)
+  }
+  return owner
+}
+
+const NONE: Listener[] = []
+
+/**
+ * the pipeline's fast path (every call, direct and nested, reads four events): the listeners on `event` that hear
+ * `agent`, filtered with owners read once per listener rather than through cordis' filter on each dispatch
+ */
+export function hotListeners(table: HookTable, event: string, agent: Agent | undefined): Listener[] {
+  const hooks = table[event]
+  if (!hooks?.length) return NONE
+  return hooks.filter((hook) => applies(ownerOf(hook).agent, agent))
+}
+
+// Koishi's session-filter pattern: cordis asks `thisArg[Context.filter](listenerCtx)` for each listener of a dispatch
+class AgentScope {
+  constructor(readonly agent: Agent | undefined) {}
+
+  [Context.filter](ctx: Context) {
+    return applies(agentOf(ctx), this.agent)
+  }
+}
+
+const GLOBAL = new AgentScope(undefined)
+const scopes = new WeakMap<Agent, AgentScope>()
+
+/** the `thisArg` that scopes a cordis dispatch (`ctx.emit(scopeOf(agent), event, ...)`) to the listeners of an agent's chain */
+export function scopeOf(agent: Agent | undefined): AgentScope {
+  if (!agent) return GLOBAL
+  let scope = scopes.get(agent)
+  if (!scope) scopes.set(agent, (scope = new AgentScope(agent)))
+  return scope
+}
+
+/**
+ * the listeners on `event` that hear `agent` (global ones and those of its chain), in order, selected by cordis' own
+ * filter mechanism. callers that need each listener's answer, or must isolate one that throws, loop over these
+ * rather than `ctx.emit(scopeOf(agent), ...)`, which discards answers and stops at the first throw.
+ */
+export function listenersFor(ctx: Context, event: string, agent: Agent | undefined): Listener[] {
+  const hooks = hookTable(ctx)[event]
+  if (!hooks?.length) return NONE
+  return ctx.root.lifecycle.filterHooks(hooks as Hook[], scopeOf(agent)) as Listener[]
+}
+
+/**
+ * `ctx.on(event, callback)` without the argument tracing cordis wraps around every listener (about 4.5 µs per call):
+ * for events whose arguments are plain frozen data. scoped to `ctx`'s agent and disposed with its plugin, like ctx.on.
+ */
+export function addListener(ctx: Context, event: string, callback: (...args: any[]) => any, options: { prepend?: boolean } = {}): () => void {
+  // a function handed to a method through cordis' service proxy arrives wrapped in a tracing proxy of its own
+  const hook = { ctx, callback: untraced(callback), ...options } as unknown as Listener
+  const table = hookTable(ctx)
+  return ctx.effect(() => {
+    const list = (table[event] ??= [])
+    if (options.prepend) list.unshift(hook)
+    else list.push(hook)
+    return () => {
+      const index = list.indexOf(hook)
+      if (index >= 0) list.splice(index, 1)
+    }
+  })
+}
+
+/**
+ * makes a service read the calling plugin's context under `property` rather than as `ctx`: cordis' tracker would
+ * otherwise build a shadow context on every access of `this.ctx` inside the service's methods
+ */
+export function traceCallerAs(service: Service, property: string) {
+  ;(service as unknown as Record<symbol, { property: string }>)[Service.tracker].property = property
+}
+
+/**
+ * the service object behind cordis' tracing proxy. calls on it skip the proxy (about 1 µs each), but also the
+ * caller's identity: use it for hot read and execute paths, never to register things, which must stay tied to the
+ * plugin that registers them.
+ */
+export function untraced<T>(service: T): T {
+  return ((service as Record<symbol, unknown> | undefined)?.[symbols.original] as T | undefined) ?? service
+}
+
+// cordis 3.18's ScopeStatus.PENDING: a load whose required services are not all there yet
+const PENDING = 0
+
+type Fork = { ctx: Context; status: number; error?: unknown; runtime: { inject?: unknown; isReusable?: boolean; status: number } }
+
+/** the required services a pending load still waits for (none when it is not pending) */
+export function waitingFor(fork: Fork): string[] {
+  const scope = fork.runtime.isReusable ? fork : fork.runtime
+  if (scope.status !== PENDING) return []
+  return Object.entries((fork.runtime.inject ?? {}) as Record<string, { required?: boolean }>)
+    .filter(([name, meta]) => meta.required && fork.ctx.get(name) == null)
+    .map(([name]) => name)
+}
+
+/** a plugin load that did not start: its config or apply threw (`error`), or it waits for services (`missing`) */
+export interface FailedLoad {
+  name: string
+  plugin: unknown
+  error?: unknown
+  missing?: string[]
+}
+
+/** the first plugin load that did not start, as cordis' registry records it (call after the loads have settled) */
+export function failedLoad(ctx: Context): FailedLoad | undefined {
+  for (const runtime of ctx.registry.values()) {
+    const name = runtime.name ?? (runtime.plugin as { name?: string })?.name ?? 'anonymous'
+    const failed = runtime.error ? runtime : [...runtime.children].find((fork) => fork.error)
+    if (failed?.error) return { name, plugin: runtime.plugin, error: failed.error }
+    for (const fork of runtime.children) {
+      const missing = waitingFor(fork as unknown as Fork)
+      if (missing.length) return { name, plugin: runtime.plugin, missing }
+    }
+  }
+}
