@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // the `faber` command. exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.
 
 import { existsSync, readFileSync } from 'node:fs'
@@ -405,4 +406,4 @@ async function run() {
 
 // run only as the entry point, not when a test imports main
 const entry = process.argv[1] ?? ''
-if (/(?:^|[\\/])(main\.ts|faber(\.mjs)?)$/.test(entry)) await run()
+if (/(?:^|[\\/])(main\.[jt]s|faber(\.mjs)?)$/.test(entry)) await run()

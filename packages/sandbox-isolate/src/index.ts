@@ -1,3 +1,4 @@
+import { extname } from 'node:path'
 import { SandboxService } from '@faber/sandbox'
 import type { Context } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
@@ -14,7 +15,8 @@ class IsolateSandboxService extends SandboxService {
     super(
       ctx,
       config,
-      { module: new URL('./isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+      // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
+      { module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
       (config) => new IsolateSandbox(config),
     )
   }

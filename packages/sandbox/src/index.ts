@@ -1,3 +1,4 @@
+import { extname } from 'node:path'
 import type { Context } from 'cordis'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
@@ -17,7 +18,8 @@ class WorkerSandboxService extends SandboxService {
     super(
       ctx,
       config,
-      { module: new URL('./worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
+      // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
+      { module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
       (config) => new WorkerSandbox(config),
     )
   }

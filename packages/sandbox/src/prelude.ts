@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
  * the source of the function that builds `tools`, `console` and `ToolCallError` inside a program's realm.
  * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes)` returning `{ start, deliver, refuseImport }`.
  */
-export const preludeSource = readFileSync(new URL('./prelude.js', import.meta.url), 'utf8')
+export const preludeSource = readFileSync(new URL('./prelude-script.js', import.meta.url), 'utf8')
 
 /** the wrapper that makes a program the body of `async function (tools, console)`; compile it with `lineOffset: -1` */
 export const wrapProgram = (code: string) => `(async function (tools, console) {\n${code}\n})`

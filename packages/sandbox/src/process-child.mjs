@@ -1,6 +1,12 @@
 // the entry of a sandbox process (the process-isolated tier): plain js, because node 20 cannot start from a .ts file.
-// it registers tsx's loader, then serves runs over the ipc channel (process-serve.ts).
-import { register } from 'tsx/esm/api'
+// built (dist/), it serves runs over the ipc channel from process-serve.js on plain node; from source it first
+// registers tsx's loader for process-serve.ts.
+import { existsSync } from 'node:fs'
 
-register()
-await import('./process-serve.ts')
+if (existsSync(new URL('./process-serve.js', import.meta.url))) {
+  await import('./process-serve.js')
+} else {
+  const { register } = await import('tsx/esm/api')
+  register()
+  await import('./process-serve.ts')
+}
