@@ -36,14 +36,18 @@ describe('the demo session under @faber/plugin-otel', function () {
 
         const roots = tree(recorder.exporter.getFinishedSpans())
         const keys = [ATTR.step, ATTR.outcome, ATTR.errorCode, ATTR.deniedByPlugin, ATTR.approval]
-        expect(outline(roots, keys)).to.deep.equal([
+        const lines = outline(roots, keys)
+        // the program's first three calls run together (Promise.all): their spans start in whatever order the
+        // pipeline reached them, so that group is compared as a set
+        lines.splice(4, 3, ...lines.slice(4, 7).sort())
+        expect(lines).to.deep.equal([
           'chat scripted [step=1]',
           'execute_tool write [outcome=error error.code=UNKNOWN_TOOL]',
           'chat scripted [step=2]',
           'execute_tool run_code [outcome=ok]',
-          '  execute_tool read [outcome=ok]',
-          '  execute_tool read [outcome=ok]',
           '  execute_tool list [outcome=ok]',
+          '  execute_tool read [outcome=ok]',
+          '  execute_tool read [outcome=ok]',
           '  execute_tool edit [outcome=ok]',
           '  execute_tool edit [outcome=denied error.code=DENIED denied_by.plugin=fs-observation]',
           '  execute_tool read [outcome=ok]',
