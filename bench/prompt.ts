@@ -195,7 +195,11 @@ class CountingModel implements Model {
 
   complete(request: ModelRequest) {
     const tools = JSON.stringify(request.tools.map(({ name, description, parameters }) => ({ type: 'function', function: { name, description, parameters } })))
-    const messages = request.messages.map((m) => `${m.role}: ${m.content}${'toolCalls' in m && m.toolCalls ? JSON.stringify(m.toolCalls) : ''}`)
+    // a tool call as the model wrote it: its name and its arguments, the JSON text it generated (escaping that text
+    // once more, as JSON.stringify of the call would, counts tokens the model never sees)
+    const calls = (m: ModelRequest['messages'][number]) =>
+      'toolCalls' in m && m.toolCalls ? m.toolCalls.map((call) => `\n${call.name} ${call.arguments}`).join('') : ''
+    const messages = request.messages.map((m) => `${m.role}: ${m.content}${calls(m)}`)
     this.requests.push(tokens([tools, ...messages].join('\n')))
     return this.inner.complete(request)
   }

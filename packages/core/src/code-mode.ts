@@ -313,7 +313,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
       return [
         '## How to call tools here',
         `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`const result = await ${example}\`; a direct call of any other tool, wherever it is named, fails with UNKNOWN_TOOL.`,
-        "In a program, `await tools.$search('what you need')` finds tools and `await tools.$describe('name')` gives their full types.",
+        "`tools.$search('what you need')` finds tools; `tools.$describe('name')` gives their full types.",
       ].join('\n')
     },
     sdkSection(agent) {

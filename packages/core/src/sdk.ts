@@ -381,6 +381,7 @@ export const SDK_HELPERS =
  */
 export function renderSdk(tools: readonly SdkTool[]): string {
   const list = sdkTools(tools).map(renderTool)
+  const shared = sharedProperties(list)
   const uses = new Map<string, number>()
   for (const tool of list) {
     for (const text of [tool.args, tool.output]) if (text.includes('\n')) uses.set(text, (uses.get(text) ?? 0) + 1)
@@ -405,7 +406,77 @@ export function renderSdk(tools: readonly SdkTool[]): string {
     const base = pascal(tool.name)
     bindings += member(tool, '  ', nameFor(tool.args, `${base}Args`), nameFor(tool.output, `${base}Output`))
   }
+  for (const alias of shared.aliases) types += alias
   return `${TOOL_CALL_ERROR}\n${types ? `${types}\n` : ''}declare const tools: {\n${SDK_HELPERS}${bindings}}\n`
+}
+
+// a property line as the renderer writes it: `<indent><key><?>: <type> // <doc>`, for a one-line type without quotes
+// or slashes (so neither side can hide the separator)
+const PROPERTY_LINE = /^( +)([A-Za-z_$][\w$]*)(\??): ([^"'/\n]+?) \/\/ (.+)$/gm
+/** a shorter comment costs less written out than named */
+const MIN_SHARED_DOC = 32
+/** names the aliases of shared properties must not take: what programs already see, and TypeScript's own */
+const RESERVED = new Set([
+  'ToolCallError',
+  'Promise',
+  'Record',
+  'Array',
+  'Error',
+  'Object',
+  'String',
+  'Number',
+  'Boolean',
+  'Date',
+  'Map',
+  'Set',
+  'JSON',
+  'Math',
+])
+
+/**
+ * a property documented the same way in several places (a `path` that every file tool takes with the same words) is
+ * declared once as a type alias carrying its comment, and each use names the alias; nothing is dropped, only repeated
+ * words. rewrites the tools' argument and output texts in place and returns the alias declarations, in first-use
+ * order (the tools are sorted, so this is deterministic).
+ */
+function sharedProperties(list: RenderedTool[]): { aliases: string[] } {
+  const seen = new Map<string, { key: string; type: string; doc: string; count: number }>()
+  for (const tool of list) {
+    for (const text of [tool.args, tool.output]) {
+      for (const [, , key, , type, doc] of text.matchAll(PROPERTY_LINE)) {
+        const id = `${type} // ${doc}`
+        const entry = seen.get(id)
+        if (entry) entry.count++
+        else seen.set(id, { key, type, doc, count: 1 })
+      }
+    }
+  }
+  const taken = new Set<string>(RESERVED)
+  for (const tool of list) taken.add(`${pascal(tool.name)}Args`).add(`${pascal(tool.name)}Output`)
+  const alias = new Map<string, string>()
+  const aliases: string[] = []
+  for (const [id, { key, type, doc, count }] of seen) {
+    if (count < 2 || doc.length < MIN_SHARED_DOC) continue
+    let name = pascal(key)
+    for (let n = 2; taken.has(name); n++) name = `${pascal(key)}${n}`
+    const declaration = `type ${name} = ${type} // ${doc}\n`
+    // worth it only where it saves a fifth of the text
+    if (declaration.length + count * name.length > 0.8 * count * id.length) continue
+    taken.add(name)
+    alias.set(id, name)
+    aliases.push(declaration)
+  }
+  if (alias.size === 0) return { aliases }
+  const rewrite = (text: string) =>
+    text.replace(PROPERTY_LINE, (line, indent: string, key: string, optional: string, type: string, doc: string) => {
+      const name = alias.get(`${type} // ${doc}`)
+      return name ? `${indent}${key}${optional}: ${name}` : line
+    })
+  for (const tool of list) {
+    tool.args = rewrite(tool.args)
+    tool.output = rewrite(tool.output)
+  }
+  return { aliases }
 }
 
 /** the complete declarations of these tools, each standing alone (what `tools.$describe` answers) */
@@ -500,9 +571,8 @@ export const ABSENT_GLOBALS = ['setTimeout', 'setInterval', 'fetch', 'require', 
 /** how to use the SDK, for the prompt section that precedes it */
 export function sdkUsage(): string {
   return [
-    'Write the body of an async TypeScript function (top-level `await` and `return` work); call tools as `await tools.<name>(args)`, independent ones together',
-    'with `Promise.all`. A failed call rejects with a `ToolCallError` (`toolName`, `code`, `message`): catch it to recover.',
-    'Only what you `return` or `console.log` comes back, so filter inside the program.',
-    `Globals: these and the JavaScript built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...); no ${ABSENT_GLOBALS.join(', ')} or import.`,
+    'A program is the body of an async TypeScript function: call tools as `await tools.<name>(args)`, independent ones together in `Promise.all`.',
+    'A failed call throws a `ToolCallError`; catch it to recover. Only what you `return` or `console.log` comes back.',
+    `Globals: \`tools\`, \`ToolCallError\`, \`console\` and the built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...); no ${ABSENT_GLOBALS.join(', ')} or import.`,
   ].join('\n')
 }

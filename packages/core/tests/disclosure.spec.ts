@@ -27,7 +27,7 @@ describe('SDK presentation', () => {
     register(ctx, 'fs_write', 'Write a file. Creates it when missing.')
     expect(sdkText(ctx)).to.include('```ts').and.include('fs_read(args: ')
     const small = new Context()
-    small.plugin(ToolRuntime, { mode: 'code', sdkBudget: 250 })
+    small.plugin(ToolRuntime, { mode: 'code', sdkBudget: 200 })
     await small.start()
     register(small, 'fs_read', 'Read a file. Returns its text.')
     register(small, 'fs_write', 'Write a file. Creates it when missing.')

@@ -2,7 +2,7 @@ import { expect } from 'chai'
 import fc from 'fast-check'
 import ts from 'typescript'
 import type { JsonSchema } from '../src/schema.ts'
-import { renderSdk, type SdkTool, schemaToTs, sdkUsage } from '../src/sdk.ts'
+import { describeTools, renderSdk, type SdkTool, schemaToTs, sdkUsage } from '../src/sdk.ts'
 
 const options: ts.CompilerOptions = {
   strict: true,
@@ -270,6 +270,35 @@ describe('renderSdk', () => {
         '',
       ].join('\n'),
     )
+  })
+
+  it('declares a property documented the same way in several tools once, as an alias that keeps its comment', () => {
+    const where = 'a path relative to the workspace root (an absolute path must lie inside the root)'
+    const withPath = (name: string, required: boolean) =>
+      tool(
+        name,
+        {
+          type: 'object',
+          properties: { path: { type: 'string', description: where }, n: { type: 'number', description: 'n' } },
+          required: required ? ['path'] : [],
+        },
+        { type: 'object', properties: { path: { type: 'string', description: where } } },
+        name,
+      )
+    const sdk = renderSdk([withPath('read', true), withPath('list', false), withPath('stat', true)])
+    expect(sdk.split(where)).to.have.length(2)
+    expect(sdk).to.include(`type Path = string // ${where}\n`)
+    expect(sdk)
+      .to.match(/ path: Path\n/)
+      .and.match(/ path\?: Path\n/)
+    // a short comment is cheaper written out than named
+    expect(sdk).to.include(' n?: number // n\n')
+    expect(check(sdk, "const a = await tools.read({ path: 'x', n: 1 })\nconst p: string = a.path ?? ''\nawait tools.list({})")).to.deep.equal([])
+    expect(check(sdk, 'await tools.read({ path: 1, n: 1 })')).to.have.length(1)
+    // what $describe answers stands alone: every comment written out
+    expect(describeTools([withPath('read', true), withPath('list', false)]).split(where)).to.have.length(5)
+    // the same whatever the registration order
+    expect(renderSdk([withPath('stat', true), withPath('read', true), withPath('list', false)])).to.equal(sdk)
   })
 
   it('leaves out run_code', () => {
