@@ -12,6 +12,7 @@ export * from './grants.ts'
 export * as RulesAnswerer from './rules.ts'
 export * as TerminalAnswerer from './terminal.ts'
 export { type AskLine, shareTerminal } from './terminal.ts'
+export { WEB_ANSWERER, type WebAnswer, WebAnswerer, type WebAnswererChange } from './web.ts'
 
 type Awaitable<T> = T | Promise<T>
 

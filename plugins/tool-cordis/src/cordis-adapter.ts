@@ -17,6 +17,8 @@ export interface ScopeNode {
   /** required services that are not there yet, for a pending load */
   waitingFor?: string[]
   reusable: boolean
+  /** the config it was loaded with, as cordis keeps it (schema defaults applied) */
+  config: unknown
   /** the context it was loaded on, to find the agent it belongs to */
   context: Context
   children: ScopeNode[]
@@ -53,6 +55,7 @@ const FAILED = 3
 
 type AnyScope = {
   uid: number | null
+  config?: unknown
   status: number
   error?: unknown
   parent: Context
@@ -102,11 +105,19 @@ export function pluginTree(ctx: Context): ScopeNode {
     if (!runtime.plugin) continue
     for (const fork of runtime.children) forks.push(fork)
   }
-  const rootNode: ScopeNode = { id: 0, name: 'root', state: 'active', reusable: false, context: root, children: [] }
+  const rootNode: ScopeNode = { id: 0, name: 'root', state: 'active', reusable: false, config: undefined, context: root, children: [] }
   for (const fork of forks) {
     const runtime = fork.runtime
     const { state, error } = stateOf(fork)
-    const node: ScopeNode = { id: fork.uid ?? -1, name: runtimeName(runtime), state, reusable: !!runtime.isReusable, context: fork.parent, children: [] }
+    const node: ScopeNode = {
+      id: fork.uid ?? -1,
+      name: runtimeName(runtime),
+      state,
+      reusable: !!runtime.isReusable,
+      config: fork.config,
+      context: fork.parent,
+      children: [],
+    }
     if (error !== undefined) node.error = error
     if (state === 'pending') {
       const missing = Object.entries(runtime.inject ?? {})

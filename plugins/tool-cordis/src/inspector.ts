@@ -6,7 +6,8 @@ import { type Context, Schema, Service } from 'cordis'
 import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
-import { CallTrace, type Clock } from './trace.ts'
+import { CallTrace, type Clock, type TraceObserver } from './trace.ts'
+import { parseListen, serveWebView, type WebView, type WebViewOptions } from './web/server.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -45,9 +46,14 @@ class Records {
     if (this.disposed.length > this.config.maxDisposed) this.disposed.shift()
   }
 
-  report(): Report {
+  report(configs = false): Report {
     const live = new Set(this.tools.agents())
-    return buildReport(this.root, { calls: this.trace.all((agent) => live.has(agent)), disposed: [...this.disposed], tools: (agent) => this.layer(agent) })
+    return buildReport(this.root, {
+      calls: this.trace.all((agent) => live.has(agent)),
+      disposed: [...this.disposed],
+      tools: (agent) => this.layer(agent),
+      configs,
+    })
   }
 
   private layer(agent: Agent | undefined): ToolsReport {
@@ -67,6 +73,8 @@ class Inspector extends Service {
 
   declare ctx: Context
   private records: Records
+  private views = new Set<WebView>()
+  private configured?: WebView
 
   constructor(
     ctx: Context,
@@ -123,9 +131,38 @@ class Inspector extends Service {
     )
   }
 
-  /** the whole report, JSON-serializable; tool views in it are frozen and shared between reports */
-  report(): Report {
-    return this.records.report()
+  /** the whole report, JSON-serializable; tool views in it are frozen and shared between reports. `configs`: with each plugin's config, secrets masked */
+  report(options: { configs?: boolean } = {}): Report {
+    return this.records.report(options.configs)
+  }
+
+  /** told of each call as it reaches policy and as it is recorded; returns the disposer (the web view's stream) */
+  observe(observer: TraceObserver): () => void {
+    return this.records.trace.observe(observer)
+  }
+
+  /** serves the live web view (see the README); closed with the inspector. `config.web` starts one with the inspector */
+  async serve(options: WebViewOptions = {}): Promise<WebView> {
+    const view = await serveWebView(this.ctx, this, options)
+    this.views.add(view)
+    view.closed.then(() => this.views.delete(view))
+    return view
+  }
+
+  /** the web view started by `config.web`, once it listens */
+  get web(): WebView | undefined {
+    return this.configured
+  }
+
+  async start() {
+    const listen = this.config.web?.listen
+    if (!listen) return
+    this.configured = await this.serve({ ...parseListen(listen), token: this.config.web?.token })
+    this.ctx.logger('inspector').info('web view at %s', this.configured.url)
+  }
+
+  async stop() {
+    await Promise.all([...this.views].map((view) => view.close()))
   }
 
   /** one section, narrowed by name; `caller` is the agent name that tools, calls and agent default to */
@@ -144,6 +181,8 @@ namespace Inspector {
     maxDisposed: number
     /** register the cordis_inspect tool */
     tool: boolean
+    /** serve the live web view with the inspector */
+    web?: { listen?: string; token?: string }
     /** for tests: the clock durations and timestamps come from */
     clock?: Clock
   }
@@ -154,6 +193,10 @@ namespace Inspector {
       maxChars: Schema.natural().min(200).default(4000).description('the longest text cordis_inspect returns to the model'),
       maxDisposed: Schema.natural().min(0).default(20).description('recently disposed plugin loads remembered'),
       tool: Schema.boolean().default(true).description('register the cordis_inspect tool'),
+      web: Schema.object({
+        listen: Schema.string().description('[host:]port to serve the live web view on (host 127.0.0.1 unless given; port 0 picks a free one)'),
+        token: Schema.string().description('the token the view requires in its URL; default: none on a loopback host, a random one elsewhere'),
+      }).description('the live web view, served while the inspector runs'),
       clock: Schema.any().hidden(),
     }),
   )

@@ -1,9 +1,10 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, RUN_CODE, type ToolRuntime } from '@faber/core'
+import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, type Json, RUN_CODE, type ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
+import { maskConfig } from './mask.ts'
 import type { CallRecord } from './trace.ts'
 
 export interface PluginReport {
@@ -14,6 +15,8 @@ export interface PluginReport {
   /** the agent whose context it was loaded on */
   agent?: string
   reusable?: boolean
+  /** the config it was loaded with, secrets masked; only in reports built with `configs: true` (the web view's) */
+  config?: Json
   children: PluginReport[]
 }
 
@@ -117,15 +120,18 @@ export interface ReportSources {
   disposed?: DisposedPluginReport[]
   /** the tool view of one layer; the inspector passes one cached per tool-set generation */
   tools?: (agent: Agent | undefined) => ToolsReport
+  /** include each plugin's config, secrets masked */
+  configs?: boolean
 }
 
-function plugin(node: ScopeNode): PluginReport {
-  const report: PluginReport = { name: node.name, state: node.state, children: node.children.map(plugin) }
+function plugin(node: ScopeNode, configs = false): PluginReport {
+  const report: PluginReport = { name: node.name, state: node.state, children: node.children.map((child) => plugin(child, configs)) }
   if (node.error !== undefined) report.error = node.error
   if (node.waitingFor) report.waitingFor = node.waitingFor
   const agent = agentOf(node.context)
   if (agent) report.agent = agent.name
   if (node.reusable) report.reusable = true
+  if (configs && node.config !== undefined) report.config = maskConfig(node.config)
   return report
 }
 
@@ -199,7 +205,7 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
   const tools = untraced(root.get('tools'))
   if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
   const agents = tools.agents()
-  const plugins = plugin(pluginTree(root))
+  const plugins = plugin(pluginTree(root), sources.configs)
   return {
     plugins,
     inactive: inactive(plugins),

@@ -88,10 +88,17 @@ export function preview(value: Json, max: number): string {
   return cut(out, max)
 }
 
+/** told of each call as it reaches policy and as it is recorded (the web view's live stream) */
+export interface TraceObserver {
+  start?(exec: Execution, startedAt: number): void
+  record?(record: CallRecord, exec: Execution): void
+}
+
 export class CallTrace {
   private started = new WeakMap<ExecutionToken, { at: number; wall: number }>()
   private rings = new Map<Agent | undefined, CallRecord[]>()
   private seq = 0
+  private observers = new Set<TraceObserver>()
 
   constructor(
     private size: number,
@@ -100,7 +107,23 @@ export class CallTrace {
 
   /** tools/pre-execute: the call reached policy */
   enter(exec: Execution) {
-    this.started.set(exec.token, { at: this.clock.now(), wall: this.clock.wall() })
+    const start = { at: this.clock.now(), wall: this.clock.wall() }
+    this.started.set(exec.token, start)
+    if (this.observers.size) this.tell((observer) => observer.start?.(exec, start.wall))
+  }
+
+  /** observes calls from now on; returns the disposer. an observer that throws is ignored: the trace only observes */
+  observe(observer: TraceObserver): () => void {
+    this.observers.add(observer)
+    return () => this.observers.delete(observer)
+  }
+
+  private tell(call: (observer: TraceObserver) => void) {
+    for (const observer of this.observers) {
+      try {
+        call(observer)
+      } catch {}
+    }
   }
 
   /** tools/result: every call ends here exactly once */
@@ -139,6 +162,7 @@ export class CallTrace {
     if (!ring) this.rings.set(exec.agent, (ring = []))
     ring.push(record)
     if (ring.length > this.size) ring.splice(0, ring.length - this.size)
+    if (this.observers.size) this.tell((observer) => observer.record?.(record, exec))
   }
 
   /** the recent calls of one agent (undefined: the global layer), oldest first */

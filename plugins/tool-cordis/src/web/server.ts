@@ -1,0 +1,209 @@
+// the web view's HTTP server: the page's static assets (shipped in ../../web, no build step), the report as JSON,
+// the live stream as server-sent events, and answers to waiting approvals. bound to 127.0.0.1 unless told
+// otherwise; bound anywhere else it requires a random token in the URL. every request must name an expected
+// Host (DNS rebinding), and an answer must come from the page's own origin as JSON with the token (CSRF).
+
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { hostname } from 'node:os'
+import type { Context } from 'cordis'
+import type Inspector from '../inspector.ts'
+import { type LiveEvent, LiveFeed } from './live.ts'
+import { webReport } from './view.ts'
+
+export interface WebViewOptions {
+  /** default 127.0.0.1 */
+  host?: string
+  /** default 0: a free port */
+  port?: number
+  /** required in the URL (`?token=`); default: none on a loopback host, a random one elsewhere */
+  token?: string
+}
+
+export interface WebView {
+  /** where to open it, with the token when there is one */
+  url: string
+  host: string
+  port: number
+  token?: string
+  /** settles when the view has closed */
+  closed: Promise<void>
+  close(): Promise<void>
+}
+
+const ASSETS: Record<string, [file: string, type: string]> = {
+  '/': ['index.html', 'text/html; charset=utf-8'],
+  '/app.js': ['app.js', 'text/javascript; charset=utf-8'],
+  '/style.css': ['style.css', 'text/css; charset=utf-8'],
+}
+const ASSET_DIR = new URL('../../web/', import.meta.url)
+const HEADERS = {
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+}
+const MAX_BODY = 4096
+// a page that stops reading the stream is dropped rather than buffered without bound
+const MAX_BACKLOG = 8 * 1024 * 1024
+const HEARTBEAT_MS = 15_000
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|::1)$/i
+const WILDCARD = /^(0\.0\.0\.0|::|)$/
+
+/** `[host:]port` as `faber inspect --web` and `config.web.listen` take it */
+export function parseListen(text: string): { host: string; port: number } {
+  const match = /^(?:(\[[^\]]+\]|[^:[\]]+):)?(\d{1,5})$/.exec(text.trim())
+  const port = Number(match?.[2])
+  if (!match || port > 65535) throw new TypeError(`the web view listens on [HOST:]PORT (e.g. 7070, 127.0.0.1:7070, [::1]:7070), got "${text}"`)
+  return { host: match[1]?.replace(/^\[|\]$/g, '') ?? '127.0.0.1', port }
+}
+
+const bracket = (host: string) => (host.includes(':') ? `[${host}]` : host)
+const digest = (text: string) => createHash('sha256').update(text).digest()
+
+function send(res: ServerResponse, status: number, body: unknown) {
+  res.writeHead(status, { ...HEADERS, 'content-type': 'application/json; charset=utf-8' })
+  res.end(JSON.stringify(body))
+}
+
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => {
+      body += chunk
+      if (body.length > MAX_BODY) {
+        resolve(undefined)
+        req.destroy()
+      }
+    })
+    req.on('end', () => resolve(body))
+    req.on('error', () => resolve(undefined))
+  })
+}
+
+export async function serveWebView(ctx: Context, inspector: Inspector, options: WebViewOptions = {}): Promise<WebView> {
+  const host = options.host ?? '127.0.0.1'
+  const loopback = LOOPBACK.test(host)
+  const wildcard = WILDCARD.test(host)
+  if (options.token !== undefined && !/^[\w-]{16,}$/.test(options.token)) throw new TypeError('the web view token must be at least 16 letters, digits, - or _')
+  const token = options.token ?? (loopback ? undefined : randomBytes(24).toString('base64url'))
+  const assets = new Map(Object.entries(ASSETS).map(([path, [file, type]]) => [path, { body: readFileSync(new URL(file, ASSET_DIR)), type }]))
+  const feed = new LiveFeed(ctx, inspector)
+  const streams = new Set<ServerResponse>()
+  let allowed = new Set<string>()
+
+  const authorized = (url: URL, req: IncomingMessage) => {
+    if (token === undefined) return true
+    const given = url.searchParams.get('token') ?? req.headers['x-faber-token']
+    return typeof given === 'string' && timingSafeEqual(digest(given), digest(token))
+  }
+
+  const stream = (req: IncomingMessage, res: ServerResponse) => {
+    res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' })
+    const write = (type: string, data: unknown) => {
+      res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`)
+      if (res.writableLength > MAX_BACKLOG) res.destroy()
+    }
+    streams.add(res)
+    write('snapshot', { ...feed.snapshot(), answerer: !!feed.answerer() })
+    const off = feed.subscribe((event: LiveEvent) => write(event.type, event))
+    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS)
+    heartbeat.unref()
+    const done = () => {
+      off()
+      clearInterval(heartbeat)
+      streams.delete(res)
+    }
+    req.on('close', done)
+    res.on('close', done)
+  }
+
+  const answer = async (id: string, req: IncomingMessage, res: ServerResponse) => {
+    // a cross-origin page can send a simple POST, never one with this origin, JSON and the token header
+    const origin = req.headers.origin
+    if (origin !== `http://${req.headers.host}`) return send(res, 403, { error: 'answers are accepted from the view itself only (Origin does not match)' })
+    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return send(res, 415, { error: 'send the answer as application/json' })
+    const answerer = feed.answerer()
+    if (!answerer) return send(res, 501, { error: 'this deployment has no web answerer; load @faber/plugin-approval#WebAnswerer to answer from the page' })
+    const text = await readBody(req)
+    let body: { decision?: unknown; remember?: unknown } | undefined
+    try {
+      body = text === undefined ? undefined : JSON.parse(text)
+    } catch {}
+    if (typeof body !== 'object' || body === null) return send(res, 400, { error: `the body is not a JSON object of at most ${MAX_BODY} bytes` })
+    const { decision, remember } = body
+    if (decision !== 'allow' && decision !== 'reject') return send(res, 400, { error: 'decision must be "allow" or "reject"' })
+    if (remember !== undefined && remember !== 'once' && remember !== 'session' && remember !== 'always')
+      return send(res, 400, { error: 'remember must be "once", "session" or "always"' })
+    try {
+      const from = req.socket.remoteAddress
+      const answered = answerer.answer(id, { decision, remember, from: from && bracket(from) })
+      if (!answered) return send(res, 404, { error: `approval ${id} is not waiting for the web answerer (answered, cancelled or timed out already)` })
+      return send(res, 200, { answered: true })
+    } catch (error) {
+      return send(res, 400, { error: error instanceof Error ? error.message : String(error) })
+    }
+  }
+
+  const server = createServer(async (req, res) => {
+    try {
+      const hostHeader = (req.headers.host ?? '').toLowerCase()
+      if (!wildcard && !allowed.has(hostHeader)) return send(res, 403, { error: `unexpected Host "${req.headers.host ?? ''}"` })
+      const url = new URL(req.url ?? '/', 'http://view')
+      const asset = assets.get(url.pathname)
+      if (asset && (req.method === 'GET' || req.method === 'HEAD')) {
+        res.writeHead(200, { ...HEADERS, 'content-type': asset.type })
+        return res.end(req.method === 'HEAD' ? undefined : asset.body)
+      }
+      if (!url.pathname.startsWith('/api/')) return send(res, 404, { error: 'not found' })
+      if (!authorized(url, req)) return send(res, 401, { error: 'this view needs its token: open the URL it printed, with ?token=' })
+      if (req.method === 'GET' && url.pathname === '/api/report') return send(res, 200, webReport(ctx, inspector))
+      if (req.method === 'GET' && url.pathname === '/api/events') return stream(req, res)
+      const approval = /^\/api\/approvals\/([\w-]+)$/.exec(url.pathname)
+      if (approval && req.method === 'POST') return await answer(approval[1], req, res)
+      return send(res, 404, { error: 'not found' })
+    } catch (error) {
+      if (!res.headersSent) send(res, 500, { error: error instanceof Error ? error.message : String(error) })
+      else res.destroy()
+    }
+  })
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  }).catch((error) => {
+    feed.dispose()
+    throw error
+  })
+  const port = (server.address() as AddressInfo).port
+  allowed = new Set(['127.0.0.1', 'localhost', '[::1]', ...(loopback || wildcard ? [] : [bracket(host).toLowerCase()])].map((name) => `${name}:${port}`))
+  const shown = wildcard ? hostname() : bracket(host)
+  const url = `http://${shown}:${port}/${token ? `?token=${token}` : ''}`
+
+  let closing: Promise<void> | undefined
+  let closedResolve!: () => void
+  const closed = new Promise<void>((resolve) => {
+    closedResolve = resolve
+  })
+  const close = () => {
+    closing ??= new Promise<void>((resolve) => {
+      feed.dispose()
+      for (const res of streams) res.destroy()
+      server.close(() => resolve())
+      server.closeAllConnections()
+    }).then(closedResolve)
+    return closing
+  }
+  const view: WebView = { url, host, port, closed, close }
+  if (token) view.token = token
+  return view
+}

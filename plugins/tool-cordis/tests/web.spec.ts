@@ -1,0 +1,221 @@
+// the live web view in a real headless Chromium (Debian's chromium package, driven by playwright-core): the page
+// loads, renders the plugin tree and an agent's tools, shows a call made here with its nested calls and a denial's
+// reason, and an approval answered on the page reaches the waiting call. screenshots go to artifacts/web/.
+
+import { mkdirSync } from 'node:fs'
+import { request } from 'node:http'
+import { resolve } from 'node:path'
+import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import Approval, { type ApprovalDecided, WebAnswerer } from '@faber/plugin-approval'
+import WorkerSandbox from '@faber/sandbox'
+import { expect } from 'chai'
+import { Context } from 'cordis'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import Inspector, { MASK } from '../src/index.ts'
+
+const CHROMIUM = process.env.FABER_CHROMIUM ?? '/usr/bin/chromium'
+const ARTIFACTS = resolve(import.meta.dirname, '../../../artifacts/web')
+// CI machines are slow and shared: wait for the DOM, with room to spare
+const WAIT = 30_000
+
+function tools(ctx: Context) {
+  ctx.tools.register(
+    defineTool({
+      name: 'read',
+      description: 'reads a file (pretend)',
+      parameters: t.object({ path: t.string() }),
+      output: { schema: t.string() },
+      execute: ({ path }) => `contents of ${path}`,
+      isConcurrencySafe: () => true,
+      annotations: { readOnly: true },
+    }),
+  )
+  ctx.tools.register(
+    defineTool({
+      name: 'rm',
+      description: 'removes a file (pretend)',
+      parameters: t.object({ path: t.string() }),
+      output: { schema: t.string() },
+      execute: ({ path }) => `removed ${path}`,
+    }),
+  )
+  ctx.tools.register(
+    defineTool({
+      name: 'deploy',
+      description: 'deploys (pretend)',
+      parameters: t.object({ target: t.string() }),
+      output: { schema: t.string() },
+      execute: ({ target }) => `deployed to ${target}`,
+    }),
+  )
+}
+
+async function deployment() {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'native' })
+  ctx.plugin(WorkerSandbox, { poolSize: 1 })
+  ctx.plugin(Approval, { require: ['deploy'], rules: [] })
+  ctx.plugin(WebAnswerer)
+  ctx.plugin({
+    name: 'safety',
+    inject: ['tools'],
+    apply: (c: Context) => {
+      c.on('tools/pre-execute', (exec) => (exec.name === 'rm' ? { kind: 'deny', reason: 'rm is never allowed here' } : undefined))
+    },
+  })
+  ctx.plugin({
+    name: 'team',
+    inject: ['tools'],
+    Config: undefined,
+    apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
+  })
+  ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
+  ctx.plugin({ name: 'vault', apply: () => {} }, { apiKey: 'sk-very-secret', region: 'eu' })
+  await ctx.start()
+  await assertStarted(ctx)
+  tools(ctx)
+  await ctx.lifecycle.flush()
+  return ctx
+}
+
+const signal = () => new AbortController().signal
+
+function call(ctx: Context, callId: string, name: string, args: unknown, agent = 'coder'): Promise<ToolResult> {
+  return ctx.tools.execute({ callId, name, arguments: args, signal: signal(), agent: ctx.tools.agent(agent) })
+}
+
+function httpStatus(url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<number> {
+  return new Promise((done, fail) => {
+    const req = request(url, { method: options.method ?? 'GET', headers: options.headers }, (res) => {
+      res.resume()
+      done(res.statusCode ?? 0)
+    })
+    req.on('error', fail)
+    req.end(options.body)
+  })
+}
+
+describe('the live web view in Chromium', function () {
+  this.timeout(120_000)
+  let ctx: Context
+  let browser: Browser
+  let page: Page
+  let url: string
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true })
+    ctx = await deployment()
+    url = ctx.inspector.web!.url
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] })
+    page = await browser.newPage({ viewport: { width: 1440, height: 900 } })
+    await page.goto(url)
+    await page.waitForSelector('#status.ok', { timeout: WAIT })
+  })
+
+  after(async () => {
+    await browser?.close()
+    await ctx?.stop()
+  })
+
+  it('renders the plugin tree with states and masked configs', async () => {
+    await page.waitForSelector('#plugins li[data-plugin="inspector"][data-state="active"]', { timeout: WAIT })
+    expect(await page.locator('#plugins li[data-plugin="approval"]').first().getAttribute('data-state')).to.equal('active')
+    const vault = page.locator('#plugins li[data-plugin="vault"]')
+    const config = await vault.locator('details.config pre').textContent()
+    expect(config).to.contain(MASK).and.contain('eu').and.not.contain('sk-very-secret')
+  })
+
+  it("renders an agent's mode, visible tools and wire", async () => {
+    const coder = page.locator('#agents details[data-layer="coder"]')
+    await coder.waitFor({ timeout: WAIT })
+    expect(await coder.locator('summary').first().textContent()).to.contain('mode code')
+    const visible = await coder.locator('ul.visible li').evaluateAll((items) => items.map((li) => li.getAttribute('data-tool')))
+    expect(visible).to.include.members(['read', 'rm', 'deploy', 'run_code', 'cordis_inspect'])
+    expect(await coder.locator('details.wire summary .chip').allTextContents()).to.deep.equal(['run_code'])
+    expect(await coder.locator('details.sdk pre').textContent()).to.contain('declare const tools')
+  })
+
+  it('streams a run_code call with its nested calls, a denial and the source lines', async () => {
+    const program = [
+      "const text = await tools.read({ path: 'a.txt' })",
+      'let refused = ""',
+      'try {',
+      "  await tools.rm({ path: 'a.txt' })",
+      '} catch (error) {',
+      '  refused = error.message',
+      '}',
+      'return { text, refused }',
+    ].join('\n')
+    const result = await call(ctx, 'run-1', 'run_code', { code: program, description: 'read, then try to remove' })
+    expect(result.isError).to.equal(false)
+    const run = page.locator('#calls > details.call[data-call="coder/run-1"].ok')
+    await run.waitFor({ timeout: WAIT })
+    const denied = run.locator('details.call[data-call="coder/run-1/2"].error')
+    await denied.waitFor({ state: 'attached', timeout: WAIT })
+    expect(await run.locator('details.call[data-call="coder/run-1/1"].ok').count()).to.equal(1)
+    await run.locator(':scope > summary').click()
+    await denied.locator(':scope > summary').click()
+    const stages = await denied.locator('table.stages').textContent()
+    expect(stages).to.contain('deny').and.contain('safety').and.contain('rm is never allowed here')
+    // the lines that made the two nested calls are highlighted in the program's source
+    const hits = await run.locator(':scope > .body ol.source li.hit').evaluateAll((items) => items.map((li) => li.getAttribute('data-line')))
+    expect(hits).to.deep.equal(['1', '4'])
+    await page.screenshot({ path: resolve(ARTIFACTS, 'calls.png'), fullPage: true })
+  })
+
+  it('answers an approval from the page, and the waiting call gets it', async () => {
+    const decided: ApprovalDecided[] = []
+    ctx.on('approval/decided', (event) => {
+      decided.push(event)
+    })
+    const program = "return await tools.deploy({ target: 'staging' })"
+    const pending = call(ctx, 'run-2', 'run_code', { code: program, description: 'deploy to staging' })
+    const approval = page.locator('#approvals .approval').filter({ hasText: 'deploy' })
+    const allow = approval.locator('button[data-answer="allow"]')
+    await allow.waitFor({ timeout: WAIT })
+    await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].waiting', { timeout: WAIT })
+    await page.waitForSelector('details.call[data-call="coder/run-2/1"].waiting', { state: 'attached', timeout: WAIT })
+    await page.screenshot({ path: resolve(ARTIFACTS, 'approval.png'), fullPage: true })
+    await allow.focus()
+    await page.keyboard.press('Enter')
+    const result = await pending
+    expect(result.isError).to.equal(false)
+    expect((result as { value: { result: string } }).value.result).to.equal('deployed to staging')
+    expect(decided.map((d) => [d.tool, d.outcome, d.answeredBy])).to.deep.equal([['deploy', 'allowed', 'approval-web']])
+    expect(decided[0].note).to.match(/^answered on the web view from/)
+    await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].ok', { timeout: WAIT })
+    await page.waitForSelector('#approval-count.zero', { timeout: WAIT })
+    await page.screenshot({ path: resolve(ARTIFACTS, 'inspector.png'), fullPage: false })
+  })
+
+  it('refuses a foreign Host, cross-origin answers and answers without JSON', async () => {
+    const { port } = ctx.inspector.web!
+    const api = `http://127.0.0.1:${port}/api/approvals/approval-1`
+    expect(await httpStatus(`http://127.0.0.1:${port}/api/report`, { headers: { host: `evil.example:${port}` } })).to.equal(403)
+    expect(await httpStatus(`http://127.0.0.1:${port}/api/report`)).to.equal(200)
+    const json = { 'content-type': 'application/json' }
+    const body = JSON.stringify({ decision: 'allow' })
+    expect(await httpStatus(api, { method: 'POST', headers: json, body })).to.equal(403)
+    expect(await httpStatus(api, { method: 'POST', headers: { ...json, origin: 'http://evil.example' }, body })).to.equal(403)
+    const origin = `http://127.0.0.1:${port}`
+    expect(await httpStatus(api, { method: 'POST', headers: { 'content-type': 'text/plain', origin }, body })).to.equal(415)
+    expect(await httpStatus(api, { method: 'POST', headers: { ...json, origin }, body })).to.equal(404)
+  })
+
+  it('requires its token when it has one', async () => {
+    const view = await ctx.inspector.serve({ token: 'a-token-of-enough-length' })
+    try {
+      expect(view.url).to.match(/\?token=a-token-of-enough-length$/)
+      const base = `http://127.0.0.1:${view.port}`
+      expect(await httpStatus(`${base}/api/report`)).to.equal(401)
+      expect(await httpStatus(`${base}/api/report?token=wrong-token-of-enough-length`)).to.equal(401)
+      expect(await httpStatus(`${base}/api/report?token=a-token-of-enough-length`)).to.equal(200)
+      const second = await browser.newPage()
+      await second.goto(view.url)
+      await second.waitForSelector('#status.ok', { timeout: WAIT })
+      await second.close()
+    } finally {
+      await view.close()
+    }
+  })
+})
