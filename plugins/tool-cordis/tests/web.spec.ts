@@ -179,8 +179,8 @@ describe('the live web view in Chromium', function () {
     await allow.focus()
     await page.keyboard.press('Enter')
     const result = await pending
-    expect(result.isError).to.equal(false)
-    expect((result as { value: { result: string } }).value.result).to.equal('deployed to staging')
+    if (result.isError) throw new Error(result.content)
+    expect((result.value as { result: string }).result).to.equal('deployed to staging')
     expect(decided.map((d) => [d.tool, d.outcome, d.answeredBy])).to.deep.equal([['deploy', 'allowed', 'approval-web']])
     expect(decided[0].note).to.match(/^answered on the web view from/)
     await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].ok', { timeout: WAIT })
