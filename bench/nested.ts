@@ -26,6 +26,8 @@ const ivm: { Isolate: new (options: { memoryLimit: number }) => Isolate } = crea
 )
 
 const N = 2000
+// NESTED_ONLY=isolate (a part of a row's label) measures only those backends and tiers
+const only = process.env.NESTED_ONLY ?? ''
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const sequential = `for (let i = 0; i < ${N}; i++) await tools.echo({ i })`
 // a program may have 1024 calls waiting at once
@@ -156,6 +158,7 @@ export async function benchNested() {
   console.log('\nthe sandbox alone, the host answering at once (× postMessage round trip)')
   const alone: Record<string, number> = {}
   for (const [label, make] of sandboxes) {
+    if (!label.includes(only)) continue
     const runtime = make()
     const seq = await perCall(runtime, sequential, N)
     const par = await perCall(runtime, parallel, P)
@@ -172,6 +175,7 @@ export async function benchNested() {
   for (const kind of ['worker', 'isolate'] as const) {
     for (const isolation of ['in-process', 'process'] as const) {
       const label = `${kind}, ${isolation === 'process' ? 'process tier' : 'in-process'}`
+      if (!label.includes(only)) continue
       const { ctx, run, startMs } = await deployment(kind, isolation)
       const firstStart = performance.now()
       await run('return 1')

@@ -22,11 +22,19 @@ export interface IsolateSandboxOptions {
   maxConcurrent?: number
   /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerIsolate?: number
+  /**
+   * after its first tool call a program runs on the thread that created the sandbox, so that a reply reaches it
+   * without a thread hand-off: this bounds how long it may compute there at once (a program that passes it ends with
+   * `timeout`). by default only its cpuMs and wallMs bound it; under the process tier that thread is the sandbox
+   * process's, never the host's
+   */
+  sliceMs?: number
 }
 
 interface Slot {
   isolate: ivm.Isolate
   prelude: ivm.Script
+  driver: ivm.Script
   memoryMb: number
   runs: number
   /** V8 ran out of memory outside the limit isolated-vm checks, and its handler parked the isolate's thread for good */
@@ -39,6 +47,21 @@ const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
+// run in each program's context around the prelude: the bridge is a plain call into the host once the program runs on
+// the host's thread (every reply is delivered there, synchronously), and an ignored callback before, on the isolate's
+const driverSource = `(function (onHost, offHost, setup, ...rest) {
+  let host = false
+  const api = setup((kind, a, b, c) => (host ? onHost(kind, a, b, c) : offHost(kind, a, b, c)), ...rest)
+  const { start, deliver } = api
+  return {
+    start: (main) => { start(main) },
+    deliver: (call, ok, text, code) => { host = true; deliver(call, ok, text, code) },
+  }
+})`
+
+const sliceMessage = (sliceMs: number) =>
+  `the program computed for more than ${sliceMs} ms at once after a tool call returned (sliceMs): between tool calls programs run on the host's thread; compute in smaller steps or before the first tool call`
+
 /**
  * a CodeRuntime on isolated-vm: each run gets a fresh context on a warm isolate, one run per isolate at a time.
  * an isolate that hit a limit, was aborted or misbehaved is disposed and replaced, never reused.
@@ -48,6 +71,7 @@ export class IsolateSandbox implements CodeRuntime {
   readonly poolSize: number
   readonly limits: CodeRunLimits
   readonly maxRunsPerIsolate: number
+  readonly sliceMs: number
   /** isolates whose thread V8's out-of-memory handler parked: their memory is lost until the process ends */
   parked = 0
   private gate: Gate
@@ -59,6 +83,7 @@ export class IsolateSandbox implements CodeRuntime {
     this.poolSize = options.poolSize ?? 2
     this.limits = { ...defaultCodeLimits, ...options.limits }
     this.maxRunsPerIsolate = options.maxRunsPerIsolate ?? 200
+    this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
     this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
   }
@@ -101,7 +126,14 @@ export class IsolateSandbox implements CodeRuntime {
     const output = new Output(limits.outputBytes)
     const { logs } = output
     let settled = false
-    let reported = false
+    // what the program reported; it stands once the isolate is idle (nothing of the program still queued)
+    let reported: CodeRunOutcome | undefined
+    // the first stretch (script and start) runs on the isolate's own thread; every later one on this thread
+    let busy = true
+    let stepping = false
+    // calls the program made during a step, dispatched once the step returned; replies that came while it was busy
+    const outbox: [number, string, string][] = []
+    const inbox: unknown[][] = []
     let waiting = 0
     // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
     let waitingBytes = 0
@@ -109,6 +141,8 @@ export class IsolateSandbox implements CodeRuntime {
     let deliver: ivm.Reference | undefined
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
+    let cpuStart = 0n
+    const startedAt = performance.now()
     // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
     const handles: { release(): void }[] = []
     const hold = <T extends { release(): void }>(handle: T) => {
@@ -126,6 +160,7 @@ export class IsolateSandbox implements CodeRuntime {
         request.signal.removeEventListener('abort', onAbort)
         this.running.delete(stop)
         slot.onParked = undefined
+        // disposing from inside a step (a bridge callback) ends the program's execution at once
         if (healthy && this.reusable(slot)) {
           for (const handle of handles) handle.release()
           this.release(slot)
@@ -136,14 +171,9 @@ export class IsolateSandbox implements CodeRuntime {
       }
       const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
       const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs })
-      // what the program reported stands once the isolate is idle: a task queued behind its microtasks has run
       const report = (outcome: CodeRunOutcome) => {
-        if (reported) return
-        reported = true
-        context!.eval('0').then(
-          () => finish(outcome, true),
-          (error) => onRejected(error),
-        )
+        reported = outcome
+        if (!busy && !stepping) finish(outcome, true)
       }
 
       const forward = async (call: number, name: string, json: string) => {
@@ -164,41 +194,74 @@ export class IsolateSandbox implements CodeRuntime {
         }
         if (settled) return
         reply = boundReply(reply, limits, name)
-        const answer = reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code]
-        try {
-          deliver!.applyIgnored(undefined, answer)
-        } catch {}
+        answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
       }
 
-      // the program's only way out: an ignored callback, so the program never waits on the host's thread
-      const bridge = new ivm.Callback(
-        (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-          if (settled || reported) return
-          switch (kind) {
-            case 'call':
-              if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return
-              if (c.length > argumentBytes(limits)) return fail('memory', limitMessages.refused(limits, 'argument'))
-              return void forward(a, b, c)
-            case 'log':
-              if (typeof a === 'string' && !output.log(a)) fail('output-limit', limitMessages.output(limits))
-              return
-            case 'done':
-              if (typeof a !== 'string') return report({ ok: true, logs })
-              if (!output.fits(a)) return fail('output-limit', limitMessages.output(limits))
-              return report({ ok: true, logs, result: a })
-            case 'throw': {
-              const message = typeof a === 'string' ? a : 'the program threw'
-              const at = typeof b === 'number' ? { line: b, column: typeof c === 'number' ? c : undefined } : {}
-              return report({ ok: false, kind: 'exception', message, logs, ...at })
-            }
-            case 'limit':
-              return fail('output-limit', limitMessages.output(limits))
-            case 'memory':
-              return fail('memory', limitMessages.refused(limits, a))
+      // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
+      const answer = (args: unknown[]) => {
+        if (busy || stepping) return void inbox.push(args)
+        step(args)
+        while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+      }
+
+      const step = (args: unknown[]) => {
+        const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
+        const wallLeft = limits.wallMs - (performance.now() - startedAt)
+        const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
+        stepping = true
+        try {
+          deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
+        } catch (error) {
+          stepping = false
+          if (settled) return
+          if (isolate.isDisposed || !/timed out/.test(messageOf(error))) return onRejected(error)
+          if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
+          if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
+          return fail('timeout', sliceMessage(this.sliceMs))
+        }
+        stepping = false
+        idle()
+      }
+
+      // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
+      const idle = () => {
+        if (settled) return
+        if (reported) return finish(reported, true)
+        for (const [call, name, json] of outbox.splice(0)) void forward(call, name, json)
+      }
+
+      const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+        if (settled || reported) return false
+        switch (kind) {
+          case 'call':
+            if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+            if (c.length > argumentBytes(limits)) return void fail('memory', limitMessages.refused(limits, 'argument'))
+            if (stepping) outbox.push([a, b, c])
+            else void forward(a, b, c)
+            return true
+          case 'log':
+            if (typeof a === 'string' && !output.log(a)) fail('output-limit', limitMessages.output(limits))
+            return true
+          case 'done':
+            if (typeof a !== 'string') return void report({ ok: true, logs })
+            if (!output.fits(a)) return void fail('output-limit', limitMessages.output(limits))
+            return void report({ ok: true, logs, result: a })
+          case 'throw': {
+            const message = typeof a === 'string' ? a : 'the program threw'
+            const at = typeof b === 'number' ? { line: b, column: typeof c === 'number' ? c : undefined } : {}
+            return void report({ ok: false, kind: 'exception', message, logs, ...at })
           }
-        },
-        { ignored: true },
-      )
+          case 'limit':
+            return void fail('output-limit', limitMessages.output(limits))
+          case 'memory':
+            return void fail('memory', limitMessages.refused(limits, a))
+        }
+        return false
+      }
+      // the program's only way out. on this thread it is a plain call; from the isolate's thread (the first stretch) an
+      // ignored callback, so the program never waits on the host's thread
+      const onHost = new ivm.Callback(onBridge, { sync: true })
+      const offHost = new ivm.Callback((kind: unknown, a: unknown, b: unknown, c: unknown) => void onBridge(kind, a, b, c), { ignored: true })
 
       const onAbort = () => fail('abort', 'the run was aborted')
       const checkCpu = () => {
@@ -224,8 +287,18 @@ export class IsolateSandbox implements CodeRuntime {
       try {
         context = hold(isolate.createContextSync())
         const setup = hold(slot.prelude.runSync(context, { reference: true }))
-        const args = [bridge, JSON.stringify(request.tools), limits.outputBytes, limits.memoryMb * MB, argumentBytes(limits), maxPendingCalls]
-        const api: ivm.Reference<any> = hold(setup.applySync(undefined, args, { result: { reference: true } }))
+        const args = [
+          onHost,
+          offHost,
+          setup.derefInto(),
+          JSON.stringify(request.tools),
+          limits.outputBytes,
+          limits.memoryMb * MB,
+          argumentBytes(limits),
+          maxPendingCalls,
+        ]
+        const driver = hold(slot.driver.runSync(context, { reference: true }))
+        const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
         start = hold(api.getSync('start', { reference: true }))
         deliver = hold(api.getSync('deliver', { reference: true }))
       } catch (error) {
@@ -244,15 +317,21 @@ export class IsolateSandbox implements CodeRuntime {
       request.signal.addEventListener('abort', onAbort, { once: true })
       this.running.add(stop)
       slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
-      const cpuStart = isolate.cpuTime
+      cpuStart = isolate.cpuTime
       cpuTimer = setTimeout(checkCpu, limits.cpuMs)
       wallTimer = setTimeout(() => fail('timeout', limitMessages.wall(limits)), limits.wallMs)
-      // async throughout: a program can run code while its script is evaluated, and that must not block the host
+      // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
+      // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
       script
         .run(context, { reference: true })
-        .then((main) => start.apply(undefined, [hold(main).derefInto()], { result: { promise: true } }))
-        // the program's outcome arrives through the bridge; this only hears of a dying isolate
-        .then(() => {}, onRejected)
+        .then((main) => start.apply(undefined, [hold(main).derefInto()]))
+        .then(() => context!.eval('0'))
+        .then(() => {
+          busy = false
+          if (settled) return
+          if (reported) return finish(reported, true)
+          while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+        }, onRejected)
     })
   }
 
@@ -268,6 +347,7 @@ export class IsolateSandbox implements CodeRuntime {
     // the program's memoryMb on top of what the prelude and a fresh context take
     slot.isolate = new ivm.Isolate({ memoryLimit: memoryMb + overheadMb, onCatastrophicError })
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
+    slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' })
     return slot
   }
 
