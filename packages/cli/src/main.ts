@@ -32,7 +32,8 @@ Commands:
   demo                      the demo: a code-mode deployment played by a scripted model (no network)
   run <deployment.yml>      compose a deployment file and chat with its model
   chat                      chat with a model given by flags or environment, on the standard deployment
-  inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events
+  inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events;
+                            with --web, a live view of it in the browser
   mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
   grants list|revoke|export|import  the approval grants kept in a deployment's store
 
@@ -84,6 +85,7 @@ Options:
                    one progress line otherwise; piped output always has them)
   --base-url URL   talk to this endpoint instead of the file's model.baseURL (e.g. a local server)
   --model NAME     use this model instead of the file's model.model
+  --web [HOST:]PORT  serve the live web view while it runs (see faber inspect --help)
   --no-color       plain output`,
   chat: `faber chat — chat with a model on the standard deployment (code mode, fs tools on a workspace)
 
@@ -105,17 +107,27 @@ Options:
   --log FILE           a JSONL session log; continued when it exists
   --json               JSON lines instead of the transcript
   --verbose            every nested call on its own lines, also on a terminal
+  --web [HOST:]PORT    serve the live web view while it runs (see faber inspect --help)
   --no-color           plain output`,
   inspect: `faber inspect <deployment.yml> — the inspector's report of a composed deployment
 
-Usage: faber inspect [deployment.yml] [--json]
+Usage: faber inspect [deployment.yml] [--json] [--web [HOST:]PORT] [--token TOKEN]
 
 Composes the deployment (its model is not called) and prints plugins and their state, services and providers,
 tools per agent (visible, wire, mode and its origin, what collapses), and listeners per event.
 
+With --web, the deployment keeps running and its live view is served in the browser until Ctrl-C: plugins with
+their state and config (secrets masked), services, what each agent sees, calls as they happen with their stage
+decisions, and approvals as they wait. To watch a deployment at work, give --web to the command that works it:
+faber run, chat or mcp take the same option.
+
 Options:
-  --json      the report as JSON
-  --no-color  plain output`,
+  --json              the report as JSON
+  --web [HOST:]PORT   serve the live view at http://HOST:PORT/ (HOST defaults to 127.0.0.1; PORT 0 picks a free
+                      port). Bound to any other host it requires a token in the URL, printed with it
+  --token TOKEN       the token the view requires (16+ letters, digits, - or _); default: none on a loopback host,
+                      a random one elsewhere
+  --no-color          plain output`,
   mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio, or streamable HTTP)
 
 Usage: faber mcp [deployment.yml] [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
@@ -130,7 +142,8 @@ Options:
                            127.0.0.1; PORT 0 picks a free port). Each client gets its own session and approvals;
                            requests whose Host or Origin is not the listening host or a loopback name get 403.
   --allow-host NAME        with --http, also accept this host name in Host and Origin (repeatable)
-  --max-message-bytes N    refuse larger messages with a JSON-RPC error (default 4194304)`,
+  --max-message-bytes N    refuse larger messages with a JSON-RPC error (default 4194304)
+  --web [HOST:]PORT        serve the live web view while it serves (its address goes to stderr on stdio)`,
 }
 
 class UsageError extends Error {}
@@ -201,6 +214,47 @@ function parseListen(text: string): { host: string; port: number } {
   return { host: match[1]?.replace(/^\[|\]$/g, '') ?? '127.0.0.1', port }
 }
 
+/** serves the live web view of a deployment when --web asked for one, loading the inspector if the deployment did not */
+async function serveWeb(command: string, deployed: Deployed, values: Values, out: NodeJS.WritableStream = process.stdout) {
+  const listen = values.web
+  if (listen === undefined) {
+    if (values.token !== undefined) throw new UsageError(`faber ${command}: --token only applies with --web`)
+    // the deployment file may serve it itself (the inspector's web.listen): say where, with its token
+    const configured = deployed.ctx.get('inspector')?.web
+    if (configured) out.write(`faber ${command}: the live web view is at ${configured.url}\n`)
+    return configured
+  }
+  const cordis = await import('@faber/plugin-tool-cordis')
+  let where: { host: string; port: number }
+  try {
+    where = cordis.parseListen(String(listen))
+  } catch (error) {
+    throw new UsageError(`faber ${command}: --web: ${(error as Error).message}`)
+  }
+  const { ctx } = deployed
+  if (!ctx.get('inspector')) {
+    ctx.plugin(cordis.default)
+    await ctx.lifecycle.flush()
+  }
+  const inspector = ctx.get('inspector')
+  if (!inspector) throw new Error('the inspector (@faber/plugin-tool-cordis) did not start')
+  let view: Awaited<ReturnType<typeof inspector.serve>>
+  try {
+    view = await inspector.serve({ ...where, token: values.token as string | undefined })
+  } catch (error) {
+    throw new UsageError(`faber ${command}: --web: ${(error as Error).message}`)
+  }
+  out.write(`faber ${command}: the live web view is at ${view.url}\n`)
+  return view
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve)
+    process.once('SIGTERM', resolve)
+  })
+}
+
 async function composeFile(file: string): Promise<Deployed> {
   return composeReported(await loadDeploymentFile(file))
 }
@@ -248,11 +302,14 @@ export async function main(argv: string[]): Promise<number> {
         verbose: { type: 'boolean' },
         'base-url': { type: 'string' },
         model: { type: 'string' },
+        web: { type: 'string' },
+        token: { type: 'string' },
       })
       if (values.help) break
       const spec = await loadDeploymentFile(deploymentArg(command, positionals))
       const deployed = await composeReported(spec)
       try {
+        await serveWeb(command, deployed, values, values.json ? process.stderr : process.stdout)
         const model = createModel(overrideModel(spec, values), spec.source)
         return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) })
       } finally {
@@ -270,6 +327,8 @@ export async function main(argv: string[]): Promise<number> {
         log: { type: 'string' },
         json: { type: 'boolean' },
         verbose: { type: 'boolean' },
+        web: { type: 'string' },
+        token: { type: 'string' },
       })
       if (values.help) break
       if (positionals.length > 1) throw new UsageError(`faber chat: expected at most one deployment file, got ${positionals.length}`)
@@ -306,6 +365,7 @@ export async function main(argv: string[]): Promise<number> {
       }
       const deployed = await composeReported(spec)
       try {
+        await serveWeb(command, deployed, values, values.json ? process.stderr : process.stdout)
         const model = !modelName
           ? createModel(spec.model, spec.source)
           : provider === 'anthropic'
@@ -317,10 +377,19 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     case 'inspect': {
-      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' } })
+      const { values, positionals } = parse(command, rest, { json: { type: 'boolean' }, web: { type: 'string' }, token: { type: 'string' } })
       if (values.help) break
+      if (values.web !== undefined && values.json) throw new UsageError('faber inspect: --json prints the report once; --web serves it live: pick one')
       const deployed = await composeFile(deploymentArg(command, positionals))
       try {
+        const view = await serveWeb(command, deployed, values)
+        if (view) {
+          // the deployment keeps running (its plugins at work, calls and approvals live on the page) until Ctrl-C
+          process.stdout.write('faber inspect: the deployment runs until Ctrl-C\n')
+          await untilSignal()
+          await view.close()
+          return 0
+        }
         const { inspect, renderReport } = await import('@faber/plugin-tool-cordis')
         const report = inspect(deployed.ctx)
         process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReport(report)}\n`)
@@ -335,6 +404,8 @@ export async function main(argv: string[]): Promise<number> {
         http: { type: 'string' },
         'allow-host': { type: 'string', multiple: true },
         'max-message-bytes': { type: 'string' },
+        web: { type: 'string' },
+        token: { type: 'string' },
       })
       if (values.help) break
       const listen = typeof values.http === 'string' ? parseListen(values.http) : undefined
@@ -354,6 +425,8 @@ export async function main(argv: string[]): Promise<number> {
           )
         }
         const agent = named ?? deployed.agent
+        // stdout belongs to the protocol on stdio
+        await serveWeb(command, deployed, values, listen ? process.stdout : process.stderr)
         if (listen) {
           // stdout says where to connect; logs go to stderr as on stdio
           mcp.logsToStderr()
@@ -361,10 +434,7 @@ export async function main(argv: string[]): Promise<number> {
           const allowedHosts = extra.length ? ['localhost', '127.0.0.1', '[::1]', listen.host, ...extra] : undefined
           const serving = await mcp.serveMcpHttp(deployed.ctx, { agent, ...listen, allowedHosts, maxMessageBytes })
           process.stdout.write(`faber mcp: serving over MCP streamable HTTP at ${serving.url} (Ctrl-C stops)\n`)
-          await new Promise<void>((resolve) => {
-            process.once('SIGINT', resolve)
-            process.once('SIGTERM', resolve)
-          })
+          await untilSignal()
           await serving.close()
           return 0
         }

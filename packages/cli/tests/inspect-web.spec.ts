@@ -1,0 +1,74 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { expect } from 'chai'
+import { BIN, faber } from './helpers.ts'
+
+const DEPLOYMENT = `mode: code
+plugins:
+  '@faber/plugin-tools-fs': { root: '\${dir}/ws' }
+  '@faber/plugin-approval': { require: [write] }
+  '@faber/plugin-approval#WebAnswerer': {}
+agents:
+  - name: main
+`
+
+describe('faber inspect --web', function () {
+  this.timeout(60_000)
+  let dir: string
+  let child: ChildProcessWithoutNullStreams
+  let url: string
+  let stderr = ''
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-inspect-web-'))
+    await mkdir(join(dir, 'ws'))
+    await writeFile(join(dir, 'deploy.yml'), DEPLOYMENT)
+    child = spawn(process.execPath, [BIN, 'inspect', join(dir, 'deploy.yml'), '--web', '127.0.0.1:0'], { stdio: ['pipe', 'pipe', 'pipe'] })
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    url = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        const found = /is at (http:\/\/\S+)/.exec(line)
+        if (found) resolve(found[1])
+      })
+      child.on('close', (code) => reject(new Error(`faber inspect --web exited with ${code}: ${stderr}`)))
+    })
+  })
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('serves the page and the report of the running deployment', async () => {
+    expect(url).to.match(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+    const page = await fetch(url)
+    expect(page.status).to.equal(200)
+    expect(await page.text()).to.contain('<title>Faber inspector</title>')
+    const view = (await (await fetch(new URL('api/report', url))).json()) as { report: { agents: { name: string }[] }; answerer: { enabled: boolean } }
+    expect(view.report.agents.map((a) => a.name)).to.deep.equal(['main'])
+    expect(view.answerer.enabled).to.equal(true)
+  })
+
+  it('keeps running until Ctrl-C, then stops cleanly', async () => {
+    const exited = new Promise((resolve) => child.on('close', resolve))
+    child.kill('SIGINT')
+    expect(await exited).to.equal(0)
+  })
+
+  it('rejects a bad --web, --token without --web and --json with --web', async () => {
+    const file = join(dir, 'deploy.yml')
+    const [bad, token, json] = await Promise.all([
+      faber(['inspect', file, '--web', 'nonsense']),
+      faber(['inspect', file, '--token', 'x'.repeat(20)]),
+      faber(['inspect', file, '--web', '0', '--json']),
+    ])
+    expect(bad.code).to.equal(2)
+    expect(bad.stderr).to.include('faber inspect: --web: the web view listens on [HOST:]PORT')
+    expect(token.code).to.equal(2)
+    expect(token.stderr).to.include('--token only applies with --web')
+    expect(json.code).to.equal(2)
+    expect(json.stderr).to.include('pick one')
+  })
+})
