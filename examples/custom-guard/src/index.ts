@@ -2,7 +2,7 @@
 // (a tools/pre-execute denial, before anyone is asked to approve the call), masks them in results
 // (tools/post-execute), and keeps destructive tools away from agents that should not have them (a synchronous guard).
 
-import { type Execution, type Json, strict } from '@faber/core'
+import { defineConfig, type Execution, type Json } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 
 const BUILT_IN: Record<string, string> = {
@@ -39,7 +39,10 @@ export interface Config {
 }
 
 // strict: a misspelt key (`cautous`) stops the plugin from starting instead of silently turning a rule off
-export const Config: Schema<Partial<Config>, Config> = strict(
+/** what a deployer writes: every key optional */
+export type ConfigInput = Partial<Config>
+
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     patterns: Schema.dict(Schema.string()).default({}).description('extra kinds of secret: a label → a regular expression'),
     redact: Schema.boolean().default(true).description('mask secrets found in results'),

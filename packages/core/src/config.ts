@@ -157,3 +157,40 @@ export function strict<S, T>(schema: Schema<S, T>): Schema<S, T> {
   Object.defineProperty(checked, 'uid', { value: schema.uid })
   return checked
 }
+
+// what `defineConfig` compares: the key paths of a type, optionality, null and index signatures set aside
+// (schemastery's output type marks every key required, its input type every key optional, and adds `& Dict`).
+// `Guide` is the schema's side: where the schema says `Schema.any()`, whatever the type has there matches.
+type IsAny<T> = 0 extends 1 & T ? true : false
+type Named<T> = keyof { [K in keyof T as string extends K ? never : K]: 0 }
+type Keys<T, Guide = T> =
+  IsAny<Guide> extends true
+    ? true
+    : T extends (...args: any[]) => unknown
+      ? true
+      : T extends readonly (infer E)[]
+        ? Keys<E, Guide extends readonly (infer G)[] ? G : E>
+        : T extends object
+          ? { [K in Named<T>]-?: Keys<Exclude<T[K], undefined | null>, K extends Named<Guide> ? Exclude<Guide[K & keyof Guide], undefined | null> : T[K]> }
+          : true
+type Same<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false
+type Drift<S, T, Config, Input> = [T] extends [Config]
+  ? [Exclude<Input, undefined>] extends [S]
+    ? Same<Keys<T>, Keys<Config, T>> extends true
+      ? Same<Keys<S>, Keys<Exclude<Input, undefined>, S>> extends true
+        ? unknown
+        : { 'the schema and ConfigInput have different keys': Keys<S> }
+      : { 'the schema and Config have different keys': Keys<T> }
+    : { 'the schema does not accept every ConfigInput': S }
+  : { 'the schema does not produce a Config': T }
+
+/**
+ * a plugin's Config schema, checked against its two types at compile time instead of cast to them: the schema must
+ * produce a `Config`, accept every `ConfigInput`, and have the same keys as both, nested ones included; it is
+ * `strict` too. `export const Config = defineConfig<Config, ConfigInput>()(Schema.object({ … }))`
+ */
+export function defineConfig<Config, Input = Partial<Config>>() {
+  return <S, T>(schema: Schema<S, T> & Drift<S, T, Config, Input>): Schema<Input, Config> =>
+    // the checks above are what make this assertion sound
+    strict(schema) as unknown as Schema<Input, Config>
+}

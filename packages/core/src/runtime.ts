@@ -7,7 +7,7 @@ import { Catalog } from './catalog.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { strict } from './config.ts'
+import { defineConfig } from './config.ts'
 import { addListener, hookTable, type Listener, pluginName, traceCallerAs, untraced } from './cordis.ts'
 import { type Json, snapshot } from './json.ts'
 import { Pipeline } from './pipeline.ts'
@@ -170,7 +170,7 @@ class ToolRuntime extends Service {
   declare config: ToolRuntime.Config
   private deadlines: { preExecuteMs: number; approvalMs: number }
 
-  constructor(ctx: Context, config: ToolRuntime.Input = {}) {
+  constructor(ctx: Context, config: ToolRuntime.ConfigInput = {}) {
     super(ctx, 'tools', true)
     this.config = ToolRuntime.Config(config)
     this.deadlines = { preExecuteMs: this.config.preExecuteTimeoutMs, approvalMs: this.config.approvalTimeoutMs }
@@ -590,11 +590,11 @@ namespace ToolRuntime {
   }
 
   /** what a deployer writes: every key optional, limits partial */
-  export type Input = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
+  export type ConfigInput = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
 
   export const SDK_BUDGET = 6000
 
-  export const Config: Schema<Input, Config> = strict(
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       mode: Schema.union(['native', 'code', 'both'] as const)
         .default('native')

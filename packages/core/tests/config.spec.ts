@@ -1,4 +1,4 @@
-import ToolRuntime, { assertStarted, ConfigKeyError, nearestKey, strict } from '@faber/core'
+import ToolRuntime, { assertStarted, ConfigKeyError, defineConfig, nearestKey, strict } from '@faber/core'
 import { expect } from 'chai'
 import { Context, Schema } from 'cordis'
 import './helpers.ts'
@@ -79,5 +79,33 @@ describe('strict configuration', () => {
     )
     expect(error?.message).to.equal('plugin "ToolRuntime" failed to start: `codeLimits.cpuMS`: unknown key; did you mean `cpuMs`?')
     expect(ctx.get('tools')).to.equal(undefined)
+  })
+})
+
+describe('defineConfig: a schema checked against its types', () => {
+  interface Config {
+    limit: number
+    rules: { tool: string; reason?: string }[]
+    stream?: unknown
+  }
+  type ConfigInput = { limit?: number; rules?: { tool: string; reason?: string }[]; stream?: unknown }
+  const rules = Schema.array(Schema.object({ tool: Schema.string().required(), reason: Schema.string() })).default([])
+
+  it('accepts a schema that matches, and is strict', () => {
+    const Config = defineConfig<Config, ConfigInput>()(Schema.object({ limit: Schema.natural().default(3), rules, stream: Schema.any() }))
+    expect(Config({})).to.deep.equal({ limit: 3, rules: [] })
+    expect(rejection(() => Config({ limt: 1 } as ConfigInput))).to.be.instanceOf(ConfigKeyError)
+  })
+
+  it('rejects drift at compile time: a key only in the schema, only in the type, or of another type', () => {
+    const extra = Schema.array(Schema.object({ tool: Schema.string(), reason: Schema.string(), extra: Schema.string() }))
+    // @ts-expect-error a nested key the types do not have
+    defineConfig<Config, ConfigInput>()(Schema.object({ limit: Schema.natural(), rules: extra, stream: Schema.any() }))
+    // @ts-expect-error `limit` is missing from the schema
+    defineConfig<Config, ConfigInput>()(Schema.object({ rules, stream: Schema.any() }))
+    // @ts-expect-error `limit` is a string in the schema
+    defineConfig<Config, ConfigInput>()(Schema.object({ limit: Schema.string(), rules, stream: Schema.any() }))
+    // @ts-expect-error the input type has a key the schema does not
+    defineConfig<Config, ConfigInput & { more?: boolean }>()(Schema.object({ limit: Schema.natural(), rules, stream: Schema.any() }))
   })
 })

@@ -11,7 +11,7 @@ class IsolateSandboxService extends SandboxService {
   readonly backend = 'isolated-vm'
   static Config = SandboxService.Config
 
-  constructor(ctx: Context, config: SandboxService.Input = {}) {
+  constructor(ctx: Context, config: SandboxService.ConfigInput = {}) {
     super(
       ctx,
       config,

@@ -14,7 +14,7 @@ class WorkerSandboxService extends SandboxService {
   readonly backend = 'worker-vm'
   static Config = SandboxService.Config
 
-  constructor(ctx: Context, config: SandboxService.Input = {}) {
+  constructor(ctx: Context, config: SandboxService.ConfigInput = {}) {
     super(
       ctx,
       config,

@@ -1,6 +1,6 @@
 // the Cordis face shared by the sandbox backends: a service at `ctx.codeRuntime` around a pool that is closed with it
 
-import { strict } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { defaultMaxConcurrent } from './gate.ts'
 import { ProcessSandbox } from './process-sandbox.ts'
@@ -28,7 +28,7 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
    * `backend` names the in-process class the sandbox process runs under `isolation: process`; `create` makes it
    * directly under `isolation: in-process`
    */
-  constructor(ctx: Context, config: SandboxService.Input, backend: ProcessBackend, create: (config: SandboxService.Config) => P) {
+  constructor(ctx: Context, config: SandboxService.ConfigInput, backend: ProcessBackend, create: (config: SandboxService.Config) => P) {
     super(ctx, 'codeRuntime', true)
     this.config = SandboxService.Config(config)
     this.sandbox = this.config.isolation === 'process' ? (new ProcessSandbox({ ...this.config, backend }) as Pool as P) : create(this.config)
@@ -59,7 +59,7 @@ export namespace SandboxService {
   }
 
   /** what a deployer writes: every key optional, limits partial */
-  export type Input = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
+  export type ConfigInput = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
 
   export const Limits: Schema<Partial<CodeRunLimits>, CodeRunLimits> = Schema.object({
     cpuMs: Schema.natural().min(1).default(defaultCodeLimits.cpuMs).description('compute budget in ms; time spent awaiting tools does not count'),
@@ -68,7 +68,7 @@ export namespace SandboxService {
     outputBytes: Schema.natural().min(1).default(defaultCodeLimits.outputBytes).description('budget for printed output plus the JSON of the result'),
   })
 
-  export const Config: Schema<Input, Config> = strict(
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       isolation: Schema.union(['process', 'in-process'] as const)
         .default('process')

@@ -2,7 +2,7 @@
 // restarts (approval's grants, fs-observation's record of reads) use it when it is loaded; where the file lives
 // is this plugin's config, so a deployment names it once.
 
-import { strict } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Store } from './store.ts'
 
@@ -37,12 +37,12 @@ namespace DeploymentStore {
     busyTimeout: number
   }
 
-  export interface Input {
+  export interface ConfigInput {
     path: string
     busyTimeout?: number
   }
 
-  export const Config: Schema<Input, Config> = strict(
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       path: Schema.string().required().description('the SQLite database file; created with its directory when missing'),
       busyTimeout: Schema.natural().default(5000).description("ms a write waits for another process's transaction before failing"),

@@ -1,5 +1,5 @@
 import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution, Json } from '@faber/core'
-import { listenersFor, RUN_CODE, strict } from '@faber/core'
+import { defineConfig, listenersFor, RUN_CODE } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker, type ListenersFor } from './broker.ts'
 import { type ElicitationRequest, type ElicitationResult, Elicitor } from './elicit.ts'
@@ -160,7 +160,7 @@ namespace Approval {
     elicitationTimeoutMs: number
   }
 
-  export interface Input {
+  export interface ConfigInput {
     policy?: 'ask' | 'never' | 'auto'
     require?: string[]
     except?: string[]
@@ -170,7 +170,7 @@ namespace Approval {
     elicitationTimeoutMs?: number
   }
 
-  export const Config: Schema<Input, Config> = strict(
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       policy: Schema.union(['ask', 'never', 'auto'] as const)
         .default('ask')

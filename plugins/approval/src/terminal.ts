@@ -4,7 +4,7 @@
 // reader with `shareTerminal`, so the answer is read there and never reaches the program as input of its own.
 
 import type { Readable, Writable } from 'node:stream'
-import { strict } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import type { ElicitationAnswer, ElicitationContent, ElicitationField, ElicitationQuery } from './elicit.ts'
 import { fieldProblem } from './elicit.ts'
@@ -94,7 +94,10 @@ export interface Config {
   maxProgramLines: number
 }
 
-export const Config: Schema<Partial<Config>, Config> = strict(
+/** what a deployer writes: every key optional */
+export type ConfigInput = Partial<Config>
+
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     input: Schema.any().description('a readable stream; process.stdin by default'),
     output: Schema.any().description('a writable stream; process.stdout by default'),

@@ -18,7 +18,7 @@ afterEach(async () => {
   for (const ctx of started.splice(0)) await ctx.stop()
 })
 
-async function deployment(config: Approval.Input | undefined, options: { mode?: Mode; sandbox?: boolean; store?: string } = {}) {
+async function deployment(config: Approval.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean; store?: string } = {}) {
   const ctx = new Context()
   started.push(ctx)
   ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
@@ -556,7 +556,7 @@ describe('approval: the terminal answerer', () => {
   beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-terminal-'))))
   afterEach(() => rm(dir, { recursive: true, force: true }))
 
-  async function withTerminal(config: Approval.Input = {}, tty = true, store?: string) {
+  async function withTerminal(config: Approval.ConfigInput = {}, tty = true, store?: string) {
     const ctx = await deployment(config, { store })
     const term = terminal(tty)
     ctx.plugin(TerminalAnswerer, { input: term.input, output: term.output })

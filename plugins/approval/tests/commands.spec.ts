@@ -165,7 +165,7 @@ describe('approval: command rules and grants on a shell tool', () => {
     for (const ctx of started.splice(0)) await ctx.stop()
   })
 
-  async function deployment(config: Approval.Input) {
+  async function deployment(config: Approval.ConfigInput) {
     const ctx = new Context()
     started.push(ctx)
     ctx.plugin(ToolRuntime, { mode: 'native' })
@@ -193,7 +193,7 @@ describe('approval: command rules and grants on a shell tool', () => {
     return { ctx, runs, call }
   }
 
-  const RULES: Approval.Input['rules'] = [
+  const RULES: Approval.ConfigInput['rules'] = [
     { tool: 'bash', command: 'npm test', decision: 'allow' },
     { tool: 'bash', command: 'git status', decision: 'allow' },
     { tool: 'bash', command: 'git diff *', decision: 'allow' },

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto'
 import { readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { type Agent, agentOf, type Execution, type PreDecision, strict } from '@faber/core'
+import { type Agent, agentOf, defineConfig, type Execution, type PreDecision } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { ABSENT, Observations, pathKey } from './observations.ts'
 import { SavedObservations } from './saved.ts'
@@ -68,7 +68,7 @@ export interface Config {
 /** what a deployer writes: every key optional */
 export type ConfigInput = { tools?: Partial<Config['tools']>; pathArgument?: string; root?: string; checkBeforeApproval?: boolean } | undefined
 
-export const Config: Schema<ConfigInput, Config> = strict(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     tools: Schema.object({
       read: Schema.array(Schema.string()).default(['read']).description('tools whose results record an observation (path and version)'),

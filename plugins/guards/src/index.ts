@@ -1,4 +1,4 @@
-import { type Agent, canonicalJson, type Execution, type ExecutionToken, type Json, RUN_CODE, strict } from '@faber/core'
+import { type Agent, canonicalJson, defineConfig, type Execution, type ExecutionToken, type Json, RUN_CODE } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { Breaker } from './breaker.ts'
 import { type JsonPath, parseJsonPath, selectJson } from './json-path.ts'
@@ -155,7 +155,7 @@ export interface Config {
 }
 
 /** what a deployer writes: everything optional but a deny rule's reason and a path rule's roots */
-export interface Input {
+export interface ConfigInput {
   deny?: { name?: string; tools?: string[]; argument?: string; pattern?: string; flags?: string; reason: string }[]
   paths?: { name?: string; tools?: string[]; arguments?: string[]; roots: string[]; base?: string; reason?: string }[]
   breaker?: { remindAfter?: number; blockAfter?: number }
@@ -165,7 +165,7 @@ export interface Input {
 
 const tools = (what: string) => Schema.array(Schema.string()).default(['*']).description(`tool-name patterns (* and ? globs) ${what}`)
 
-export const Config: Schema<Input, Config> = strict(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     deny: Schema.array(
       Schema.object({

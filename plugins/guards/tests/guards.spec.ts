@@ -22,7 +22,7 @@ Logger.levels.base = 0
 
 const started: Context[] = []
 
-async function deployment(config: Guards.Input | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
+async function deployment(config: Guards.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
   const ctx = new Context()
   started.push(ctx)
   ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })

@@ -2,11 +2,11 @@
 
 import {
   type Agent,
+  defineConfig,
   type Execution,
   errorResult,
   type Json,
   type JsonSchema,
-  strict,
   type ToolAnnotations,
   type ToolDefinition,
   ToolResultError,
@@ -493,7 +493,7 @@ export interface McpRestart {
 export declare namespace McpClient {
   type Server = McpClientServer & { timeoutMs: number; connectTimeoutMs: number }
   /** what a deployer writes: every key optional */
-  interface Input {
+  interface ConfigInput {
     servers?: McpClientServer[]
     restart?: Partial<McpRestart>
     concurrentReadOnly?: boolean
@@ -517,7 +517,7 @@ const ServerSchema = Schema.object({
   connectTimeoutMs: Schema.natural().min(1).default(30000),
 })
 
-export const Config: Schema<McpClient.Input, McpClient.Config> = strict(
+export const Config = defineConfig<McpClient.Config, McpClient.ConfigInput>()(
   Schema.object({
     servers: Schema.array(ServerSchema).default([]),
     restart: Schema.object({
@@ -530,7 +530,7 @@ export const Config: Schema<McpClient.Input, McpClient.Config> = strict(
   }),
 )
 
-export async function apply(ctx: Context, input: McpClient.Input = {}) {
+export async function apply(ctx: Context, input: McpClient.ConfigInput = {}) {
   const config = Config(input)
   const logger = ctx.logger('mcp')
   const names = new Set<string>()

@@ -3,7 +3,7 @@
 // SDK and the exporter (or none: then the API's no-op tracer makes this plugin nearly free).
 
 import type { ModelRequestInfo, ModelResponseInfo } from '@faber/agent'
-import { type Execution, type ExecutionToken, RUN_CODE, strict, type ToolResult } from '@faber/core'
+import { defineConfig, type Execution, type ExecutionToken, RUN_CODE, type ToolResult } from '@faber/core'
 import { type Attributes, context, type Context as OtelContext, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
 import { type Context, Schema } from 'cordis'
 
@@ -16,13 +16,13 @@ export interface Config {
   stageEvents: boolean
 }
 
-export interface Input {
+export interface ConfigInput {
   tracerName?: string
   modelRequests?: boolean
   stageEvents?: boolean
 }
 
-export const Config: Schema<Input, Config> = strict(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     tracerName: Schema.string().default('@faber/plugin-otel').description('the instrumentation scope the spans are recorded under'),
     modelRequests: Schema.boolean().default(true).description('a span per model request of the agent loop (@faber/agent)'),

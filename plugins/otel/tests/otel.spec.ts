@@ -28,7 +28,7 @@ const remove = defineTool({
   execute: () => ({}),
 })
 
-async function deployment(otel: Otel.Input = {}) {
+async function deployment(otel: Otel.ConfigInput = {}) {
   const ctx = new Context()
   ctx.plugin(ToolRuntime, { mode: 'code' })
   ctx.plugin(Guards, { deny: [{ name: 'no-removal', tools: ['remove'], reason: 'Files are not removed here.' }] })

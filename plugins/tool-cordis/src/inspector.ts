@@ -1,7 +1,7 @@
 // the inspector service (`ctx.inspector`): records the call trace and disposals, builds the report on
 // demand, and registers the `cordis_inspect` tool. it observes only: its pre-execute listener abstains.
 
-import { type Agent, agentOf, defineTool, type Execution, type Json, strict, type ToolResult, type ToolRuntime, t } from '@faber/core'
+import { type Agent, agentOf, defineConfig, defineTool, type Execution, type Json, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
@@ -187,7 +187,10 @@ namespace Inspector {
     clock?: Clock
   }
 
-  export const Config: Schema<Partial<Config>, Config> = strict(
+  /** what a deployer writes: every key optional */
+  export type ConfigInput = Partial<Config>
+
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       maxCalls: Schema.natural().min(1).default(50).description('recent calls kept per agent (and for the global layer)'),
       maxChars: Schema.natural().min(200).default(4000).description('the longest text cordis_inspect returns to the model'),

@@ -1,7 +1,7 @@
 // @faber/plugin-tools-fs: read / write / edit / list / glob / grep over one workspace root.
 
 import type { Execution } from '@faber/core'
-import { strict } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { type FsLimits, fsTools } from './tools.ts'
 import { Workspace } from './workspace.ts'
@@ -34,7 +34,7 @@ export interface Config extends FsLimits {
 /** what a deployer writes: the root, and any limits to change */
 export type ConfigInput = { root: string; ignore?: string[] } & Partial<Omit<FsLimits, 'ignore'>>
 
-export const Config: Schema<ConfigInput, Config> = strict(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     root: Schema.string().required().description('the workspace directory every path resolves inside'),
     maxFileBytes: Schema.natural()

@@ -3,7 +3,7 @@
 
 import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { type Agent, strict } from '@faber/core'
+import { type Agent, defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { bwrapArgs, findCgroups, probeBubblewrap, type SandboxConfig } from './confine.ts'
 import { shellTools } from './tools.ts'
@@ -59,7 +59,7 @@ const ENV = {
   set: {} as Record<string, string>,
 }
 
-export const Config: Schema<ConfigInput, Config> = strict(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     root: Schema.string().required().description('the workspace directory commands run in'),
     name: Schema.string().default('bash').description('the tool name; the job tools are <name>_output and <name>_stop'),

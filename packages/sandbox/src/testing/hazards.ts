@@ -462,7 +462,7 @@ const none = async (): Promise<BridgeReply> => ({ ok: false, message: 'none' })
 export function describePool(
   name: string,
   makePool: (poolSize: number, maxConcurrent?: number) => ClosableRuntime,
-  Service: new (ctx: Context, config?: SandboxService.Input) => SandboxService,
+  Service: new (ctx: Context, config?: SandboxService.ConfigInput) => SandboxService,
 ) {
   describe(`${name}: pool`, () => {
     it('serves overlapping runs beyond the pool size', async () => {
