@@ -175,6 +175,8 @@ describe('the live web view in Chromium', function () {
     await allow.waitFor({ timeout: WAIT })
     await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].waiting', { timeout: WAIT })
     await page.waitForSelector('details.call[data-call="coder/run-2/1"].waiting', { state: 'attached', timeout: WAIT })
+    // the README's picture: a program's nested calls and their denial, and an approval waiting to be answered
+    await page.screenshot({ path: resolve(ARTIFACTS, 'web-view.png') })
     await page.screenshot({ path: resolve(ARTIFACTS, 'approval.png'), fullPage: true })
     await allow.focus()
     await page.keyboard.press('Enter')
@@ -186,6 +188,21 @@ describe('the live web view in Chromium', function () {
     await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].ok', { timeout: WAIT })
     await page.waitForSelector('#approval-count.zero', { timeout: WAIT })
     await page.screenshot({ path: resolve(ARTIFACTS, 'inspector.png'), fullPage: false })
+  })
+
+  it('follows changes of the tool set', async () => {
+    const added = ctx.tools.register(
+      defineTool({
+        name: 'lint',
+        description: 'lints (pretend)',
+        parameters: t.object({}),
+        output: { schema: t.string() },
+        execute: () => 'clean',
+      }),
+    )
+    await page.waitForSelector('#agents details[data-layer="coder"] li[data-tool="lint"]', { timeout: WAIT })
+    added()
+    await page.waitForSelector('#agents details[data-layer="coder"] li[data-tool="lint"]', { state: 'detached', timeout: WAIT })
   })
 
   it('refuses a foreign Host, cross-origin answers and answers without JSON', async () => {

@@ -41,6 +41,7 @@ async function loadReport() {
   report = await res.json()
   renderPlugins(report.report)
   renderServices(report.report)
+  renderEvents(report.report)
   renderAgents(report)
   renderAnswerer(report.answerer)
 }
@@ -123,6 +124,31 @@ function renderServices(r) {
                 .filter(Boolean)
                 .join('; '),
             ),
+          ),
+        ),
+      ),
+    ),
+  )
+}
+
+function renderEvents(r) {
+  // cordis' own internal/* events are noise for an operator
+  const events = r.events.filter((e) => !e.event.startsWith('internal/'))
+  $('events').replaceChildren(
+    h(
+      'details',
+      {},
+      h('summary', { class: 'muted' }, `${events.length} events, in dispatch order`),
+      h(
+        'ul',
+        {},
+        events.map((e) =>
+          h(
+            'li',
+            { 'data-event': e.event },
+            h('span', { class: 'mono' }, e.event),
+            ': ',
+            e.listeners.map((l) => `${l.plugin}${l.agent ? ` (agent ${l.agent})` : ''}${l.prepend ? ' (prepended)' : ''}`).join(', '),
           ),
         ),
       ),
