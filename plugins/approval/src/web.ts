@@ -3,7 +3,7 @@
 // ordinary answerer, so the service audits its answers like any other (`approval/decided` with answeredBy
 // `approval-web`). the view finds it as the `approvalWeb` service.
 
-import { strict } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import type { GrantScope } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
@@ -105,7 +105,10 @@ namespace WebAnswerer {
     remember: ('session' | 'always')[]
   }
 
-  export const Config: Schema<Partial<Config>, Config> = strict(
+  /** what a deployer writes: every key optional */
+  export type ConfigInput = Partial<Config>
+
+  export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       remember: Schema.array(Schema.union(['session', 'always'] as const))
         .default(['session'])

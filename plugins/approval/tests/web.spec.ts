@@ -77,7 +77,7 @@ describe('the web answerer', () => {
     pending = deploy(ctx)
     ctx.approvalWeb.answer(await held, { decision: 'allow', remember: 'session' })
     expect((await pending).isError).to.equal(false)
-    expect(ctx.approval.grants().map((grant) => [grant.tool, grant.scope, grant.by])).to.deep.equal([['deploy', 'session', WEB_ANSWERER]])
+    expect((ctx.approval as Approval).grants().map((grant) => [grant.tool, grant.scope, grant.by])).to.deep.equal([['deploy', 'session', WEB_ANSWERER]])
     await ctx.stop()
   })
 
