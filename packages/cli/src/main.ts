@@ -20,6 +20,7 @@ import {
   readDeployment,
 } from './deployment.ts'
 import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
+import { McpLoginUsageError, mcpLogin } from './mcp-login.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, type Style } from './style.ts'
 
@@ -35,6 +36,7 @@ Commands:
   inspect <deployment.yml>  the deployment's inspector report: plugins, services, tools per agent, events;
                             with --web, a live view of it in the browser
   mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
+  mcp login|logout <server> OAuth for a server the deployment imports: sign in, keep the tokens in its store
   grants list|revoke|export|import  the approval grants kept in a deployment's store
 
 run, chat, inspect and mcp without a file use ./faber.yml, else ./faber.yaml.
@@ -131,6 +133,8 @@ Options:
   mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio, or streamable HTTP)
 
 Usage: faber mcp [deployment.yml] [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
+       faber mcp login <server> [deployment.yml] [--fresh]
+       faber mcp logout <server> [deployment.yml]
 
 tools/list is exactly what the agent is shown (under code mode: run_code with the SDK); tools/call runs through
 the whole pipeline, so every policy applies.
@@ -143,7 +147,12 @@ Options:
                            requests whose Host or Origin is not the listening host or a loopback name get 403.
   --allow-host NAME        with --http, also accept this host name in Host and Origin (repeatable)
   --max-message-bytes N    refuse larger messages with a JSON-RPC error (default 4194304)
-  --web [HOST:]PORT        serve the live web view while it serves (its address goes to stderr on stdio)`,
+  --web [HOST:]PORT        serve the live web view while it serves (its address goes to stderr on stdio)
+
+login connects to one imported server (a url server with auth) on its own: it prints the URL to open, waits for
+the browser to come back to a callback on 127.0.0.1, and keeps the OAuth client and tokens in the deployment's
+store ('@faber/store'), where later runs use and refresh them. --fresh forgets what is kept first (another
+account, a larger scope). logout forgets them. Tokens are never printed, only masked.`,
 }
 
 class UsageError extends Error {}
@@ -406,8 +415,14 @@ export async function main(argv: string[]): Promise<number> {
         'max-message-bytes': { type: 'string' },
         web: { type: 'string' },
         token: { type: 'string' },
+        fresh: { type: 'boolean' },
       })
       if (values.help) break
+      if (positionals[0] === 'login' || positionals[0] === 'logout') {
+        const [action, server, ...files] = positionals as ['login' | 'logout', string | undefined, ...string[]]
+        return mcpLogin(action, server, deploymentArg(`mcp ${action}`, files), { fresh: Boolean(values.fresh) })
+      }
+      if (values.fresh) throw new UsageError('faber mcp: --fresh only applies to faber mcp login')
       const listen = typeof values.http === 'string' ? parseListen(values.http) : undefined
       const maxMessageBytes = values['max-message-bytes'] === undefined ? undefined : Number(values['max-message-bytes'])
       if (maxMessageBytes !== undefined && !(Number.isSafeInteger(maxMessageBytes) && maxMessageBytes > 0))
@@ -462,7 +477,7 @@ async function run() {
   try {
     code = await main(argv.filter((a) => a !== '--debug'))
   } catch (error) {
-    const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError
+    const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError || error instanceof McpLoginUsageError
     const message = error instanceof Error ? error.message : String(error)
     if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
     else if (known) process.stderr.write(`${message}\n`)

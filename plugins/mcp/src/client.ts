@@ -11,6 +11,7 @@ import {
   type ToolDefinition,
   ToolResultError,
 } from '@faber/core'
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -26,6 +27,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { type Context, type Logger, Schema } from 'cordis'
 import { renderContent } from './content.ts'
+import { AuthorizationRequired, type McpAuth, memoryRecord, OAuthCallback, OAuthTable, StoredOAuthProvider } from './oauth.ts'
 import { importSchema } from './schema.ts'
 
 export type ServerState = 'connecting' | 'ready' | 'restarting' | 'failed' | 'closed'
@@ -47,6 +49,8 @@ declare module 'cordis' {
   interface Events {
     /** a configured MCP server changed state or its tool set */
     'mcp/status'(status: McpStatus): void
+    /** a server with `auth.interactive` needs a person to open `url` and authorize; the callback waits for them */
+    'mcp/authorize'(request: { server: string; url: string }): void
   }
 }
 
@@ -67,6 +71,8 @@ interface InFlight {
 
 // longer than any budget; the SDK's own request timeout would fire while a person answers a form
 const NO_SDK_TIMEOUT = 2 ** 31 - 1
+// authorizations in a row for one request: the first grant, a step-up, and one more before giving up
+const MAX_AUTHORIZATIONS = 3
 
 /** an error whose code travels as the result's `toolCode` */
 class McpCallError extends Error {
@@ -114,6 +120,10 @@ export class McpConnection {
   private inflight = new Set<InFlight>()
   // forms this server is waiting on: while any is open, the calls' clocks stop
   private asking = 0
+  private oauth?: StoredOAuthProvider
+  private callback?: OAuthCallback
+  // the code a person's browser will bring back to the callback, while an interactive authorization is under way
+  private pendingCode?: Promise<string>
 
   constructor(
     private ctx: Context,
@@ -144,13 +154,80 @@ export class McpConnection {
       await this.connect(generation)
     } catch (error) {
       if (generation !== this.generation || this.closing) return
+      if (AuthorizationRequired.isInstance(error)) {
+        // no restart can fix this: a person has to authorize first
+        this.state = 'failed'
+        this.lastError = error.message
+        this.logger.error(error.message)
+        this.report()
+        return
+      }
       this.lost(`could not connect: ${messageOf(error)}`)
     }
   }
 
-  private makeTransport(): Transport {
+  /** the OAuth provider of a URL server with `auth`, its state in the deployment's store (in memory without one) */
+  private async authProvider(endpoint: URL): Promise<StoredOAuthProvider | undefined> {
+    const auth = this.config.auth
+    if (!auth) return undefined
+    if (!this.oauth) {
+      const store = this.ctx.get('store')?.connection
+      if (!store) this.logger.warn('server "%s": no @faber/store is loaded, so its OAuth tokens are kept in memory only', this.config.name)
+      const record = store ? new OAuthTable(store).record(this.config.name, endpoint.href) : memoryRecord()
+      this.oauth = new StoredOAuthProvider(record, auth, (url) => this.redirect(url))
+    }
+    if (auth.interactive && auth.grant === 'authorization_code' && !this.callback) {
+      this.callback = await OAuthCallback.listen(auth.callbackPort)
+      this.oauth.callbackUrl = this.callback.url
+    }
+    return this.oauth
+  }
+
+  /** the SDK sends a person to `url`: with a callback listening, announce it and wait; otherwise `faber mcp login` is the way */
+  private redirect(url: URL) {
+    if (!this.callback || !this.config.auth) throw new AuthorizationRequired(this.config.name, url)
+    const pending = this.callback.expect(url.searchParams.get('state') ?? '', this.config.auth.authorizeTimeoutMs)
+    pending.catch(() => {})
+    this.pendingCode = pending
+    this.logger.warn('server "%s" needs authorization: open %s', this.config.name, url.href)
+    this.ctx.emit('mcp/authorize', { server: this.config.name, url: url.href })
+  }
+
+  /** after an UnauthorizedError: when a person is authorizing, wait for the code, exchange it, and say to try again */
+  private async completeAuthorization(transport: Transport, error: unknown): Promise<boolean> {
+    const pending = this.pendingCode
+    if (!(error instanceof UnauthorizedError) || !pending || !(transport instanceof StreamableHTTPClientTransport)) return false
+    this.pendingCode = undefined
+    this.pause(+1)
+    let code: string
+    try {
+      code = await pending
+    } finally {
+      this.pause(-1)
+    }
+    await transport.finishAuth(code)
+    return true
+  }
+
+  /** runs a request, again after each authorization it needed (a first grant, a scope step-up), a few times at most */
+  private async authorized<T>(transport: Transport | undefined, request: () => Promise<T>): Promise<T> {
+    for (let round = 1; ; round++) {
+      try {
+        return await request()
+      } catch (error) {
+        if (round < MAX_AUTHORIZATIONS && (await this.completeAuthorization(transport as Transport, error))) continue
+        throw error
+      }
+    }
+  }
+
+  private async makeTransport(): Promise<Transport> {
     const { command, args, env, cwd, url } = this.config
-    if (url) return new StreamableHTTPClientTransport(new URL(url))
+    if (url) {
+      const endpoint = new URL(url)
+      const authProvider = await this.authProvider(endpoint)
+      return new StreamableHTTPClientTransport(endpoint, authProvider ? { authProvider, fetch: authProvider.watch(endpoint) } : undefined)
+    }
     if (!command) throw new TypeError(`MCP server "${this.config.name}": give a command (stdio) or a url (streamable HTTP)`)
     const transport = new StdioClientTransport({ command, args, env, cwd, stderr: 'pipe' })
     this.stderr = ''
@@ -164,32 +241,20 @@ export class McpConnection {
   }
 
   private async connect(generation: number) {
-    const transport = this.makeTransport()
-    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: { elicitation: { form: {} } } })
-    client.onerror = (error) => this.logger.debug('server "%s": %s', this.config.name, messageOf(error))
-    client.setRequestHandler(ElicitRequestSchema, (request, extra) => this.elicit(request.params, extra.signal))
-    // sampling is not offered (no capability): a server that asks anyway is told why, not just "method not found"
-    client.fallbackRequestHandler = async (request) => {
-      // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
-      const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
-      if (request.method !== CreateMessageRequestSchema.shape.method.value) throw refuse(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
-      this.logger.warn('server "%s" asked to sample a model (sampling/createMessage); refused: no model is configured for it', this.config.name)
-      throw refuse(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
-    }
-    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
-      if (this.client !== client) return
+    let client: Client
+    let transport: Transport
+    for (let round = 1; ; round++) {
+      transport = await this.makeTransport()
+      client = this.makeClient()
+      this.transport = transport
       try {
-        await this.syncTools(client)
+        await client.connect(transport, { timeout: this.config.connectTimeoutMs })
+        break
       } catch (error) {
-        this.logger.warn('server "%s": re-listing tools after tools/list_changed failed: %s', this.config.name, messageOf(error))
+        await client.close().catch(() => {})
+        if (round < MAX_AUTHORIZATIONS && (await this.completeAuthorization(transport, error))) continue
+        throw error
       }
-    })
-    this.transport = transport
-    try {
-      await client.connect(transport, { timeout: this.config.connectTimeoutMs })
-    } catch (error) {
-      await client.close().catch(() => {})
-      throw error
     }
     if (generation !== this.generation || this.closing) {
       await client.close().catch(() => {})
@@ -218,6 +283,29 @@ export class McpConnection {
     this.stableTimer.unref?.()
     this.logger.info('server "%s" ready with %d tools', this.config.name, this.registered.size)
     this.report()
+  }
+
+  private makeClient() {
+    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: { elicitation: { form: {} } } })
+    client.onerror = (error) => this.logger.debug('server "%s": %s', this.config.name, messageOf(error))
+    client.setRequestHandler(ElicitRequestSchema, (request, extra) => this.elicit(request.params, extra.signal))
+    // sampling is not offered (no capability): a server that asks anyway is told why, not just "method not found"
+    client.fallbackRequestHandler = async (request) => {
+      // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
+      const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
+      if (request.method !== CreateMessageRequestSchema.shape.method.value) throw refuse(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
+      this.logger.warn('server "%s" asked to sample a model (sampling/createMessage); refused: no model is configured for it', this.config.name)
+      throw refuse(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
+    }
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      if (this.client !== client) return
+      try {
+        await this.syncTools(client)
+      } catch (error) {
+        this.logger.warn('server "%s": re-listing tools after tools/list_changed failed: %s', this.config.name, messageOf(error))
+      }
+    })
+    return client
   }
 
   private stderrTail() {
@@ -266,7 +354,7 @@ export class McpConnection {
     const tools: Tool[] = []
     let cursor: string | undefined
     do {
-      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: this.config.timeoutMs })
+      const page = await this.authorized(this.transport, () => client.listTools(cursor ? { cursor } : {}, { timeout: this.config.timeoutMs }))
       tools.push(...page.tools)
       cursor = page.nextCursor
     } while (cursor)
@@ -409,7 +497,10 @@ export class McpConnection {
     this.inflight.add(call)
     if (this.asking === 0) this.startClock(call)
     try {
-      result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: NO_SDK_TIMEOUT })
+      const transport = this.transport
+      result = await this.authorized(transport, () =>
+        client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: NO_SDK_TIMEOUT }),
+      )
     } catch (error) {
       if (signal.aborted) {
         throw new ToolResultError(errorResult('ABORTED', `the call to "${this.prefix}${tool}" was cancelled while it ran; the MCP request was cancelled`))
@@ -418,6 +509,7 @@ export class McpConnection {
         this.checkAlive(client)
         throw new McpCallError('MCP_TIMEOUT', `${where} did not answer within ${this.config.timeoutMs} ms`)
       }
+      if (AuthorizationRequired.isInstance(error)) throw new McpCallError('MCP_AUTH_REQUIRED', error.message)
       if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
         throw new McpCallError('MCP_SERVER_EXITED', `${where} exited while the call ran; it is being restarted${this.stderrTail()}`)
       }
@@ -455,12 +547,16 @@ export class McpConnection {
     for (const entry of this.registered.values()) entry.dispose()
     this.registered.clear()
     this.state = 'closed'
+    this.pendingCode = undefined
+    this.callback?.close()
+    this.callback = undefined
     await (client ?? { close: async () => this.transport?.close() }).close().catch(() => {})
   }
 }
 
 export const name = 'mcp'
-export const inject = ['tools']
+// the store keeps OAuth clients and tokens when it is loaded
+export const inject = { tools: { required: true }, store: { required: false } }
 // loaded once per agent that should see a server's tools
 export const reusable = true
 
@@ -479,6 +575,8 @@ export interface McpClientServer {
   /** time budget of one request to the server; default 60 s */
   timeoutMs?: number
   connectTimeoutMs?: number
+  /** OAuth for a URL server that requires it */
+  auth?: Partial<McpAuth>
 }
 
 export interface McpRestart {
@@ -491,7 +589,7 @@ export interface McpRestart {
 }
 
 export declare namespace McpClient {
-  type Server = McpClientServer & { timeoutMs: number; connectTimeoutMs: number }
+  type Server = Omit<McpClientServer, 'auth'> & { timeoutMs: number; connectTimeoutMs: number; auth?: McpAuth }
   /** what a deployer writes: every key optional */
   interface ConfigInput {
     servers?: McpClientServer[]
@@ -505,6 +603,21 @@ export declare namespace McpClient {
   }
 }
 
+const AuthSchema = Schema.object({
+  grant: Schema.union(['authorization_code', 'client_credentials'] as const)
+    .default('authorization_code')
+    .description('authorization_code: a person signs in (PKCE); client_credentials: machine to machine'),
+  clientId: Schema.string().description('a pre-registered client; without one the client registers itself (dynamic registration)'),
+  clientSecret: Schema.string().description("the pre-registered client's secret (prefer clientSecretEnv)"),
+  clientSecretEnv: Schema.string().description('the environment variable holding the client secret'),
+  clientMetadataUrl: Schema.string().description('an https URL of a client ID metadata document, used as client_id where supported'),
+  scope: Schema.string().description('the scope asked for when the server does not say which it needs'),
+  clientName: Schema.string().default('Faber'),
+  callbackPort: Schema.natural().max(65535).default(0).description('the port of the callback on 127.0.0.1; 0: a free one'),
+  interactive: Schema.boolean().default(false).description('wait for a person to authorize (URL printed, mcp/authorize emitted) instead of failing'),
+  authorizeTimeoutMs: Schema.natural().min(1).default(300000).description('how long a person has to authorize'),
+})
+
 const ServerSchema = Schema.object({
   name: Schema.string().required().description('the server name, used in messages and the default tool-name prefix'),
   command: Schema.string().description('the executable of a stdio server'),
@@ -515,6 +628,8 @@ const ServerSchema = Schema.object({
   prefix: Schema.string().description('put before each tool name; default `<name>__`'),
   timeoutMs: Schema.natural().min(1).default(60000).description('time budget of one request to the server'),
   connectTimeoutMs: Schema.natural().min(1).default(30000),
+  // absent unless written: a server without `auth` sends no Authorization header
+  auth: Schema.union([Schema.const(undefined), AuthSchema]).description('OAuth for a streamable HTTP server that requires it'),
 })
 
 export const Config = defineConfig<McpClient.Config, McpClient.ConfigInput>()(
@@ -539,6 +654,7 @@ export async function apply(ctx: Context, input: McpClient.ConfigInput = {}) {
     names.add(server.name)
     if (!server.command === !server.url)
       throw new TypeError(`@faber/plugin-mcp: server "${server.name}" needs exactly one of command (stdio) or url (streamable HTTP)`)
+    if (server.auth && !server.url) throw new TypeError(`@faber/plugin-mcp: server "${server.name}": auth applies to a url server only`)
   }
   const connections = config.servers.map((server) => new McpConnection(ctx, server, config, logger))
   ctx.effect(() => () => {

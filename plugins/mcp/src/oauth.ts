@@ -1,0 +1,359 @@
+// OAuth for imported streamable HTTP servers, on the SDK's client auth (`auth()` and OAuthClientProvider): what one
+// server's authorization keeps (its registered client, tokens and discovery) lives in the deployment's store, table
+// `mcp_oauth`, or in memory without one; a person authorizes through a URL and a callback on 127.0.0.1.
+
+import { randomBytes } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { Store } from '@faber/store'
+import type { OAuthClientProvider, OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
+import { extractWWWAuthenticateParams } from '@modelcontextprotocol/sdk/client/auth.js'
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+
+/** how a deployer configures a server's authorization (`servers[].auth`) */
+export interface McpAuth {
+  /** `authorization_code` (a person signs in, PKCE) or `client_credentials` (machine to machine) */
+  grant: 'authorization_code' | 'client_credentials'
+  /** a pre-registered client; without one the client registers itself (dynamic client registration) */
+  clientId?: string
+  clientSecret?: string
+  /** the environment variable holding clientSecret, so the secret stays out of the deployment file */
+  clientSecretEnv?: string
+  /** an https URL of a client ID metadata document, used as client_id where the server supports it */
+  clientMetadataUrl?: string
+  /** the scope asked for when the server does not say which it needs */
+  scope?: string
+  clientName: string
+  /** the port of the callback on 127.0.0.1 while a person authorizes; 0: a free one */
+  callbackPort: number
+  /** wait for a person to authorize (URL printed, `mcp/authorize` emitted) instead of failing with "run faber mcp login" */
+  interactive: boolean
+  /** how long a person has to authorize */
+  authorizeTimeoutMs: number
+}
+
+/** what one server's authorization keeps */
+export interface SavedOAuth {
+  client?: OAuthClientInformationMixed
+  tokens?: OAuthTokens & { obtained_at?: number }
+  discovery?: OAuthDiscoveryState
+}
+
+/** one server's saved authorization: read afresh each time, so another process's login is seen */
+export interface OAuthRecord {
+  read(): SavedOAuth
+  write(patch: Partial<Record<keyof SavedOAuth, unknown>>): void
+}
+
+const MIGRATIONS = [
+  `CREATE TABLE mcp_oauth (
+    server TEXT NOT NULL,
+    url TEXT NOT NULL,
+    client TEXT,
+    tokens TEXT,
+    discovery TEXT,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (server, url)
+  ) STRICT`,
+]
+
+const COLUMNS = ['client', 'tokens', 'discovery'] as const
+
+/** the table `mcp_oauth` of the deployment's store: a row per (server name, URL), so a moved server starts afresh */
+export class OAuthTable {
+  private readonly statements
+
+  constructor(readonly store: Store) {
+    store.migrate('mcp', MIGRATIONS)
+    const { db } = store
+    this.statements = {
+      get: db.prepare('SELECT client, tokens, discovery FROM mcp_oauth WHERE server = ? AND url = ?'),
+      ensure: db.prepare('INSERT OR IGNORE INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?)'),
+      list: db.prepare('SELECT server, url, client, tokens, updated_at FROM mcp_oauth ORDER BY server, url'),
+      remove: db.prepare('DELETE FROM mcp_oauth WHERE server = ?'),
+      set: Object.fromEntries(COLUMNS.map((column) => [column, db.prepare(`UPDATE mcp_oauth SET ${column} = ?, updated_at = ? WHERE server = ? AND url = ?`)])),
+    }
+  }
+
+  record(server: string, url: string): OAuthRecord {
+    return {
+      read: () => {
+        const row = this.statements.get.get(server, url) as Record<(typeof COLUMNS)[number], string | null> | undefined
+        const saved: SavedOAuth = {}
+        for (const column of COLUMNS) if (row?.[column]) saved[column] = JSON.parse(row[column])
+        return saved
+      },
+      write: (patch) => {
+        this.store.transaction(() => {
+          const now = Date.now()
+          this.statements.ensure.run(server, url, now)
+          for (const [column, value] of Object.entries(patch)) {
+            this.statements.set[column].run(value === undefined ? null : JSON.stringify(value), now, server, url)
+          }
+        })
+      },
+    }
+  }
+
+  /** what is kept, secrets masked: for `faber mcp logout`, status lines and tests */
+  list(): { server: string; url: string; client?: string; accessToken?: string; refreshToken: boolean; expiresAt?: number; scope?: string }[] {
+    return (this.statements.list.all() as { server: string; url: string; client: string | null; tokens: string | null }[]).map((row) => {
+      const client = row.client ? (JSON.parse(row.client) as OAuthClientInformationMixed) : undefined
+      const tokens = row.tokens ? (JSON.parse(row.tokens) as SavedOAuth['tokens']) : undefined
+      return {
+        server: row.server,
+        url: row.url,
+        client: client?.client_id,
+        accessToken: tokens && mask(tokens.access_token),
+        refreshToken: Boolean(tokens?.refresh_token),
+        expiresAt: expiresAt(tokens),
+        scope: tokens?.scope,
+      }
+    })
+  }
+
+  /** forgets a server's client and tokens; true when there were any */
+  remove(server: string): boolean {
+    return this.statements.remove.run(server).changes > 0
+  }
+}
+
+/** a record kept in memory only, for a deployment without a store: lost when the process ends */
+export function memoryRecord(): OAuthRecord {
+  let saved: SavedOAuth = {}
+  return {
+    read: () => structuredClone(saved),
+    write: (patch) => {
+      saved = { ...saved, ...structuredClone(patch) } as SavedOAuth
+    },
+  }
+}
+
+/** a secret as it may be shown: its first characters and its length */
+export function mask(secret: string | undefined): string | undefined {
+  if (secret === undefined) return undefined
+  return secret.length <= 8 ? `*** (${secret.length} chars)` : `${secret.slice(0, 4)}… (${secret.length} chars)`
+}
+
+function expiresAt(tokens: SavedOAuth['tokens']) {
+  return tokens?.expires_in !== undefined && tokens.obtained_at !== undefined ? tokens.obtained_at + tokens.expires_in * 1000 : undefined
+}
+
+/** the server needs a person to authorize and none is waiting: `faber mcp login` is the way */
+export class AuthorizationRequired extends Error {
+  constructor(
+    readonly server: string,
+    readonly url: URL,
+  ) {
+    super(`MCP server "${server}" needs authorization: run \`faber mcp login ${server}\` (or set auth.interactive to authorize when asked)`)
+    this.name = 'AuthorizationRequired'
+  }
+
+  static isInstance(value: unknown): value is AuthorizationRequired {
+    return value instanceof Error && value.name === 'AuthorizationRequired'
+  }
+}
+
+/**
+ * the SDK's OAuthClientProvider over a record. `redirect` decides what happens when a person must authorize (wait
+ * for the callback, or throw AuthorizationRequired); `challenged` is told each `403 insufficient_scope`, after which
+ * the refresh token is withheld from the SDK so it asks for the larger scope instead of refreshing the smaller one.
+ */
+export class StoredOAuthProvider implements OAuthClientProvider {
+  private verifier?: string
+  private stepUp?: string
+  /** the callback URL while a callback server listens; without one, the port configured (or a portless loopback URL) */
+  callbackUrl?: string
+
+  constructor(
+    private record: OAuthRecord,
+    private config: McpAuth,
+    private redirect: (url: URL) => void | Promise<void>,
+  ) {}
+
+  private get secret() {
+    return this.config.clientSecret ?? (this.config.clientSecretEnv ? process.env[this.config.clientSecretEnv] : undefined)
+  }
+
+  get redirectUrl(): string | undefined {
+    if (this.config.grant === 'client_credentials') return undefined
+    return this.callbackUrl ?? `http://127.0.0.1${this.config.callbackPort ? `:${this.config.callbackPort}` : ''}/callback`
+  }
+
+  get clientMetadataUrl() {
+    return this.config.clientMetadataUrl
+  }
+
+  get clientMetadata(): OAuthClientMetadata {
+    const machine = this.config.grant === 'client_credentials'
+    const redirect = this.redirectUrl
+    return {
+      client_name: this.config.clientName,
+      redirect_uris: redirect ? [redirect] : [],
+      grant_types: machine ? ['client_credentials'] : ['authorization_code', 'refresh_token'],
+      response_types: machine ? [] : ['code'],
+      token_endpoint_auth_method: this.secret ? 'client_secret_basic' : 'none',
+      ...((this.stepUp ?? this.config.scope) ? { scope: this.stepUp ?? this.config.scope } : {}),
+    }
+  }
+
+  state() {
+    return randomBytes(16).toString('base64url')
+  }
+
+  clientInformation(): OAuthClientInformationMixed | undefined {
+    if (this.config.clientId) return { client_id: this.config.clientId, ...(this.secret ? { client_secret: this.secret } : {}) }
+    const client = this.record.read().client
+    // a registration made for another callback URL cannot receive this one's code: register again
+    const uris = (client as { redirect_uris?: string[] } | undefined)?.redirect_uris
+    const redirect = this.redirectUrl
+    if (client && redirect && uris?.length && !uris.includes(redirect)) return undefined
+    return client
+  }
+
+  saveClientInformation(client: OAuthClientInformationMixed) {
+    if (this.config.clientId) return
+    this.record.write({ client })
+  }
+
+  tokens(): OAuthTokens | undefined {
+    const tokens = this.record.read().tokens
+    if (!tokens) return undefined
+    const { obtained_at: _, ...plain } = tokens
+    // a step-up needs a new grant with the larger scope; a refresh would only renew the smaller one
+    if (this.stepUp !== undefined) delete plain.refresh_token
+    return plain
+  }
+
+  saveTokens(tokens: OAuthTokens) {
+    const previous = this.record.read().tokens
+    // a refresh response may leave the refresh token out: the old one stays valid
+    const refresh = tokens.refresh_token ?? (this.stepUp === undefined ? previous?.refresh_token : undefined)
+    this.record.write({ tokens: { ...tokens, ...(refresh ? { refresh_token: refresh } : {}), obtained_at: Date.now() } })
+    this.stepUp = undefined
+  }
+
+  async redirectToAuthorization(url: URL) {
+    await this.redirect(url)
+  }
+
+  saveCodeVerifier(verifier: string) {
+    this.verifier = verifier
+  }
+
+  codeVerifier(): string {
+    if (!this.verifier) throw new Error('no authorization is in progress (no PKCE code verifier was made)')
+    return this.verifier
+  }
+
+  invalidateCredentials(scope: 'all' | 'client' | 'tokens' | 'verifier' | 'discovery') {
+    if (scope === 'verifier') {
+      this.verifier = undefined
+      return
+    }
+    const patch: Partial<Record<keyof SavedOAuth, unknown>> = {}
+    if (scope === 'all' || scope === 'tokens') patch.tokens = undefined
+    if ((scope === 'all' || scope === 'client') && !this.config.clientId) patch.client = undefined
+    if (scope === 'all' || scope === 'discovery') patch.discovery = undefined
+    this.record.write(patch)
+  }
+
+  discoveryState() {
+    return this.record.read().discovery
+  }
+
+  saveDiscoveryState(discovery: OAuthDiscoveryState) {
+    this.record.write({ discovery })
+  }
+
+  prepareTokenRequest(scope?: string): URLSearchParams | undefined {
+    if (this.config.grant !== 'client_credentials') return undefined
+    return new URLSearchParams({ grant_type: 'client_credentials', ...(scope ? { scope } : {}) })
+  }
+
+  /** the MCP endpoint answered `403 insufficient_scope` for `scope` */
+  challenged(scope: string | undefined) {
+    this.stepUp = scope ?? this.config.scope ?? ''
+  }
+
+  /** a fetch for the transport that reports the endpoint's scope challenges to this provider */
+  watch(endpoint: URL, fetcher: FetchLike = fetch): FetchLike {
+    return async (url, init) => {
+      const response = await fetcher(url, init)
+      if (response.status === 403 && String(url) === endpoint.href) {
+        const { error, scope } = extractWWWAuthenticateParams(response)
+        if (error === 'insufficient_scope') this.challenged(scope)
+      }
+      return response
+    }
+  }
+}
+
+/** the loopback callback a person's browser is sent back to: it hands each authorization code to whoever waits for its state */
+export class OAuthCallback {
+  private waiting = new Map<string, { resolve: (code: string) => void; reject: (error: Error) => void; timer: ReturnType<typeof setTimeout> }>()
+
+  private constructor(
+    private server: Server,
+    readonly url: string,
+  ) {
+    server.on('request', (request, response) => {
+      const query = new URL(request.url ?? '/', url).searchParams
+      const state = query.get('state') ?? ''
+      const waiter = new URL(request.url ?? '/', url).pathname === '/callback' ? this.waiting.get(state) : undefined
+      if (!waiter) {
+        response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('No Faber authorization is waiting for this.\n')
+        return
+      }
+      this.waiting.delete(state)
+      clearTimeout(waiter.timer)
+      const code = query.get('code')
+      const error = query.get('error')
+      if (code) {
+        response.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end('Faber is authorized. You can close this tab.\n')
+        waiter.resolve(code)
+      } else {
+        response.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end(`Authorization failed: ${error ?? 'no code'}\n`)
+        waiter.reject(
+          new Error(
+            `the authorization server answered ${error ?? 'without a code'}${query.get('error_description') ? `: ${query.get('error_description')}` : ''}`,
+          ),
+        )
+      }
+    })
+  }
+
+  static listen(port = 0): Promise<OAuthCallback> {
+    return new Promise((resolve, reject) => {
+      const server = createServer()
+      server.once('error', reject)
+      server.listen(port, '127.0.0.1', () => {
+        const address = server.address()
+        if (!address || typeof address === 'string') return reject(new Error('the callback server has no port'))
+        resolve(new OAuthCallback(server, `http://127.0.0.1:${address.port}/callback`))
+      })
+    })
+  }
+
+  /** resolves with the code the browser brings back for `state` */
+  expect(state: string, timeoutMs: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(state)
+        reject(new Error(`nobody authorized within ${Math.round(timeoutMs / 1000)} s`))
+      }, timeoutMs)
+      timer.unref?.()
+      this.waiting.set(state, { resolve, reject, timer })
+    })
+  }
+
+  close() {
+    for (const waiter of this.waiting.values()) {
+      clearTimeout(waiter.timer)
+      waiter.reject(new Error('the authorization was abandoned'))
+    }
+    this.waiting.clear()
+    this.server.closeAllConnections()
+    this.server.close()
+  }
+}
