@@ -2,7 +2,7 @@
 // loads, renders the plugin tree and an agent's tools, shows a call made here with its nested calls and a denial's
 // reason, and an approval answered on the page reaches the waiting call. screenshots go to artifacts/web/.
 
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { request } from 'node:http'
 import { resolve } from 'node:path'
 import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
@@ -103,6 +103,7 @@ describe('the live web view in Chromium', function () {
   let url: string
 
   before(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium, as .ci/run does) or set FABER_CHROMIUM`)
     mkdirSync(ARTIFACTS, { recursive: true })
     ctx = await deployment()
     url = ctx.inspector.web!.url
