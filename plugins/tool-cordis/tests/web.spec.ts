@@ -103,7 +103,8 @@ describe('the live web view in Chromium', function () {
   let url: string
 
   before(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium, as .ci/run does) or set FABER_CHROMIUM`)
+    if (!existsSync(CHROMIUM))
+      throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium, as .ci/run does) or set FABER_CHROMIUM`)
     mkdirSync(ARTIFACTS, { recursive: true })
     ctx = await deployment()
     url = ctx.inspector.web!.url
