@@ -74,6 +74,13 @@ async function deployment() {
   await ctx.start()
   await assertStarted(ctx)
   tools(ctx)
+  // loaded after the start check, which would rethrow its failure
+  ctx.plugin({
+    name: 'licensed',
+    apply: () => {
+      throw new Error('no licence key')
+    },
+  })
   await ctx.lifecycle.flush()
   return ctx
 }
@@ -125,6 +132,9 @@ describe('the live web view in Chromium', function () {
     const vault = page.locator('#plugins li[data-plugin="vault"]')
     const config = await vault.locator('details.config pre').textContent()
     expect(config).to.contain(MASK).and.contain('eu').and.not.contain('sk-very-secret')
+    const licensed = page.locator('#plugins li[data-plugin="licensed"][data-state="failed"]')
+    expect(await licensed.locator('.error').textContent()).to.equal('start error: no licence key')
+    expect(await page.locator('#inactive').textContent()).to.contain('NOT ACTIVE: licensed')
   })
 
   it("renders an agent's mode, visible tools and wire", async () => {

@@ -436,12 +436,28 @@ function callElement(e) {
   return el
 }
 
+/** redraws keep the keyboard focus: on a call's summary, or on an approval's button */
+function keepFocus(redraw) {
+  const active = document.activeElement
+  let selector
+  const call = active?.closest?.('[data-call]')
+  const approval = active?.closest?.('[data-approval]')
+  if (call && active.tagName === 'SUMMARY') selector = `[data-call="${CSS.escape(call.dataset.call)}"] > summary`
+  else if (approval && active.dataset.answer) selector = `[data-approval="${CSS.escape(approval.dataset.approval)}"] [data-answer="${active.dataset.answer}"]`
+  redraw()
+  if (selector && !active.isConnected) document.querySelector(selector)?.focus()
+}
+
 function render(key) {
+  keepFocus(() => draw(key))
+}
+
+function draw(key) {
   const e = calls.get(key)
   if (!e || !info(e)) return
   const parent = parentKey(info(e))
   // a nested call is drawn inside its program, which always starts (or ends) before the page could draw it alone
-  if (parent) return calls.get(parent) && info(calls.get(parent)) ? render(parent) : undefined
+  if (parent) return calls.get(parent) && info(calls.get(parent)) ? draw(parent) : undefined
   const fresh = !e.el
   const el = callElement(e)
   if (fresh || !el.isConnected) {
@@ -511,7 +527,7 @@ function renderApprovals() {
   const count = $('approval-count')
   count.textContent = String(list.length)
   count.classList.toggle('zero', list.length === 0)
-  $('approvals').replaceChildren(...(list.length ? list.map(approvalView) : [h('p', { class: 'muted' }, 'none waiting')]))
+  keepFocus(() => $('approvals').replaceChildren(...(list.length ? list.map(approvalView) : [h('p', { class: 'muted' }, 'none waiting')])))
   $('decisions').replaceChildren(
     ...recentDecisions.map((d) => h('p', { class: 'decided' }, `${d.id}: ${d.outcome} by ${d.answeredBy}${d.note ? ` — ${d.note}` : ''}`)),
   )
