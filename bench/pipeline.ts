@@ -70,7 +70,7 @@ export async function benchPipeline() {
 
   console.log('pipeline: ctx.tools.execute for a trivial tool')
   row('baseline: the tool body called directly', direct, direct)
-  row('floor: reading ctx.tools (cordis builds a traced proxy)', accessFloor, direct)
+  row('floor: reading ctx.tools (a view built once per context)', accessFloor, direct)
   row('floor: a trivial method call on a held ctx.tools (modeFor)', proxyFloor, direct)
   row('floor: invoking one cordis-bound listener', listenerFloor, direct)
   row('execute, no listeners', none, direct, '≤ 3 µs')

@@ -2,7 +2,18 @@
 // each call's execution mode), appends the results, and repeats until the model answers without tool calls or the
 // step limit is reached.
 
-import { type Agent, errorResult, listenersFor, type NestedCallSettle, type NestedCallStart, type PromptSection, type ToolResult, untraced } from '@faber/core'
+import {
+  type Agent,
+  type ExecutionMode,
+  errorResult,
+  listenersFor,
+  type NestedCallSettle,
+  type NestedCallStart,
+  type PreparedCall,
+  type PromptSection,
+  Scheduler,
+  type ToolResult,
+} from '@faber/core'
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, type Prompt } from './prompt.ts'
@@ -361,24 +372,27 @@ export class AgentSession {
    * started still go through the registry, which answers them ABORTED_BEFORE_DISPATCH.
    */
   private async runCalls(calls: ToolCall[], turn: number, step: number, signal: AbortSignal): Promise<ToolMessage[]> {
-    const limit = Math.max(1, this.options.maxParallel ?? 8)
     const results: ToolResult[] = new Array(calls.length)
     const running = new Set<Promise<void>>()
-    const tools = untraced(this.ctx.tools)
+    const scheduler = new Scheduler(Math.max(1, this.options.maxParallel ?? 8))
+    const tools = this.ctx.tools.executor
 
-    const start = (index: number, args: unknown, mode: 'parallel' | 'exclusive') => {
+    const start = (index: number, prepared: PreparedCall, mode: ExecutionMode) => {
       const call = calls[index]
       this.record({ type: 'call', turn, step, call, mode })
       this.emit({ type: 'call-start', turn, call, mode })
       this.inflight.add(call.id)
       const begin = performance.now()
-      const task = tools.execute({ callId: call.id, name: call.name, arguments: args, signal, agent: this.agent }).then((result) => {
+      const task = prepared.run(signal).then((result) => {
         this.inflight.delete(call.id)
         results[index] = result
         this.finished(turn, call, result, performance.now() - begin)
       })
       running.add(task)
-      task.finally(() => running.delete(task))
+      task.finally(() => {
+        running.delete(task)
+        scheduler.release(mode)
+      })
       return task
     }
 
@@ -397,14 +411,18 @@ export class AgentSession {
         this.finished(turn, call, result, 0)
         continue
       }
-      const mode = tools.executionMode({ name: call.name, arguments: args, agent: this.agent })
-      if (mode === 'exclusive') {
-        await Promise.all(running)
-        await start(index, args, mode)
-        continue
+      // one snapshot and validation per call: the mode is read from what the call will run with
+      let prepared: PreparedCall
+      try {
+        prepared = tools.prepare({ callId: call.id, name: call.name, arguments: args, agent: this.agent })
+      } catch (error) {
+        prepared = { mode: 'exclusive', run: () => Promise.reject(error) }
       }
-      while (running.size >= limit) await Promise.race(running)
-      start(index, args, mode)
+      const mode = prepared.mode
+      await scheduler.acquire(mode)
+      const task = start(index, prepared, mode)
+      // an exclusive call also holds back what the loop records next
+      if (mode === 'exclusive') await task
     }
     await Promise.all(running)
     return calls.map((call, index) => {

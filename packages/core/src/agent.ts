@@ -4,6 +4,8 @@
 import type { Context } from 'cordis'
 
 export const kAgent = Symbol.for('faber.agent')
+/** the registry's hook for createAgent; not a method users can name */
+export const kAddAgent = Symbol('faber.addAgent')
 
 export class Agent {
   /** @internal */ disposed = false
@@ -60,6 +62,6 @@ export function createAgent(ctx: Context, options: AgentOptions): Agent {
   if (!tools) throw new TypeError('createAgent: no ToolRuntime is mounted at ctx.tools; load @faber/core first and inject "tools"')
   const agent: Agent = new Agent(name, parent, undefined as unknown as Context)
   ;(agent as { ctx: Context }).ctx = ctx.extend({ [kAgent]: agent })
-  tools.addAgent(agent)
+  tools[kAddAgent](agent)
   return agent
 }

@@ -2,15 +2,16 @@
 // the scheduler for nested calls, and the prompt text that states the collapse.
 
 import type { Agent } from './agent.ts'
-import { SEARCH_LIMIT } from './catalog.ts'
-import type { BridgeReply, CodeRunOutcome } from './code-runtime.ts'
+import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
+import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
-import type { ToolRuntime } from './runtime.ts'
+import { Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
-import { argNames, renderIndex, sdkUsage } from './sdk.ts'
+import { argNames, renderIndex, type SdkTool, sdkUsage } from './sdk.ts'
 import { stripTypes } from './strip.ts'
-import { type CompiledTool, defineTool, type ExecutionToken, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
+import { type CompiledTool, defineTool, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
 export type CodeFailure = NonNullable<ToolErrorInfo['kind']>
 
@@ -42,55 +43,29 @@ export interface CodeMode {
   sdkSection(agent: Agent | undefined): string
 }
 
+/** what run_code needs of the registry */
+export interface CodeModeHost {
+  readonly config: { typecheck: boolean; maxParallelSubCalls: number; sdkBudget: number; codeLimits: Partial<CodeRunLimits> }
+  codeRuntime(): CodeRuntime | undefined
+  /** create's signal-free half of a nested call: one snapshot and validation per call */
+  prepare(input: CallRequest): PreparedCall
+  notify<K extends 'code/call-start' | 'code/call-settle'>(
+    event: K,
+    agent: Agent | undefined,
+    payload: K extends 'code/call-start' ? NestedCallStart : NestedCallSettle,
+  ): void
+  /** the binding names a program of this agent gets: every tool it can see but run_code, and the helpers */
+  programTools(agent: Agent | undefined): string[]
+  sdkTools(agent: Agent | undefined): SdkTool[]
+  sdkDeclarations(agent: Agent | undefined): string
+  sdkPresentation(agent: Agent | undefined): 'full' | 'index' | 'auto'
+  catalog(agent: Agent | undefined): Catalog
+}
+
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 
 function binding(name: string) {
   return IDENTIFIER.test(name) ? `tools.${name}` : `tools[${JSON.stringify(name)}]`
-}
-
-/** starts nested calls in submission order: safe calls overlap up to a limit, an exclusive call runs alone */
-class Scheduler {
-  private running = 0
-  private exclusive = false
-  private queue: { mode: 'parallel' | 'exclusive'; start: (ok: boolean) => void }[] = []
-  private closed = false
-
-  constructor(private limit: number) {}
-
-  /** resolves true when the call may start, false when the run settled first */
-  acquire(mode: 'parallel' | 'exclusive'): Promise<boolean> {
-    if (this.closed) return Promise.resolve(false)
-    return new Promise((start) => {
-      this.queue.push({ mode, start })
-      this.pump()
-    })
-  }
-
-  release(mode: 'parallel' | 'exclusive') {
-    this.running--
-    if (mode === 'exclusive') this.exclusive = false
-    this.pump()
-  }
-
-  close() {
-    this.closed = true
-    for (const waiting of this.queue.splice(0)) waiting.start(false)
-  }
-
-  private pump() {
-    while (this.queue.length && !this.exclusive) {
-      const head = this.queue[0]
-      if (head.mode === 'exclusive') {
-        if (this.running > 0) return
-        this.exclusive = true
-      } else if (this.running >= this.limit) {
-        return
-      }
-      this.queue.shift()
-      this.running++
-      head.start(true)
-    }
-  }
 }
 
 // whatever was thrown, reading its message must not throw in turn
@@ -131,11 +106,11 @@ function failure(kind: CodeFailure, message: string, extra: Omit<ToolErrorInfo, 
   return { ...result, content: `${result.content}${logs}` }
 }
 
-export function createRunCode(runtime: ToolRuntime): CodeMode {
+export function createRunCode(runtime: CodeModeHost): CodeMode {
   async function run(args: { code: string; description: string }, run: ToolRun) {
     const { exec } = run
     const agent = exec.agent
-    const host = runtime.service('codeRuntime')
+    const host = runtime.codeRuntime()
     if (!host) {
       throw new ToolResultError(
         failure(
@@ -177,7 +152,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
           return Promise.resolve(failedOnHost(error))
         }
       }
-      const promise = nestedCall(exec.token, name, argumentsJson, `${exec.callId}/${++sequence}`).catch(failedOnHost)
+      const promise = nestedCall(name, argumentsJson, `${exec.callId}/${++sequence}`).catch(failedOnHost)
       inflight.set(promise, callText(name, argumentsJson))
       promise.then(() => inflight.delete(promise))
       return promise
@@ -218,21 +193,22 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     }
 
     // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses)
-    const nestedCall = async (parent: ExecutionToken, name: string, argumentsJson: string, callId: string): Promise<BridgeReply> => {
+    const nestedCall = async (name: string, argumentsJson: string, callId: string): Promise<BridgeReply> => {
       let parsed: unknown
       try {
         parsed = JSON.parse(argumentsJson)
       } catch {
         return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
       }
-      const mode = runtime.executionMode({ name, arguments: parsed, agent, parent })
+      const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token })
+      const mode = prepared.mode
       if (!(await scheduler.acquire(mode))) return { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` }
       const started = { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() }
       runtime.notify('code/call-start', agent, started)
       const begin = performance.now()
       let result: ToolResult
       try {
-        result = await runtime.execute({ callId, name, arguments: parsed, signal: nested.signal, agent, parent })
+        result = await prepared.run(nested.signal)
       } finally {
         scheduler.release(mode)
       }
@@ -244,7 +220,7 @@ export function createRunCode(runtime: ToolRuntime): CodeMode {
     let outcome: CodeRunOutcome
     let cancelled: string[] = []
     try {
-      outcome = await host.run({ code: stripped.code, tools: names, call, signal: run.signal, limits: runtime.codeLimits })
+      outcome = await host.run({ code: stripped.code, tools: names, call, signal: run.signal, limits: runtime.config.codeLimits })
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {

@@ -9,3 +9,8 @@ export type Mode = 'native' | 'code' | 'both'
 export function collapses(name: string, mode: Mode, nested: boolean): boolean {
   return !nested && mode === 'code' && name !== RUN_CODE
 }
+
+/** the names a program may bind (and the SDK declares): every tool but the run_code transport itself */
+export function bindable(name: string): boolean {
+  return name !== RUN_CODE
+}

@@ -4,13 +4,13 @@
 
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
-import type { CodeMode } from './code-mode.ts'
 import { collapses, type Mode } from './collapse.ts'
 import { hotListeners, type Listener, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
+import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
-import type { DispatchNext, ExecutionInput, Guard } from './runtime.ts'
+import type { ExecutionMode } from './scheduler.ts'
 import { type CompiledTool, type Execution, ExecutionToken, RUN_CODE } from './tool.ts'
 
 /** what the pipeline needs of the registry */
@@ -22,13 +22,56 @@ export interface PipelineHost {
   log(): Logger
   /** how long a tools/pre-execute listener and an approval request may take before the call is denied */
   deadlines(): { preExecuteMs: number; approvalMs: number }
-  readonly codeMode: CodeMode
+  /** the UNKNOWN_TOOL message of a collapsed call: the route through run_code */
+  routeMessage(name: string, declared: boolean): string
   readonly hookTable: Record<string, Listener[] | undefined>
 }
 
 export interface PipelineView {
   mode: Mode
   tools: ReadonlyMap<string, CompiledTool>
+}
+
+/** what a name resolves to on the execute path: the definition a call may run, or why there is none */
+export type Resolution = CompiledTool | 'collapsed' | 'unknown'
+
+/** the first ask of the tools/pre-execute stage, for approval */
+interface Ask {
+  reason: string
+  plugin: string
+}
+
+class Prepared implements PreparedCall {
+  view!: PipelineView
+  tool!: Resolution
+  /** why the arguments do not match the definition's parameters */
+  problem?: string
+
+  constructor(
+    private pipeline: Pipeline,
+    readonly callId: string | undefined,
+    readonly name: string,
+    readonly parent: ExecutionToken | undefined,
+    readonly agent: Agent | undefined,
+    readonly args: Json,
+    readonly notJson: ToolFailure | undefined,
+  ) {
+    pipeline.resolveCall(this, pipeline.viewOf(agent))
+  }
+
+  get mode(): ExecutionMode {
+    const tool = this.tool
+    if (typeof tool === 'string' || !tool.definition.isConcurrencySafe || this.notJson || this.problem !== undefined) return 'exclusive'
+    try {
+      return tool.definition.isConcurrencySafe(this.args) === true ? 'parallel' : 'exclusive'
+    } catch {
+      return 'exclusive'
+    }
+  }
+
+  run(signal: AbortSignal): Promise<ToolResult> {
+    return this.pipeline.run(this, signal)
+  }
 }
 
 interface LiveExecution {
@@ -81,25 +124,29 @@ export class Pipeline {
 
   constructor(private host: PipelineHost) {}
 
-  /** the definition an execution may run: undefined when unknown or collapsed */
-  resolveExecution(name: string, agent: Agent | undefined, nested: boolean): CompiledTool | undefined {
-    const view = this.host.view(agent)
-    if (collapses(name, view.mode, nested)) return undefined
-    return view.tools.get(name)
+  /** what `agent` can see now */
+  viewOf(agent: Agent | undefined): PipelineView {
+    return this.host.view(agent)
   }
 
   /**
-   * 1. create: check the input, snapshot the arguments as lossless JSON, and resolve the definition through the
-   * collapse. a collapsed, unknown, orphaned or ill-formed call ends here, before any policy observes it.
+   * the one resolution on the execute path, through the collapse: the definition a call may run, `collapsed` for a
+   * model-direct call under Code Mode that names anything but run_code, or `unknown`
    */
-  private createExecution(input: ExecutionInput): { exec: Execution; failure?: ToolFailure; trace: StageRecord[] } {
+  resolveExecution(view: PipelineView, name: string, nested: boolean): Resolution {
+    if (collapses(name, view.mode, nested)) return 'collapsed'
+    return view.tools.get(name) ?? 'unknown'
+  }
+
+  /**
+   * 1. create, the half that needs no signal: check the input, snapshot the arguments once as lossless JSON, resolve
+   * the definition through the collapse and validate the arguments against it. the agent loop and the run_code bridge
+   * read the call's execution mode from it before they schedule the call; `run(signal)` does the rest.
+   */
+  prepare(input: CallRequest): PreparedCall {
     if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
-    const { callId, name, signal, parent } = input
-    if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
+    const { name, parent } = input
     if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
-    if (!(signal instanceof AbortSignal)) {
-      throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
-    }
     if (parent !== undefined && !(parent instanceof ExecutionToken))
       throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
     const outer = parent && this.live.get(parent)
@@ -109,55 +156,85 @@ export class Pipeline {
     }
     const agent = input.agent ?? outer?.exec.agent
     this.host.checkAgent(agent, 'execute')
-    const trace: StageRecord[] = []
     let args: Json = null
-    let failure: ToolFailure | undefined
+    let notJson: ToolFailure | undefined
     try {
       args = snapshot(input.arguments === undefined ? {} : input.arguments, '$')
     } catch (error) {
       if (!(error instanceof JsonError)) throw error
-      failure = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
+      notJson = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
     }
-    const view = this.host.view(agent)
-    const collapsed = collapses(name, view.mode, parent !== undefined)
-    const tool = collapsed ? undefined : view.tools.get(name)
+    return new Prepared(this, input.callId, name, parent, agent, args, notJson)
+  }
+
+  /** resolves and validates a prepared call against `view` (again, when the tool set changed since) */
+  resolveCall(call: Prepared, view: PipelineView) {
+    call.view = view
+    call.tool = this.resolveExecution(view, call.name, call.parent !== undefined)
+    call.problem = call.notJson || typeof call.tool === 'string' ? undefined : call.tool.validateArguments(call.args, '$')
+  }
+
+  /**
+   * 1. create, the rest: mint the execution for `signal`. a call whose arguments are not JSON, whose program has
+   * settled, that collapsed, names no tool or has invalid arguments ends here, before any policy observes it.
+   */
+  private createExecution(call: Prepared, signal: AbortSignal): { exec: Execution; failure?: ToolFailure; trace: StageRecord[] } {
+    const { callId, name, parent, agent } = call
+    if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
+    if (!(signal instanceof AbortSignal)) {
+      throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
+    }
+    const outer = parent && this.live.get(parent)
+    // a tool registered or removed between prepare and run: decide for what is there now
+    const view = this.viewOf(agent)
+    if (view !== call.view) this.resolveCall(call, view)
+    const tool = call.tool
+    const trace: StageRecord[] = []
     const exec: Execution = Object.freeze({
       token: new ExecutionToken(++this.sequence, callId, name),
       callId,
       name,
-      arguments: args,
+      arguments: call.args,
       agent,
       parent,
       rootCallId: outer?.exec.rootCallId ?? callId,
       signal,
-      tool: tool?.info ?? view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
+      tool: view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
     })
-    if (failure) return { exec, failure, trace }
+    if (call.notJson) return { exec, failure: call.notJson, trace }
     if (parent !== undefined && !outer) {
       trace.push({ stage: 'create', decision: 'parent-settled', by: 'core' })
       const message = `the program that called "${name}" has already finished; nested calls must complete before run_code returns`
       return { exec, failure: errorResult('ABORTED_BEFORE_DISPATCH', message), trace }
     }
-    if (collapsed) {
+    if (tool === 'collapsed') {
       trace.push({ stage: 'create', decision: 'collapsed', by: 'core' })
-      const route = errorResult('UNKNOWN_TOOL', this.host.codeMode.routeMessage(name, view.tools.has(name)))
+      const route = errorResult('UNKNOWN_TOOL', this.host.routeMessage(name, view.tools.has(name)))
       return { exec, failure: signal.aborted ? this.abortedBeforeDispatch(name) : route, trace }
     }
-    if (!tool) {
+    if (tool === 'unknown') {
       trace.push({ stage: 'create', decision: 'unknown', by: 'core' })
       return { exec, failure: errorResult('UNKNOWN_TOOL', this.unknownMessage(name, view)), trace }
     }
-    const problem = tool.validateArguments(args, '$')
-    if (problem !== undefined) failure = errorResult('INVALID_ARGUMENTS', `invalid arguments for "${name}": ${problem}. Fix the arguments and call again.`)
-    return { exec, failure, trace }
+    if (call.problem === undefined) return { exec, trace }
+    return { exec, failure: errorResult('INVALID_ARGUMENTS', `invalid arguments for "${name}": ${call.problem}. Fix the arguments and call again.`), trace }
   }
 
   /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
-  async execute(input: ExecutionInput): Promise<ToolResult> {
+  execute(input: ExecutionInput): Promise<ToolResult> {
+    try {
+      return this.prepare(input).run(input.signal)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** stages 1 (the rest) to 9 of a prepared call */
+  async run(call: Prepared, signal: AbortSignal): Promise<ToolResult> {
     // 1. create
-    const { exec, failure, trace } = this.createExecution(input)
+    const { exec, failure, trace } = this.createExecution(call, signal)
     if (failure) return this.finish(exec, failure, trace)
-    const { name, signal, agent } = exec
+    const { name, agent } = exec
 
     // 2. pre-abort
     if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(name), trace)
@@ -166,14 +243,24 @@ export class Pipeline {
     this.live.set(exec.token, live)
     try {
       // stages without participants are skipped without an await: the pipeline is on every call
+      // 3. tools/pre-execute
       const deciders = this.hooks('tools/pre-execute', agent)
-      const denial = (deciders.length ? await this.decide(exec, deciders, trace) : undefined) ?? this.runGuards(exec, trace)
-      if (denial) return this.finish(exec, denial, trace)
+      const decided = deciders.length ? await this.preExecute(exec, deciders, trace) : undefined
+      if (decided && 'isError' in decided) return this.finish(exec, decided, trace)
+      // 4. approval
+      const refused = decided ? await this.approval(exec, decided, trace) : undefined
+      if (refused) return this.finish(exec, refused, trace)
+      // 5. guards
+      const guarded = this.runGuards(exec, trace)
+      if (guarded) return this.finish(exec, guarded, trace)
+      // 6. tools/execute around 7. the body
       const wrappers = this.hooks('tools/execute', agent)
       let result = wrappers.length ? await this.dispatch(exec, wrappers, trace) : await this.dispatchToolBody(exec, signal)
       if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${name}" was cancelled while it ran; its result was discarded`)
+      // 8. tools/post-execute
       const reviewers = this.hooks('tools/post-execute', agent)
       if (reviewers.length) result = await this.postExecute(exec, reviewers, result, trace)
+      // 9. finish
       return this.finish(exec, result, trace)
     } finally {
       this.live.delete(exec.token)
@@ -206,9 +293,9 @@ export class Pipeline {
     return this.denied(trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
   }
 
-  /** 3. tools/pre-execute and 4. approval: decisions only tighten (deny over ask over allow) */
-  private async decide(exec: Execution, hooks: Listener[], trace: StageRecord[]): Promise<ToolFailure | undefined> {
-    let ask: { reason: string; plugin: string } | undefined
+  /** 3. tools/pre-execute: decisions only tighten (deny over ask over allow); the first ask goes on to approval */
+  private async preExecute(exec: Execution, hooks: Listener[], trace: StageRecord[]): Promise<ToolFailure | Ask | undefined> {
+    let ask: Ask | undefined
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
       let decision: unknown
@@ -251,7 +338,11 @@ export class Pipeline {
         )
       }
     }
-    if (!ask) return
+    return ask
+  }
+
+  /** 4. approval: on ask, the approval service answers; no service, a throw, no answer in time or anything but allowed denies */
+  private async approval(exec: Execution, ask: Ask, trace: StageRecord[]): Promise<ToolFailure | undefined> {
     if (exec.signal.aborted) return this.abortedBeforeDispatch(exec.name)
     const approval = this.host.service('approval')
     if (!approval) {
@@ -395,8 +486,8 @@ export class Pipeline {
    * validated and decided for another definition
    */
   private decidedTool(exec: Execution, when: string): (CompiledTool & { isError?: false }) | ToolFailure {
-    const tool = this.resolveExecution(exec.name, exec.agent, exec.parent !== undefined)
-    if (!tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed ${when}`)
+    const tool = this.resolveExecution(this.host.view(exec.agent), exec.name, exec.parent !== undefined)
+    if (typeof tool === 'string') return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed ${when}`)
     if (tool.info !== exec.tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" changed while this call waited; call it again`)
     return tool
   }

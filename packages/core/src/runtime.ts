@@ -2,46 +2,20 @@
 // is the pipeline's (pipeline.ts), which asks this registry what an agent can see.
 
 import { type Context, type Events, Schema, Service } from 'cordis'
-import { Agent, agentOf } from './agent.ts'
+import { Agent, agentOf, kAddAgent } from './agent.ts'
 import { Catalog } from './catalog.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
 import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
-import { collapses, type Mode } from './collapse.ts'
+import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
-import { addListener, hookTable, type Listener, pluginName, traceCallerAs, untraced } from './cordis.ts'
-import { type Json, snapshot } from './json.ts'
+import { addListener, hookTable, type Listener, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
+import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { Pipeline } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
+import type { ExecutionMode } from './scheduler.ts'
 import type { JsonSchema } from './schema.ts'
 import { renderSdk, type SdkTool } from './sdk.ts'
-import { type CompiledTool, compileTool, type Execution, type ExecutionToken, RESULT_CHARS, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
-
-export type PreDecision = { kind: 'allow' } | { kind: 'ask'; reason: string } | { kind: 'deny'; reason: string }
-export type PostDecision = { kind: 'accept'; content?: string; value?: Json } | { kind: 'block'; feedback: string }
-/** around-dispatch: call `next` (optionally with a replacement signal) to run the rest of the chain and the body */
-export type DispatchNext = (signal?: AbortSignal) => Promise<ToolResult>
-/** a synchronous, monotonic guard: undefined lets the call through; any string denies (an empty one with a default reason) */
-export type Guard = (exec: Execution) => string | undefined | void
-
-/** `timed-out`: no answer came before a deadline (the approval service's own, or the runtime's `approvalTimeoutMs`) */
-export type ApprovalOutcome = 'allowed' | 'rejected' | 'cancelled' | 'unavailable' | 'timed-out'
-
-export interface ApprovalRequest {
-  agent?: Agent
-  tool: string
-  arguments: Json
-  callId: string
-  reason: string
-  /** for a call made inside run_code: the program that made it */
-  program?: string
-  signal: AbortSignal
-  exec: Execution
-}
-
-/** the shape the registry consults on `ask`; @faber/plugin-approval provides it */
-export interface ApprovalService {
-  request(request: ApprovalRequest): Promise<ApprovalOutcome>
-}
+import { type CompiledTool, compileTool, type Execution, RESULT_CHARS, RUN_CODE, type ToolDefinition, type ToolInfo } from './tool.ts'
 
 type Awaitable<T> = T | Promise<T>
 
@@ -61,17 +35,6 @@ declare module 'cordis' {
     /** the tool set, a mode or a restriction changed: views and the SDK are recomputed on demand */
     'tools/changed'(generation: number): void
   }
-}
-
-export interface ExecutionInput {
-  callId: string
-  name: string
-  /** any value; it is snapshotted as lossless JSON before anything else looks at it. undefined means {} */
-  arguments?: unknown
-  signal: AbortSignal
-  agent?: Agent
-  /** the token of the enclosing execution; only the run_code bridge sets it */
-  parent?: ExecutionToken
 }
 
 export interface ToolSchema {
@@ -157,11 +120,13 @@ class ToolRuntime extends Service {
   private layers = new Map<Agent | undefined, Layer>()
   private agentsByName = new Map<string, Agent>()
   private views = new Map<Agent | undefined, View>()
-  /** @internal what runs: the execution pipeline, asking this registry what is visible */
-  readonly pipeline: Pipeline
+  /** what runs: the execution pipeline, asking this registry what is visible */
+  private pipeline: Pipeline
   private _generation = 0
   private runCode: CompiledTool
-  /** @internal */ codeMode: CodeMode
+  private codeMode: CodeMode
+  /** the executing half of this registry, for hot callers: hold it, and calls skip cordis' contexts altogether */
+  readonly executor: Executor
   private [kRaw]: ToolRuntime
   private services = new Map<string, unknown>()
   /** the calling plugin's context, when a method is reached through `someCtx.tools` */
@@ -180,7 +145,17 @@ class ToolRuntime extends Service {
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
-    this.codeMode = createRunCode(this)
+    this.codeMode = createRunCode({
+      config: this.config,
+      codeRuntime: () => this.service('codeRuntime'),
+      prepare: (input) => this.pipeline.prepare(input),
+      notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
+      programTools: (agent) => this.programTools(agent),
+      sdkTools: (agent) => this.sdkTools(agent),
+      sdkDeclarations: (agent) => this.sdkDeclarations(agent),
+      sdkPresentation: (agent) => this.view(agent).sdkPresentation,
+      catalog: (agent) => this.catalog(agent),
+    })
     this.pipeline = new Pipeline({
       view: (agent) => this.view(agent),
       guards: (level) => this.layers.get(level)?.guards,
@@ -188,9 +163,15 @@ class ToolRuntime extends Service {
       checkAgent: (agent, method) => this.checkAgent(agent, method),
       log: () => this.log(),
       deadlines: () => this.deadlines,
-      codeMode: this.codeMode,
+      routeMessage: (name, declared) => this.codeMode.routeMessage(name, declared),
       hookTable: hookTable(ctx),
     })
+    const pipeline = this.pipeline
+    this.executor = Object.freeze({
+      execute: (input) => pipeline.execute(input),
+      executionMode: (input) => this.executionMode(input),
+      prepare: (input) => pipeline.prepare(input),
+    } satisfies Executor)
     this.runCode = compileTool(this.codeMode.definition, { plugin: 'core', transport: true, resultChars: this.config.resultChars })
   }
 
@@ -206,8 +187,8 @@ class ToolRuntime extends Service {
 
   // ---- agents and layers
 
-  /** @internal called by createAgent */
-  addAgent(agent: Agent) {
+  /** called by createAgent */
+  [kAddAgent](agent: Agent) {
     const caller = this.caller ?? this.ctx
     return caller.effect(() => {
       if (this.agentsByName.has(agent.name)) throw new TypeError(`createAgent: an agent named "${agent.name}" already exists; agent names are unique`)
@@ -241,7 +222,8 @@ class ToolRuntime extends Service {
   }
 
   private changed() {
-    this._generation++
+    const self = this[kRaw]
+    self._generation++
     this.views.clear()
     this.ctx.root.emit('tools/changed', this._generation)
   }
@@ -486,15 +468,9 @@ class ToolRuntime extends Service {
 
   // ---- execution
 
-  executionMode(input: Pick<ExecutionInput, 'name' | 'arguments' | 'agent' | 'parent'>): 'parallel' | 'exclusive' {
-    const self = this[kRaw]
+  executionMode(input: Pick<ExecutionInput, 'name' | 'arguments' | 'agent' | 'parent'>): ExecutionMode {
     try {
-      const agent = input.agent ?? (input.parent && self.pipeline.live.get(input.parent)?.exec.agent)
-      const tool = self.pipeline.resolveExecution(input.name, agent, input.parent !== undefined)
-      if (!tool?.definition.isConcurrencySafe) return 'exclusive'
-      const args = snapshot(input.arguments ?? {})
-      if (tool.validateArguments(args, '$') !== undefined) return 'exclusive'
-      return tool.definition.isConcurrencySafe(args) === true ? 'parallel' : 'exclusive'
+      return this[kRaw].pipeline.prepare(input).mode
     } catch {
       return 'exclusive'
     }
@@ -505,33 +481,24 @@ class ToolRuntime extends Service {
     return this[kRaw].pipeline.execute(input)
   }
 
-  /** @internal notify observers of a core event, each isolated from the others */
-  notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
-    this[kRaw].pipeline.notify(event, agent, payload)
-  }
-
-  /** @internal the services the pipeline consults (approval, codeRuntime), looked up on the root context */
-  service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined {
+  /** the services the pipeline consults (approval, codeRuntime), looked up on the root context */
+  private service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined {
     const self = this[kRaw]
     if (!self.services.has(name)) self.services.set(name, self.ctx.root.get(name))
     return self.services.get(name) as Context[K] | undefined
   }
 
-  /** @internal the binding names a program of this agent gets: everything it can see but run_code, and the helpers */
-  programTools(agent: Agent | undefined): string[] {
-    const self = this[kRaw]
-    const names = self
-      .schemas(agent)
-      .map((s) => s.name)
-      .filter((name) => name !== RUN_CODE)
-    return [...PROGRAM_HELPERS, ...names]
+  /** the binding names a program of this agent gets: everything it can see but run_code, and the helpers */
+  private programTools(agent: Agent | undefined): string[] {
+    return [...PROGRAM_HELPERS, ...this.sdkTools(agent).map((tool) => tool.name)]
   }
 
-  /** @internal what the SDK renderers read for this agent: every tool it can see but run_code */
-  sdkTools(agent: Agent | undefined): SdkTool[] {
+  /** what the SDK renderers read for this agent: every tool it can see but run_code, sorted by name */
+  private sdkTools(agent: Agent | undefined): SdkTool[] {
     const view = this.view(agent)
-    view.sdkTools ??= [...view.tools.values()]
-      .filter((tool) => tool.info.name !== RUN_CODE)
+    view.sdkTools ??= this.schemas(agent)
+      .filter((schema) => bindable(schema.name))
+      .map((schema) => view.tools.get(schema.name)!)
       .map((tool) => ({
         name: tool.info.name,
         description: tool.info.description,
@@ -542,13 +509,8 @@ class ToolRuntime extends Service {
     return view.sdkTools
   }
 
-  /** @internal how this agent is shown the SDK */
-  sdkPresentation(agent: Agent | undefined): SdkPresentation {
-    return this.view(agent).sdkPresentation
-  }
-
-  /** @internal what tools.$search and tools.$describe read for this agent; built once per generation */
-  catalog(agent: Agent | undefined): Catalog {
+  /** what tools.$search and tools.$describe read for this agent; built once per generation */
+  private catalog(agent: Agent | undefined): Catalog {
     const view = this.view(agent)
     view.catalog ??= new Catalog(this.sdkTools(agent))
     return view.catalog
@@ -561,12 +523,6 @@ class ToolRuntime extends Service {
     const view = self.view(agent)
     view.sdk ??= renderSdk(self.sdkTools(agent))
     return view.sdk
-  }
-
-  /** @internal limits for run_code programs */
-  get codeLimits(): Partial<CodeRunLimits> {
-    const self = this[kRaw]
-    return self.config.codeLimits
   }
 }
 
@@ -631,6 +587,9 @@ namespace ToolRuntime {
     }),
   )
 }
+
+// `ctx.tools` reads a view built once per context, instead of the proxy cordis would build on every read
+serviceView('tools', 'caller')
 
 export default ToolRuntime
 export { ToolRuntime }
