@@ -1,7 +1,7 @@
 // the seed's invariant as a matrix: mode source × mode × direct/nested × observer. a collapsed call never reaches
 // a body or any policy participant; tools/result observers still see it. native, both and nested calls run.
 
-import { type Agent, createAgent, type Mode, type ToolResult } from '@faber/core'
+import { type Agent, CODE_ONLY_SECTION, createAgent, type Mode, type ToolResult } from '@faber/core'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { callId, deployment, echoTool, mountCalls, signal } from '../packages/core/tests/helpers.ts'
@@ -167,10 +167,10 @@ describe('the collapse, edges', () => {
     both.ctx.tools.presentAs('both')
     const code = ctx.tools.wire()
     expect(code.tools.map((t) => t.name)).to.deep.equal(['run_code'])
-    expect(code.sections.find((s) => s.id === 'tools:code-only')?.text).to.contain('UNKNOWN_TOOL')
+    expect(code.sections.find((s) => s.id === CODE_ONLY_SECTION)?.text).to.contain('UNKNOWN_TOOL')
     const wire = ctx.tools.wire(both)
     expect(wire.tools.map((t) => t.name)).to.deep.equal(['run_code', 'write'])
-    expect(wire.sections.find((s) => s.id === 'tools:code-only')?.text).to.equal('')
+    expect(wire.sections.find((s) => s.id === CODE_ONLY_SECTION)?.text).to.equal('')
     const direct = await ctx.tools.execute({ callId: callId(), name: 'write', arguments: { text: 'x' }, signal: signal(), agent: both })
     expect(direct.isError).to.equal(false)
   })

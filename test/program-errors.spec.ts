@@ -1,7 +1,7 @@
 // what a run_code program is told when it goes wrong, on both sandbox backends: they share one prelude and must
 // say the same thing.
 
-import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, SDK_SECTION, type ToolResult, t } from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
@@ -119,7 +119,7 @@ for (const backend of ['worker', 'isolate'] as const) {
     })
 
     it('has exactly the globals the prompt names', async () => {
-      const usage = ctx.tools.wire().sections.find((s) => s.id === 'tools:sdk')!.text
+      const usage = ctx.tools.wire().sections.find((s) => s.id === SDK_SECTION)!.text
       for (const name of [...PROGRAM_GLOBALS.slice(0, 7), ...ABSENT_GLOBALS]) expect(usage).to.include(name)
       const names = JSON.stringify([...PROGRAM_GLOBALS, ...ABSENT_GLOBALS])
       const result = await runCode(ctx, `return ${names}.map((name) => typeof globalThis[name] !== 'undefined')`)

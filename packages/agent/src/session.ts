@@ -21,15 +21,6 @@ import { type CallOutcome, conversationOf, type SessionLog } from './session-log
 
 declare module 'cordis' {
   interface Events {
-    /** a user turn starts; per-turn policy state (repeat-call breakers, rate limits) resets on it */
-    'agent/turn'(info: { agent?: Agent; turn: number }): void
-    /**
-     * a session with a log starts (`resumed: false`) or continues one (`resumed: true`, same `id`): plugins that keep
-     * per-session state (fs-observation's record of reads) key it by `id`, so a resumed session gets it back
-     */
-    'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
-    /** the session was disposed: plugins end what belongs to it (tools-shell's background jobs of its agent) */
-    'agent/session-end'(info: { agent?: Agent; id: string }): void
     /** the loop is about to call the model (observers such as @faber/plugin-otel open a span on it) */
     'agent/model-request'(request: ModelRequestInfo): void
     /** that model call returned (`error` unset) or failed; `request` is the object the request event carried */

@@ -1,5 +1,5 @@
 import { AgentSession, type Message, type ModelRequest, ScriptedModel, type SessionEvent } from '@faber/agent'
-import { createAgent, defineTool, t } from '@faber/core'
+import { CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, t } from '@faber/core'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { deferred, deployment, tick } from './helpers.ts'
@@ -110,7 +110,7 @@ describe('AgentSession: the loop', () => {
     expect(order.every((index) => index >= 0)).to.equal(true, system)
     expect([...order].sort((a, b) => a - b)).to.deep.equal(order)
     expect(system).not.to.include('OTHER ONLY')
-    expect(session.prompt().sections.map((s) => s.id)).to.deep.equal(['persona', 'tools:code-only', 'tool:add', 'tools:sdk', 'runtime'])
+    expect(session.prompt().sections.map((s) => s.id)).to.deep.equal(['persona', CODE_ONLY_SECTION, 'tool:add', SDK_SECTION, 'runtime'])
   })
 
   it('emits agent/turn at the start of each user turn', async () => {

@@ -1,6 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: deployment files use ${dir} and ${env.NAME} substitutions
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { SDK_SECTION } from '@faber/core'
 import { expect } from 'chai'
 import { Logger } from 'cordis'
 import { compose, DeploymentError, loadDeploymentFile, parseDeployment } from '../src/index.ts'
@@ -100,7 +101,7 @@ describe('deployment files', () => {
       expect(agent).to.equal(reviewer)
       expect(reviewer.parent).to.equal(lead)
       expect(ctx.tools.wire(lead).tools.map((t) => t.name)).to.deep.equal(['run_code'])
-      expect(ctx.tools.wire(lead).sections.find((s) => s.id === 'tools:sdk')?.text).to.include('an index')
+      expect(ctx.tools.wire(lead).sections.find((s) => s.id === SDK_SECTION)?.text).to.include('an index')
       expect(ctx.tools.wire(reviewer).tools.map((t) => t.name)).to.deep.equal(['glob', 'grep', 'list', 'read'])
       // the tools were registered on lead, so the global layer does not see them
       expect(ctx.tools.schemas().map((t) => t.name)).to.deep.equal(['run_code'])

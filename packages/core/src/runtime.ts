@@ -102,6 +102,11 @@ interface View {
   catalog?: Catalog
 }
 
+/** the id of the prompt section `wire` gives for the code-only rule (empty unless the agent's calls collapse) */
+export const CODE_ONLY_SECTION = 'tools:code-only'
+/** the id of the prompt section `wire` gives for the SDK (under `code` and `both`) */
+export const SDK_SECTION = 'tools:sdk'
+
 const CODE_ONLY_ORDER = 50
 /** bindings every program gets next to the tools (see catalog.ts) */
 const PROGRAM_HELPERS = ['$search', '$describe']
@@ -460,8 +465,8 @@ class ToolRuntime extends Service {
     const sections: PromptSection[] = []
     const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
     const rule = collapsed.length ? self.codeMode.codeOnlyRule(collapsed.map((name) => view.tools.get(name)!)) : ''
-    sections.push({ id: 'tools:code-only', order: CODE_ONLY_ORDER, text: rule })
-    if (view.mode !== 'native') sections.push({ id: 'tools:sdk', order: SDK_ORDER, text: self.codeMode.sdkSection(agent) })
+    sections.push({ id: CODE_ONLY_SECTION, order: CODE_ONLY_ORDER, text: rule })
+    if (view.mode !== 'native') sections.push({ id: SDK_SECTION, order: SDK_ORDER, text: self.codeMode.sdkSection(agent) })
     view.wire = Object.freeze({ mode: view.mode, tools: Object.freeze(tools), sections: Object.freeze(sections.map((s) => Object.freeze(s))) })
     return view.wire
   }

@@ -1,7 +1,7 @@
 // progressive disclosure: how the SDK is presented (full, index, auto) per deployment and per agent, and what
 // tools.$search / tools.$describe answer; all limited to what the agent can see.
 
-import ToolRuntime, { Catalog, createAgent, defineTool, describeTools, renderIndex, type SdkTool, summaryOf, t } from '@faber/core'
+import ToolRuntime, { Catalog, createAgent, defineTool, describeTools, renderIndex, SDK_SECTION, type SdkTool, summaryOf, t } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { deployment } from './helpers.ts'
@@ -18,7 +18,7 @@ function register(ctx: Context, name: string, description: string, extra: Record
   )
 }
 
-const sdkText = (ctx: Context, agent?: ReturnType<typeof createAgent>) => ctx.tools.wire(agent).sections.find((s) => s.id === 'tools:sdk')!.text
+const sdkText = (ctx: Context, agent?: ReturnType<typeof createAgent>) => ctx.tools.wire(agent).sections.find((s) => s.id === SDK_SECTION)!.text
 
 describe('SDK presentation', () => {
   it('auto shows every declaration while they fit the budget, then an index, then names only', async () => {

@@ -1,4 +1,4 @@
-import { assertStarted, createAgent, defineTool, type Mode, t } from '@faber/core'
+import { assertStarted, CODE_ONLY_SECTION, createAgent, defineTool, type Mode, SDK_SECTION, t } from '@faber/core'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { callId, deployment, echoTool, signal } from './helpers.ts'
@@ -100,10 +100,10 @@ for (const mode of modes) {
       const wire = ctx.tools.wire()
       expect(wire.mode).to.equal(mode)
       expect(names(wire.tools)).to.deep.equal({ native: ['read'], code: ['run_code'], both: ['read', 'run_code'] }[mode])
-      const codeOnly = wire.sections.find((s) => s.id === 'tools:code-only')!
+      const codeOnly = wire.sections.find((s) => s.id === CODE_ONLY_SECTION)!
       expect(codeOnly.order).to.be.below(100)
       expect(codeOnly.text === '').to.equal(mode !== 'code')
-      const sdk = wire.sections.find((s) => s.id === 'tools:sdk')
+      const sdk = wire.sections.find((s) => s.id === SDK_SECTION)
       expect(sdk === undefined).to.equal(mode === 'native')
       if (sdk) expect(sdk.text).to.match(/ {2}read\(args: \{ text: string \}\): Promise<.+>/)
       for (const shown of wire.tools) {

@@ -12,15 +12,6 @@ import { SavedObservations } from './saved.ts'
 
 export { ABSENT, Observations, pathKey } from './observations.ts'
 
-declare module 'cordis' {
-  interface Events {
-    /** the contract with fs tool sets: see @faber/plugin-tools-fs; answered here with what the agent observed */
-    'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
-    /** emitted by @faber/agent's AgentSession when a logged session starts or resumes (declared identically there) */
-    'agent/session'(info: { agent?: Agent; id: string; resumed: boolean }): void
-  }
-}
-
 type Role = 'read' | 'write' | 'edit' | 'command'
 
 // results that end a call before its body could run: such a command changed nothing

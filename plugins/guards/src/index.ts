@@ -12,19 +12,6 @@ export * from './paths.ts'
 export * from './patterns.ts'
 export { TimeoutError, timeoutWrapper } from './timeout.ts'
 
-export interface TurnInfo {
-  /** the agent whose user turn began; undefined for calls made without an agent */
-  agent?: Agent
-  turn: number
-}
-
-declare module 'cordis' {
-  interface Events {
-    /** a new user turn began; the agent loop emits it. guards resets the breaker and per-turn rate counts */
-    'agent/turn'(info: TurnInfo): void
-  }
-}
-
 // the state of calls made without an agent
 const NO_AGENT = {}
 

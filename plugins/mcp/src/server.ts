@@ -2,7 +2,18 @@
 // registry's wire shows that agent; tools/call runs through `ctx.tools.execute`, so every policy applies.
 
 import { randomUUID } from 'node:crypto'
-import { Agent, type ApprovalOutcome, type ApprovalRequest, type ApprovalService, errorResult, type Json, RUN_CODE, untraced } from '@faber/core'
+import {
+  Agent,
+  type ApprovalOutcome,
+  type ApprovalRequest,
+  type ApprovalService,
+  CODE_ONLY_SECTION,
+  errorResult,
+  type Json,
+  RUN_CODE,
+  SDK_SECTION,
+  untraced,
+} from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
@@ -49,7 +60,7 @@ function mcpAnnotations(annotations: Record<string, unknown> | undefined): Tool[
 }
 
 // run_code's description must carry what the model needs to use it: the code-only rule and the SDK
-const RUN_CODE_SECTIONS = new Set(['tools:code-only', 'tools:sdk'])
+const RUN_CODE_SECTIONS = new Set([CODE_ONLY_SECTION, SDK_SECTION])
 
 /** the tools/list answer for an agent: `wire(agent).tools`, run_code described with the SDK */
 export function wireTools(ctx: Context, agent?: Agent): Tool[] {

@@ -1,4 +1,4 @@
-import { type Agent, assertStarted, createAgent, type ToolResult } from '@faber/core'
+import { type Agent, assertStarted, CODE_ONLY_SECTION, createAgent, SDK_SECTION, type ToolResult } from '@faber/core'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import { Context } from 'cordis'
@@ -111,7 +111,7 @@ describe('report: what is loaded', () => {
     expect(preset.wire).to.deep.equal(['run_code'])
     expect(preset.collapsed).to.deep.equal(['cordis_inspect', 'echo'])
     expect(preset.masked).to.deep.equal([{ name: 'explode', by: 'preset' }])
-    expect(preset.sections).to.deep.equal(['tools:code-only', 'tools:sdk'])
+    expect(preset.sections).to.deep.equal([CODE_ONLY_SECTION, SDK_SECTION])
 
     const coder = layer(report, 'coder')
     expect(coder).to.include({ mode: 'code', modeFrom: 'ancestor', modeAgent: 'preset' })

@@ -1,6 +1,5 @@
 // @faber/plugin-tools-fs: read / write / edit / list / glob / grep over one workspace root.
 
-import type { Execution } from '@faber/core'
 import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { type FsLimits, fsTools } from './tools.ts'
@@ -11,17 +10,6 @@ export * from './errors.ts'
 export { compileGlob } from './search.ts'
 export { ABSENT, currentVersion, versionOf } from './version.ts'
 export { type Resolved, Workspace } from './workspace.ts'
-
-declare module 'cordis' {
-  interface Events {
-    /**
-     * asked by write and edit just before they commit: the version the file must still be at (ABSENT: it must
-     * not exist), or nothing for an unconditional write. `path` is relative to the tool's root, which the tool
-     * carries as `exec.tool.annotations.fsRoot`. @faber/plugin-fs-observation answers it.
-     */
-    'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
-  }
-}
 
 export const name = 'tools-fs'
 export const reusable = true

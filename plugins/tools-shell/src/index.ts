@@ -3,7 +3,7 @@
 
 import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { type Agent, defineConfig } from '@faber/core'
+import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { bwrapArgs, findCgroups, probeBubblewrap, type SandboxConfig } from './confine.ts'
 import { shellTools } from './tools.ts'
@@ -11,13 +11,6 @@ import { shellTools } from './tools.ts'
 export { Capture, type Captured } from './capture.ts'
 export { bwrapArgs, probeBubblewrap, type SandboxConfig } from './confine.ts'
 export { type Outcome, ShellError } from './tools.ts'
-
-declare module 'cordis' {
-  interface Events {
-    /** emitted by @faber/agent's AgentSession when it is disposed (declared identically there) */
-    'agent/session-end'(info: { agent?: Agent; id: string }): void
-  }
-}
 
 export const name = 'tools-shell'
 export const reusable = true
