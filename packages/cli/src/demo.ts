@@ -17,6 +17,8 @@ export interface DemoOptions {
   log?: string
   style: Style
   output?: NodeJS.WritableStream & { isTTY?: boolean }
+  /** serve the inspector's live web view during the demo, then keep it (and the deployment) until `hold` settles */
+  web?: { host: string; port: number; token?: string; hold: () => Promise<void> }
 }
 
 export const DEMO_FILES: Record<string, string> = {
@@ -161,6 +163,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     const { ctx } = deployed
     const agent = deployed.agents.get('main')!
     try {
+      // served before the session, so the page gets every call and program, whenever it is opened
+      const view = options.web && (await ctx.inspector.serve(options.web))
+      if (view) (options.json ? process.stderr : out).write(`faber demo: the live web view is at ${view.url}\n`)
       const loaded = spec.plugins.map((p) => p.use)
       if (options.json) transcript.json({ type: 'deployment', mode: 'code', agent: 'main', plugins: loaded, workspace: root, files: Object.keys(DEMO_FILES) })
       transcript.heading('the deployment')
@@ -226,6 +231,10 @@ export async function runDemo(options: DemoOptions): Promise<number> {
         transcript.line(
           paint(`\n(finished in ${((performance.now() - started) / 1000).toFixed(1)} s${options.keep ? `; workspace kept at ${root}` : ''})`, 'gray'),
         )
+      }
+      if (view && options.web) {
+        ;(options.json ? process.stderr : out).write(`faber demo: the deployment and its live web view (${view.url}) stay until Ctrl-C\n`)
+        await options.web.hold()
       }
       return outcome.reason === 'done' ? 0 : 1
     } finally {

@@ -51,7 +51,7 @@ Exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.`,
   grants: GRANTS_HELP,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 
-Usage: faber demo [--json] [--keep] [--log FILE]
+Usage: faber demo [--json] [--keep] [--log FILE] [--web [HOST:]PORT]
 
 A temporary workspace with real files, the real sandbox, and every plugin of the standard stack. The scripted
 model first calls a tool directly (rejected by the core: under code mode only run_code is callable), then writes
@@ -62,6 +62,8 @@ Options:
   --json      one JSON record per line (events, the report, the outcome) instead of the transcript
   --keep      keep the temporary workspace and print its path
   --log FILE  write the session log (JSONL) to FILE
+  --web [HOST:]PORT  serve the inspector's live web view during the demo; the deployment and the view stay
+              until Ctrl-C, to look at its calls, programs and approvals (see faber inspect --help)
   --no-color  plain output`,
   run: `faber run <deployment.yml> — compose a deployment file and chat with its model
 
@@ -223,6 +225,15 @@ function parseListen(text: string): { host: string; port: number } {
   return { host: match[1]?.replace(/^\[|\]$/g, '') ?? '127.0.0.1', port }
 }
 
+async function listenArg(command: string, listen: Values[string]): Promise<{ host: string; port: number }> {
+  const { parseListen } = await import('@faber/plugin-tool-cordis')
+  try {
+    return parseListen(String(listen))
+  } catch (error) {
+    throw new UsageError(`faber ${command}: --web: ${(error as Error).message}`)
+  }
+}
+
 /** serves the live web view of a deployment when --web asked for one, loading the inspector if the deployment did not */
 async function serveWeb(command: string, deployed: Deployed, values: Values, out: NodeJS.WritableStream = process.stdout) {
   const listen = values.web
@@ -234,12 +245,7 @@ async function serveWeb(command: string, deployed: Deployed, values: Values, out
     return configured
   }
   const cordis = await import('@faber/plugin-tool-cordis')
-  let where: { host: string; port: number }
-  try {
-    where = cordis.parseListen(String(listen))
-  } catch (error) {
-    throw new UsageError(`faber ${command}: --web: ${(error as Error).message}`)
-  }
+  const where = await listenArg(command, listen)
   const { ctx } = deployed
   if (!ctx.get('inspector')) {
     ctx.plugin(cordis.default)
@@ -300,10 +306,19 @@ export async function main(argv: string[]): Promise<number> {
       return grants(positionals, values as { store?: string; deployment?: string; json?: boolean; replace?: boolean; output?: string })
     }
     case 'demo': {
-      const { values } = parse(command, rest, { json: { type: 'boolean' }, keep: { type: 'boolean' }, log: { type: 'string' } })
+      const { values } = parse(command, rest, {
+        json: { type: 'boolean' },
+        keep: { type: 'boolean' },
+        log: { type: 'string' },
+        web: { type: 'string' },
+        token: { type: 'string' },
+      })
       if (values.help) break
       const log = typeof values.log === 'string' ? resolve(values.log) : undefined
-      return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), log, style: styleFor(values) })
+      if (values.token !== undefined && values.web === undefined) throw new UsageError('faber demo: --token only applies with --web')
+      const web =
+        values.web === undefined ? undefined : { ...(await listenArg(command, values.web)), token: values.token as string | undefined, hold: untilSignal }
+      return runDemo({ json: Boolean(values.json), keep: Boolean(values.keep), log, style: styleFor(values), web })
     }
     case 'run': {
       const { values, positionals } = parse(command, rest, {

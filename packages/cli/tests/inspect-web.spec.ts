@@ -72,3 +72,38 @@ describe('faber inspect --web', function () {
     expect(json.stderr).to.include('pick one')
   })
 })
+
+describe('faber demo --web', function () {
+  this.timeout(120_000)
+
+  it('serves the demo deployment live, and keeps it after the session until Ctrl-C', async () => {
+    const child = spawn(process.execPath, [BIN, 'demo', '--web', '127.0.0.1:0'], { stdio: ['pipe', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const exited = new Promise((resolve) => child.on('close', resolve))
+    const url = await new Promise<string>((resolve, reject) => {
+      let address = ''
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        address ||= /the live web view is at (http:\/\/\S+)/.exec(line)?.[1] ?? ''
+        if (address && line.includes('stay until Ctrl-C')) resolve(address)
+      })
+      child.on('close', (code) => reject(new Error(`faber demo --web exited with ${code}: ${stderr}`)))
+    })
+    // the stream opens with a snapshot of what the demo did
+    const res = await fetch(new URL('api/events', url))
+    const reader = res.body!.getReader()
+    let text = ''
+    while (!text.includes('\n\n')) text += new TextDecoder().decode((await reader.read()).value)
+    await reader.cancel()
+    const snapshot = JSON.parse(/^event: snapshot\ndata: (.*)$/m.exec(text)![1]) as {
+      calls: { name: string; nested: boolean; outcome: string }[]
+      programs: { code: string }[]
+    }
+    expect(snapshot.calls.some((call) => call.name === 'run_code' && !call.nested)).to.equal(true)
+    expect(snapshot.calls.filter((call) => call.nested).length).to.be.greaterThan(2)
+    expect(snapshot.calls.some((call) => call.nested && call.outcome === 'error')).to.equal(true)
+    expect(snapshot.programs.length).to.be.greaterThan(0)
+    child.kill('SIGINT')
+    expect(await exited).to.equal(0)
+  })
+})

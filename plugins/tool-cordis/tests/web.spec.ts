@@ -150,28 +150,35 @@ describe('the live web view in Chromium', function () {
   it('streams a run_code call with its nested calls, a denial and the source lines', async () => {
     const program = [
       "const text = await tools.read({ path: 'a.txt' })",
+      "const more = await tools.read({ path: 'b.txt' })",
       'let refused = ""',
       'try {',
       "  await tools.rm({ path: 'a.txt' })",
       '} catch (error) {',
       '  refused = error.message',
       '}',
-      'return { text, refused }',
+      'return { text, more, refused }',
     ].join('\n')
     const result = await call(ctx, 'run-1', 'run_code', { code: program, description: 'read, then try to remove' })
     expect(result.isError).to.equal(false)
     const run = page.locator('#calls > details.call[data-call="coder/run-1"].ok')
     await run.waitFor({ timeout: WAIT })
-    const denied = run.locator('details.call[data-call="coder/run-1/2"].error')
+    const denied = run.locator('details.call[data-call="coder/run-1/3"].error')
     await denied.waitFor({ state: 'attached', timeout: WAIT })
-    expect(await run.locator('details.call[data-call="coder/run-1/1"].ok').count()).to.equal(1)
+    expect(await run.locator('details.call[data-call^="coder/run-1/"].ok').count()).to.equal(2)
     await run.locator(':scope > summary').click()
     await denied.locator(':scope > summary').click()
     const stages = await denied.locator('table.stages').textContent()
     expect(stages).to.contain('deny').and.contain('safety').and.contain('rm is never allowed here')
-    // the lines that made the two nested calls are highlighted in the program's source
-    const hits = await run.locator(':scope > .body ol.source li.hit').evaluateAll((items) => items.map((li) => li.getAttribute('data-line')))
-    expect(hits).to.deep.equal(['1', '4'])
+    // the lines that made the nested calls are highlighted in the program's source, each marked with its call
+    const hits = await run
+      .locator(':scope > .body ol.source li.hit')
+      .evaluateAll((items) => items.map((li) => [li.getAttribute('data-line'), li.querySelector('.marks')?.textContent]))
+    expect(hits).to.deep.equal([
+      ['1', '#1'],
+      ['2', '#2'],
+      ['5', '#3'],
+    ])
     await page.screenshot({ path: resolve(ARTIFACTS, 'calls.png'), fullPage: true })
   })
 

@@ -333,18 +333,53 @@ function linesCalling(lines, name) {
   return hits
 }
 
+const ANY_CALL = /\btools\s*(\.|\[)/
+
+/** the string values of a call's arguments (its JSON preview may be cut: then none) */
+function argumentStrings(call) {
+  const found = []
+  const walk = (v) => {
+    if (typeof v === 'string') {
+      if (v.length >= 2 && !v.includes('\n')) found.push(v)
+    } else if (v && typeof v === 'object') Object.values(v).forEach(walk)
+  }
+  try {
+    walk(JSON.parse(call.arguments))
+  } catch {}
+  return found
+}
+
+/**
+ * the lines that made a nested call: the lines calling its tool by name, narrowed to those whose statement (the line
+ * and the few after it, up to the next line that calls a tool) holds the most of the call's string arguments. the sandbox does not
+ * report call sites, so this is a best guess; with no argument to tell them apart, every candidate line.
+ */
+function callLines(lines, call) {
+  const candidates = linesCalling(lines, call.name)
+  const values = argumentStrings(call)
+  if (candidates.length < 2 || values.length === 0) return candidates
+  const scores = candidates.map((line) => {
+    let until = line + 1
+    while (until < lines.length && until < line + 8 && !ANY_CALL.test(lines[until])) until++
+    const statement = lines.slice(line, until).join('\n')
+    return values.filter((value) => statement.includes(value)).length
+  })
+  const best = Math.max(...scores)
+  return best === 0 ? candidates : candidates.filter((_, k) => scores[k] === best)
+}
+
 function sourceView(program, children) {
   const lines = program.code.split('\n')
   const marks = new Map() // line -> labels
   children.forEach((child, index) => {
-    for (const line of linesCalling(lines, child.name)) {
+    for (const line of callLines(lines, child)) {
       if (!marks.has(line)) marks.set(line, [])
       marks.get(line).push(`#${index + 1}`)
     }
   })
   return h(
     'ol',
-    { class: 'source', 'aria-label': 'program source; lines that make nested calls are highlighted' },
+    { class: 'source', 'aria-label': 'program source; the lines that made nested calls are highlighted (a best guess from tool names and arguments)' },
     lines.map((line, i) =>
       h(
         'li',
@@ -356,11 +391,10 @@ function sourceView(program, children) {
   )
 }
 
-function focusLines(el, program, name, on) {
+function focusLines(el, program, call, on) {
   const source = el.querySelector(':scope > .body ol.source')
   if (!source) return
-  const lines = program.code.split('\n')
-  for (const i of linesCalling(lines, name)) source.children[i]?.classList.toggle('focus', on)
+  for (const i of callLines(program.code.split('\n'), call)) source.children[i]?.classList.toggle('focus', on)
 }
 
 function callBody(e, children) {
@@ -396,11 +430,11 @@ function callBody(e, children) {
     for (const child of children) {
       const el = callElement(child)
       if (program) {
-        const name = info(child).name
-        el.addEventListener('mouseenter', () => focusLines(e.el, program, name, true))
-        el.addEventListener('mouseleave', () => focusLines(e.el, program, name, false))
-        el.addEventListener('focusin', () => focusLines(e.el, program, name, true))
-        el.addEventListener('focusout', () => focusLines(e.el, program, name, false))
+        const nested = info(child)
+        el.addEventListener('mouseenter', () => focusLines(e.el, program, nested, true))
+        el.addEventListener('mouseleave', () => focusLines(e.el, program, nested, false))
+        el.addEventListener('focusin', () => focusLines(e.el, program, nested, true))
+        el.addEventListener('focusout', () => focusLines(e.el, program, nested, false))
       }
       list.append(el)
     }
