@@ -5,8 +5,9 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { Store } from '@faber/store'
-import type { OAuthClientProvider, OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
+import type { AddClientAuthentication, OAuthClientProvider, OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
 import { extractWWWAuthenticateParams } from '@modelcontextprotocol/sdk/client/auth.js'
+import { createPrivateKeyJwtAuth } from '@modelcontextprotocol/sdk/client/auth-extensions.js'
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 
@@ -19,6 +20,12 @@ export interface McpAuth {
   clientSecret?: string
   /** the environment variable holding clientSecret, so the secret stays out of the deployment file */
   clientSecretEnv?: string
+  /** a PEM (PKCS#8) private key: the client authenticates with a signed JWT (private_key_jwt) instead of a secret */
+  privateKey?: string
+  /** the environment variable holding privateKey */
+  privateKeyEnv?: string
+  /** the JWT signing algorithm for privateKey */
+  signingAlgorithm: string
   /** an https URL of a client ID metadata document, used as client_id where the server supports it */
   clientMetadataUrl?: string
   /** the scope asked for when the server does not say which it needs */
@@ -164,12 +171,24 @@ export class StoredOAuthProvider implements OAuthClientProvider {
   private stepUp?: string
   /** the callback URL while a callback server listens; without one, the port configured (or a portless loopback URL) */
   callbackUrl?: string
+  /** private_key_jwt: a signed assertion instead of a secret (the SDK calls this for every token request) */
+  readonly addClientAuthentication?: AddClientAuthentication
 
   constructor(
     private record: OAuthRecord,
     private config: McpAuth,
     private redirect: (url: URL) => void | Promise<void>,
-  ) {}
+  ) {
+    const key = config.privateKey ?? (config.privateKeyEnv ? process.env[config.privateKeyEnv] : undefined)
+    if (key && config.clientId) {
+      this.addClientAuthentication = createPrivateKeyJwtAuth({
+        issuer: config.clientId,
+        subject: config.clientId,
+        privateKey: key,
+        alg: config.signingAlgorithm,
+      })
+    }
+  }
 
   private get secret() {
     return this.config.clientSecret ?? (this.config.clientSecretEnv ? process.env[this.config.clientSecretEnv] : undefined)
@@ -192,7 +211,7 @@ export class StoredOAuthProvider implements OAuthClientProvider {
       redirect_uris: redirect ? [redirect] : [],
       grant_types: machine ? ['client_credentials'] : ['authorization_code', 'refresh_token'],
       response_types: machine ? [] : ['code'],
-      token_endpoint_auth_method: this.secret ? 'client_secret_basic' : 'none',
+      token_endpoint_auth_method: this.addClientAuthentication ? 'private_key_jwt' : this.secret ? 'client_secret_basic' : 'none',
       ...((this.stepUp ?? this.config.scope) ? { scope: this.stepUp ?? this.config.scope } : {}),
     }
   }

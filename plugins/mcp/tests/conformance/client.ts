@@ -32,7 +32,32 @@ ctx.plugin({
   apply: (inner: Context) => inner.on('approval/elicit', () => ({ action: 'accept' as const })),
 })
 ctx.on('approval/elicited', (event) => console.error(`form from ${event.source}: ${event.action}, defaults for ${event.defaulted.join(', ') || 'none'}`))
-ctx.plugin(mcp, { servers: [{ name: 'suite', url, prefix: '' }], restart: { maxAttempts: 0 } })
+// auth/* scenarios: the suite's server requires OAuth. This process is also the person: it opens each printed
+// authorization URL (the suite's authorization server consents at once and redirects to the callback on 127.0.0.1)
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? ''
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || '{}') as {
+  client_id?: string
+  client_secret?: string
+  private_key_pem?: string
+  signing_algorithm?: string
+}
+const auth: Partial<mcp.McpAuth> | undefined = scenario.startsWith('auth/')
+  ? {
+      interactive: true,
+      ...(scenario.startsWith('auth/client-credentials') ? { grant: 'client_credentials' as const } : {}),
+      ...(context.client_id ? { clientId: context.client_id, clientSecret: context.client_secret } : {}),
+      ...(context.private_key_pem ? { privateKey: context.private_key_pem, signingAlgorithm: context.signing_algorithm } : {}),
+      // the suite's expected client ID metadata document (its server advertises support and never fetches it)
+      ...(scenario === 'auth/basic-cimd' ? { clientMetadataUrl: 'https://conformance-test.local/client-metadata.json' } : {}),
+    }
+  : undefined
+ctx.on('mcp/authorize', ({ url }) => {
+  fetch(url).then(
+    (response) => console.error(`authorized through ${new URL(url).origin}: the callback answered ${response.status}`),
+    (error) => console.error(`opening the authorization URL failed: ${error}`),
+  )
+})
+ctx.plugin(mcp, { servers: [{ name: 'suite', url, prefix: '', auth }], restart: { maxAttempts: 0 } })
 await ctx.start()
 let failed = false
 for (const tool of ctx.tools.schemas()) {
