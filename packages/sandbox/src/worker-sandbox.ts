@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads'
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
 import { argumentBytes, boundReply, failure, limitMessages, maxPendingCalls, messageOf, Output, overheadMb } from './outcome.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -15,6 +15,12 @@ import {
 
 const entry = new URL('./worker.mjs', import.meta.url)
 
+// after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
+// its event loop and being woken: at most `maxHostSpinMs` per reply, and only while calls came back that fast lately;
+// at most `maxBurstMs` of such replies in a row before the event loop gets its turn
+const maxHostSpinMs = 0.05
+const maxBurstMs = 2
+
 export interface WorkerSandboxOptions {
   /** workers kept spawned and waiting; overlapping runs beyond it get a worker spawned on demand */
   poolSize?: number
@@ -30,6 +36,16 @@ interface Slot {
   worker: Worker
   memoryMb: number
   runs: number
+  /** replies to the program's calls, taken by the worker synchronously (see worker.mjs) */
+  replies: MessagePort
+  /** what the worker posts during a run: calls, logs, its outcome */
+  inbox: MessagePort
+  /** [0] bumped by the host after each reply it posts, [1] by the worker after each message it posts */
+  seq: Int32Array
+  /** how long the worker took lately to post again after a reply, in ms: the host spins only when that is short */
+  gapMs: number
+  /** ms the worker spent spinning for replies: active time on its event loop that is not the program's */
+  waited: Float64Array
 }
 
 interface Spawn {
@@ -47,7 +63,7 @@ type Message =
 
 /**
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
- * cpu time is the worker's event-loop active time (waits on the host are idle time), polled from the host.
+ * cpu time is the worker's event-loop active time less what it spent spinning for replies, polled from the host.
  */
 export class WorkerSandbox implements CodeRuntime {
   readonly backend = 'worker-vm'
@@ -121,6 +137,7 @@ export class WorkerSandbox implements CodeRuntime {
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
     const elu = worker.performance.eventLoopUtilization()
+    const waitedBefore = slot.waited[0]
     slot.runs++
 
     return new Promise<CodeRunOutcome>((resolve) => {
@@ -130,7 +147,7 @@ export class WorkerSandbox implements CodeRuntime {
         clearTimeout(cpuTimer)
         clearTimeout(wallTimer)
         request.signal.removeEventListener('abort', onAbort)
-        worker.off('message', onMessage)
+        slot.inbox.off('message', onMessage)
         worker.off('error', onError)
         worker.off('exit', onExit)
         this.running.delete(stop)
@@ -161,13 +178,40 @@ export class WorkerSandbox implements CodeRuntime {
         }
         if (settled) return
         reply = boundReply(reply, limits, name)
-        if (reply.ok) worker.postMessage({ t: 'reply', id, call, ok: true, text: reply.value })
-        else worker.postMessage({ t: 'reply', id, call, ok: false, text: reply.message, code: reply.code })
+        const mark = Atomics.load(slot.seq, 1)
+        if (reply.ok) slot.replies.postMessage({ id, call, ok: true, text: reply.value })
+        else slot.replies.postMessage({ id, call, ok: false, text: reply.message, code: reply.code })
+        Atomics.add(slot.seq, 0, 1)
+        repliedAt = performance.now()
+        expect(mark)
+      }
+
+      // the adaptive half of the hand-off on this side: a brief spin for the worker's next message, taken synchronously
+      let repliedAt: number | undefined
+      let burst: number | undefined
+      const expect = (mark: number) => {
+        const spin = slot.gapMs < maxHostSpinMs ? Math.min(maxHostSpinMs, 2 * slot.gapMs + 0.005) : 0
+        if (spin === 0) return
+        const from = performance.now()
+        if (burst === undefined) {
+          burst = from
+          setImmediate(() => (burst = undefined))
+        } else if (from - burst > maxBurstMs) return
+        while (Atomics.load(slot.seq, 1) === mark) if (performance.now() - from >= spin) return
+        for (let taken = 0; taken < 64 && !settled; taken++) {
+          const message = receiveMessageOnPort(slot.inbox)
+          if (message === undefined) return
+          onMessage(message.message as Message)
+        }
       }
       // a worker whose heap stays half full after a run would leave the next program less than its memoryMb
       const healthy = (heap: number) => slot.runs < this.maxRunsPerWorker && heap < (slot.memoryMb * 1024 * 1024) / 2
 
       const onMessage = (message: Message) => {
+        if (repliedAt !== undefined) {
+          slot.gapMs = slot.gapMs * 0.75 + (performance.now() - repliedAt) * 0.25
+          repliedAt = undefined
+        }
         if (message.t === 'ready' || message.id !== id) return
         switch (message.t) {
           case 'call':
@@ -198,7 +242,7 @@ export class WorkerSandbox implements CodeRuntime {
       const onAbort = () => fail('abort', 'the run was aborted')
 
       const checkCpu = () => {
-        const { active } = worker.performance.eventLoopUtilization(elu)
+        const active = worker.performance.eventLoopUtilization(elu).active - (slot.waited[0] - waitedBefore)
         if (active >= limits.cpuMs) {
           return fail('timeout', limitMessages.cpu(limits))
         }
@@ -206,7 +250,7 @@ export class WorkerSandbox implements CodeRuntime {
         cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - active))
       }
 
-      worker.on('message', onMessage)
+      slot.inbox.on('message', onMessage)
       worker.on('error', onError)
       worker.on('exit', onExit)
       request.signal.addEventListener('abort', onAbort, { once: true })
@@ -289,12 +333,16 @@ export class WorkerSandbox implements CodeRuntime {
   }
 
   private spawn(memoryMb: number) {
+    const handoff = new SharedArrayBuffer(16)
+    const { port1: replies, port2 } = new MessageChannel()
+    const { port1: inbox, port2: toHost } = new MessageChannel()
     const worker = new Worker(entry, {
       env: {},
       argv: [],
       // the import() callback in worker.mjs is only consulted with this flag
       execArgv: ['--experimental-vm-modules'],
-      workerData: { prelude: preludeSource },
+      workerData: { prelude: preludeSource, replies: port2, toHost, handoff },
+      transferList: [port2, toHost],
       // the program's memoryMb on top of what the worker itself holds, so a program gets all of it
       resourceLimits: {
         maxOldGenerationSizeMb: memoryMb + overheadMb,
@@ -311,9 +359,11 @@ export class WorkerSandbox implements CodeRuntime {
     worker.unref()
     // a worker can still fail after its run settled (out of memory while being terminated): never throw in the host
     worker.on('error', () => {})
-    const slot: Slot = { worker, memoryMb, runs: 0 }
+    const slot: Slot = { worker, memoryMb, runs: 0, replies, inbox, seq: new Int32Array(handoff, 0, 2), gapMs: 0, waited: new Float64Array(handoff, 8, 1) }
     // an idle worker that dies leaves the pool
     worker.once('exit', () => {
+      replies.close()
+      inbox.close()
       const index = this.idle.indexOf(slot)
       if (index === -1) return
       this.idle.splice(index, 1)

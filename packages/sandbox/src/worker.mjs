@@ -2,21 +2,38 @@
 // it runs one program at a time, each in a fresh vm context, and talks to the host in strings and numbers.
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { parentPort, workerData } from 'node:worker_threads'
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads'
 
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
 
+// a run talks to the host over a port pair of its own. replies arrive as port messages through the event loop, and the
+// worker may also take them synchronously: after posting a call, while replies came back quickly lately, it spins a
+// moment on `seq[0]` (the host bumps it after each reply it posts) before going back to its event loop to sleep. it bumps
+// `seq[1]` after each message it posts, for a host that spins the same way after a reply. `waited` tells the host how
+// much of this thread's active time was spent spinning, which is not the program's
+const { replies, toHost, handoff } = workerData
+const seq = new Int32Array(handoff, 0, 2)
+const waited = new Float64Array(handoff, 8, 1)
+// a spin lasts about twice what replies took lately, and does not happen once they take longer than `maxSpinMs`
+const maxSpinMs = 0.1
+let recentMs = 0
+let calledAt = 0
+let scheduled = false
+
 // a rejection the program left unhandled belongs to the program, not to the worker
 process.on('unhandledRejection', () => {})
 
-const post = (message) => parentPort.postMessage(message)
+const post = (message) => {
+  toHost.postMessage(message)
+  Atomics.add(seq, 1, 1)
+}
 
 // what the host reads to decide whether this worker may serve another run
 const heapUsed = () => v8.getHeapStatistics().used_heap_size
 
 function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls }) {
-  const run = { id, finished: false, deliver: undefined }
+  const run = { id, finished: false, deliver: undefined, outstanding: 0 }
   current = run
   const finish = (message) => {
     run.finished = true
@@ -39,6 +56,9 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
           return false
         }
         post({ t: 'call', id, call: a, name: b, json: c })
+        run.outstanding++
+        calledAt = performance.now()
+        spinForReplies()
         return true
       case 'log':
         if (typeof a !== 'string') return false
@@ -94,18 +114,39 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   start(main)
 }
 
+// runs once the program's microtasks are done (an immediate) when it has calls waiting on the host
+function spinForReplies() {
+  if (scheduled || recentMs >= maxSpinMs) return
+  scheduled = true
+  setImmediate(() => {
+    scheduled = false
+    const run = current
+    if (run === undefined || run.finished || run.outstanding <= 0) return
+    const mark = Atomics.load(seq, 0)
+    const budget = Math.min(maxSpinMs, 2 * recentMs + 0.01)
+    const started = performance.now()
+    let now = started
+    while (Atomics.load(seq, 0) === mark && (now = performance.now()) - started < budget) {}
+    waited[0] += now - started
+    for (let message = receiveMessageOnPort(replies); message !== undefined; message = receiveMessageOnPort(replies)) reply(message.message)
+  })
+}
+
 function reply({ id, call, ok, text, code }) {
+  recentMs = recentMs * 0.75 + (performance.now() - calledAt) * 0.25
   const run = current
-  if (run === undefined || run.id !== id || run.finished) return
+  if (run === undefined || run.id !== id || run.finished) return false
+  run.outstanding--
   // a plain call: a method call would make `run` the receiver, which a program can read off a stack frame
   const { deliver } = run
   try {
     deliver(call, ok, text, code)
   } catch {}
+  return true
 }
 
 parentPort.on('message', (message) => {
   if (message.t === 'run') runProgram(message)
-  else if (message.t === 'reply') reply(message)
 })
-post({ t: 'ready' })
+replies.on('message', reply)
+parentPort.postMessage({ t: 'ready' })
