@@ -18,6 +18,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import {
   CreateMessageRequestSchema,
+  type CreateMessageResult,
   ElicitRequestSchema,
   type ElicitResult,
   ErrorCode,
@@ -28,6 +29,7 @@ import {
 import { type Context, type Logger, Schema } from 'cordis'
 import { renderContent } from './content.ts'
 import { AuthorizationRequired, type McpAuth, memoryRecord, OAuthCallback, OAuthTable, StoredOAuthProvider } from './oauth.ts'
+import { type McpSampling, sample } from './sampling.ts'
 import { importSchema } from './schema.ts'
 
 export type ServerState = 'connecting' | 'ready' | 'restarting' | 'failed' | 'closed'
@@ -86,6 +88,9 @@ class McpCallError extends Error {
 
 const FABER_NAME = /[^A-Za-z0-9_.:-]/g
 const STDERR_TAIL = 2000
+
+// a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
+const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
 
 function messageOf(error: unknown) {
   return error instanceof Error ? error.message : String(error)
@@ -286,15 +291,26 @@ export class McpConnection {
   }
 
   private makeClient() {
-    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities: { elicitation: { form: {} } } })
+    const sampling = this.options.sampling
+    const capabilities = { elicitation: { form: {} }, ...(sampling ? { sampling: {} } : {}) }
+    const client = new Client({ name: 'faber', version: '0.1.0' }, { capabilities })
     client.onerror = (error) => this.logger.debug('server "%s": %s', this.config.name, messageOf(error))
     client.setRequestHandler(ElicitRequestSchema, (request, extra) => this.elicit(request.params, extra.signal))
-    // sampling is not offered (no capability): a server that asks anyway is told why, not just "method not found"
+    if (sampling) client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => this.sample(sampling, request.params, extra.signal))
+    // without a sampling model it is not offered (no capability): a server that asks anyway is told why, not just "method not found"
     client.fallbackRequestHandler = async (request) => {
-      // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
-      const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
       if (request.method !== CreateMessageRequestSchema.shape.method.value) throw refuse(ErrorCode.MethodNotFound, `Method not found: ${request.method}`)
       this.logger.warn('server "%s" asked to sample a model (sampling/createMessage); refused: no model is configured for it', this.config.name)
+      const params = (request.params ?? {}) as { messages?: unknown[]; maxTokens?: number }
+      this.ctx.emit('mcp/sampled', {
+        server: this.config.name,
+        during: [...this.inflight].map((call) => call.tool),
+        model: 'none',
+        outcome: 'refused',
+        messages: params.messages?.length ?? 0,
+        maxTokens: params.maxTokens ?? 0,
+        durationMs: 0,
+      })
       throw refuse(ErrorCode.InvalidRequest, 'sampling is not available: this Faber deployment configures no model for its MCP servers')
     }
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
@@ -451,6 +467,28 @@ export class McpConnection {
     }
   }
 
+  /** the server asks the deployment's sampling model something: answered without tools, and audited either way */
+  private async sample(config: McpSampling, params: Parameters<typeof sample>[1], signal: AbortSignal): Promise<CreateMessageResult> {
+    const started = performance.now()
+    const base = {
+      server: this.config.name,
+      during: [...this.inflight].map((call) => call.tool),
+      messages: params.messages.length,
+      maxTokens: Math.min(params.maxTokens, config.maxTokens),
+    }
+    try {
+      const answer = await sample(config, params, signal)
+      const durationMs = Math.round(performance.now() - started)
+      this.ctx.emit('mcp/sampled', { ...base, model: answer.model, outcome: 'answered', stopReason: answer.stopReason, usage: answer.usage, durationMs })
+      return answer.result
+    } catch (error) {
+      const durationMs = Math.round(performance.now() - started)
+      this.logger.warn('server "%s": its sampling request failed: %s', this.config.name, messageOf(error))
+      this.ctx.emit('mcp/sampled', { ...base, model: config.model, outcome: 'failed', error: messageOf(error), durationMs })
+      throw refuse(ErrorCode.InternalError, `sampling failed: ${messageOf(error)}`)
+    }
+  }
+
   private pause(delta: number) {
     const before = this.asking
     this.asking += delta
@@ -595,11 +633,13 @@ export declare namespace McpClient {
     servers?: McpClientServer[]
     restart?: Partial<McpRestart>
     concurrentReadOnly?: boolean
+    sampling?: Partial<McpSampling> & { model: string }
   }
   interface Config {
     servers: Server[]
     restart: McpRestart
     concurrentReadOnly: boolean
+    sampling?: McpSampling
   }
 }
 
@@ -645,6 +685,19 @@ export const Config = defineConfig<McpClient.Config, McpClient.ConfigInput>()(
       stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
     }).default({} as McpRestart),
     concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
+    // absent unless written: then sampling is not offered, and a server that asks is refused
+    sampling: Schema.union([
+      Schema.const(undefined),
+      Schema.object({
+        provider: Schema.union(['openai', 'anthropic'] as const).default('openai'),
+        baseURL: Schema.string().description("the endpoint; default OpenAI's, or Anthropic's"),
+        model: Schema.string().required(),
+        apiKeyEnv: Schema.string().description('the environment variable holding the API key'),
+        maxTokens: Schema.natural().min(1).default(1024).description('a cap on the tokens one request may ask for'),
+        timeoutMs: Schema.natural().min(1),
+        maxRetries: Schema.natural(),
+      }),
+    ]).description("the model imported servers' sampling/createMessage requests go to"),
   }),
 )
 

@@ -14,6 +14,7 @@ export {
   type SavedOAuth,
   StoredOAuthProvider,
 } from './oauth.ts'
+export { type McpSampled, type McpSampling, samplingMessages } from './sampling.ts'
 export { type ImportedSchema, importSchema } from './schema.ts'
 export { elicitApproval, logsToStderr, MAX_ARGUMENT_DEPTH, type McpServing, type ServeOptions, serveMcp, wireTools } from './server.ts'
 export { DEFAULT_MAX_MESSAGE_BYTES, LineTransport, type LineTransportOptions } from './stdio.ts'
