@@ -1,19 +1,57 @@
-export * from './agent.ts'
-export * from './catalog.ts'
-export * from './code-mode.ts'
+// the public surface of @faber/core, named one by one: what plugins, deployments and code runtimes build on.
+// compiled tools, the pipeline, the run_code transport and the cordis adapter's internals stay inside the package.
+
+export { Agent, type AgentOptions, agentOf, createAgent } from './agent.ts'
+export { Catalog } from './catalog.ts'
+export type { NestedCallSettle, NestedCallStart } from './code-mode.ts'
 export * from './code-runtime.ts'
-export * from './collapse.ts'
+export { collapses, type Mode } from './collapse.ts'
 export * from './config.ts'
-export * from './context.ts'
-export { type Listener, listenersFor, ownerOf, scopeOf, untraced } from './cordis.ts'
-export * from './deadline.ts'
+export { assertStarted, PluginStartError, pluginFailure, startDeployment } from './context.ts'
+export { type Listener, listenersFor, ownerOf, untraced } from './cordis.ts'
+export { formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 export type { SessionEndInfo, SessionInfo, TurnInfo } from './events.ts'
-export * from './execution.ts'
-export * from './json.ts'
+export type * from './execution.ts'
+export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, snapshot } from './json.ts'
 export * from './result.ts'
-export * from './runtime.ts'
-export { default } from './runtime.ts'
-export * from './scheduler.ts'
-export * from './schema.ts'
-export * from './sdk.ts'
-export * from './tool.ts'
+export {
+  CODE_ONLY_SECTION,
+  default,
+  type Mask,
+  type ModeOrigin,
+  type PipelineEvent,
+  type PromptSection,
+  SDK_SECTION,
+  type SdkPresentation,
+  ToolRuntime,
+  type ToolSchema,
+  type Wire,
+} from './runtime.ts'
+export { type ExecutionMode, Scheduler } from './scheduler.ts'
+export {
+  checkSchema,
+  compileSchema,
+  type Infer,
+  type InferShape,
+  type JsonSchema,
+  type JsonType,
+  SchemaError,
+  SUPPORTED_KEYWORDS,
+  type TSchema,
+  t,
+  type Validator,
+} from './schema.ts'
+export { ABSENT_GLOBALS, PROGRAM_GLOBALS, type SdkTool } from './sdk.ts'
+export {
+  defineTool,
+  type Execution,
+  ExecutionToken,
+  RESULT_CHARS,
+  RUN_CODE,
+  type ToolAnnotations,
+  type ToolDefinition,
+  type ToolInfo,
+  type ToolOutput,
+  type ToolRun,
+  type TypedToolDefinition,
+} from './tool.ts'

@@ -48,4 +48,25 @@ describe('the cordis seam', () => {
     }
     expect(readers).to.deep.equal([])
   })
+
+  it('core has no import cycles, type-only imports included', () => {
+    const dir = join(root, 'packages/core/src')
+    const imports = new Map<string, string[]>()
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.ts'))) {
+      const text = readFileSync(join(dir, file), 'utf8')
+      imports.set(
+        file,
+        [...text.matchAll(/(?:from |import\()'\.\/([\w-]+\.ts)'/g)].map((match) => match[1]),
+      )
+    }
+    const cycles: string[] = []
+    const visit = (file: string, path: string[]) => {
+      for (const next of imports.get(file) ?? []) {
+        if (path.includes(next)) cycles.push([...path.slice(path.indexOf(next)), next].join(' → '))
+        else visit(next, [...path, next])
+      }
+    }
+    for (const file of imports.keys()) visit(file, [file])
+    expect(cycles).to.deep.equal([])
+  })
 })

@@ -1,7 +1,8 @@
 import { mock } from 'node:test'
-import ToolRuntime, { type ApprovalRequest, assertStarted, DeadlineQueue, TIMED_OUT, type ToolResult } from '@faber/core'
+import ToolRuntime, { type ApprovalRequest, assertStarted, TIMED_OUT, type ToolResult } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
+import { DeadlineQueue } from '../src/deadline.ts'
 import { callId, echoTool, signal } from './helpers.ts'
 
 const never = () => new Promise<never>(() => {})

@@ -1,9 +1,10 @@
 // progressive disclosure: how the SDK is presented (full, index, auto) per deployment and per agent, and what
 // tools.$search / tools.$describe answer; all limited to what the agent can see.
 
-import ToolRuntime, { Catalog, createAgent, defineTool, describeTools, renderIndex, SDK_SECTION, type SdkTool, summaryOf, t } from '@faber/core'
+import ToolRuntime, { Catalog, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
+import { describeTools, renderIndex, summaryOf } from '../src/sdk.ts'
 import { deployment } from './helpers.ts'
 
 function register(ctx: Context, name: string, description: string, extra: Record<string, ReturnType<typeof t.string>> = {}) {
