@@ -1,0 +1,257 @@
+// the published form: every package built to dist/, packed with `pnpm pack` and installed from its tarball with plain
+// npm into a project outside the workspace, then used as a user would — plain node (no tsx anywhere on the path), the
+// `faber` bin through npx, and tsc over a TypeScript consumer of the public types.
+
+import { spawn } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const PACKAGES = ['packages', 'plugins'].flatMap((group) => readdirSync(join(ROOT, group)).map((name) => join(ROOT, group, name)))
+
+interface Manifest<Export> {
+  name: string
+  version: string
+  exports: Record<string, Export>
+}
+
+const manifest = <Export = string>(dir: string) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest<Export>
+
+// exports of the workspace that are not published: the backend suites run only from source (they spawn children
+// through tsx and reach into @faber/sandbox-isolate's src)
+const UNPUBLISHED: Record<string, string[]> = { '@faber/sandbox': ['./testing'] }
+
+// what a user's shell has: none of the workspace's bins (tsx, tsc) on the path, none of pnpm's npm_* settings
+function userEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) if (!/^npm_/i.test(key) && key !== 'NODE_OPTIONS' && key !== 'NODE_PATH') env[key] = value
+  env.PATH = (process.env.PATH ?? '')
+    .split(delimiter)
+    .filter((dir) => !dir.startsWith(ROOT))
+    .join(delimiter)
+  // native addons (better-sqlite3, isolated-vm) compile with node-gyp: use the headers node ships with, no download
+  const prefix = join(process.execPath, '..', '..')
+  const nodedir = [process.env.npm_config_nodedir, prefix, '/usr', '/usr/local'].find((dir) => dir && existsSync(join(dir, 'include/node/node.h')))
+  if (nodedir) env.npm_config_nodedir = nodedir
+  env.NO_COLOR = '1'
+  return env
+}
+
+// better-sqlite3 and isolated-vm install through prebuild-install: a binary downloaded from GitHub, else a compile from
+// source (minutes on 2 cores; this machine reaches only npm). The workspace has compiled the same versions already:
+// they are offered as the local prebuilds prebuild-install looks for first, so `npm install` takes the path a user's
+// install takes — a prebuilt binary — in seconds. FABER_PACKAGING_COMPILE=1 compiles them instead.
+async function offerPrebuilds(dir: string, env: NodeJS.ProcessEnv) {
+  const addons = [
+    ['packages/store', 'better-sqlite3', 'build/Release/better_sqlite3.node'],
+    ['packages/sandbox-isolate', 'isolated-vm', 'out/isolated_vm.node'],
+  ]
+  await mkdir(dir)
+  for (const [owner, name, binary] of addons) {
+    const pkg = join(ROOT, owner, 'node_modules', name)
+    if (!existsSync(join(pkg, binary))) continue
+    const { version } = manifest(pkg)
+    const file = `${name}-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
+    await ok('tar', ['czf', join(dir, file), '-C', pkg, binary], { cwd: dir })
+    env[`npm_config_${name.replace(/-/g, '_')}_local_prebuilds`] = dir
+  }
+}
+
+interface Ran {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => (stdout += chunk))
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+async function ok(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Ran> {
+  const ran = await run(command, args, options)
+  if (ran.code !== 0) throw new Error(`${command} ${args.join(' ')} exited ${ran.code}\n${ran.stdout}\n${ran.stderr}`)
+  return ran
+}
+
+// core + sandbox (the default, process-isolated tier) + guards + a guard written here, on plain node
+const SCRIPT = `import ToolRuntime, { defineTool, t } from '@faber/core'
+import * as Guards from '@faber/plugin-guards'
+import Sandbox from '@faber/sandbox'
+import { Context } from 'cordis'
+
+// a third-party guard: nothing but @faber/core's public API
+const NoSecrets = {
+  name: 'no-secrets',
+  inject: ['tools'],
+  apply(ctx) {
+    ctx.tools.guard((exec) => (exec.name === 'secret' ? 'no-secrets: the secret tool is off limits' : undefined))
+  },
+}
+
+const ctx = new Context()
+ctx.plugin(ToolRuntime, { mode: 'code' })
+ctx.plugin(Sandbox)
+ctx.plugin(Guards, { deny: [{ tools: ['drop_*'], reason: 'never drop anything' }] })
+ctx.plugin(NoSecrets)
+await ctx.start()
+for (const name of ['greet', 'secret', 'drop_table']) {
+  ctx.tools.register(
+    defineTool({
+      name,
+      description: name,
+      parameters: t.object({ who: t.string() }),
+      output: { schema: t.string() },
+      execute: ({ who }) => name + ' ' + who,
+    }),
+  )
+}
+const code = [
+  "const greeting = await tools.greet({ who: 'npm' })",
+  'const refused = []',
+  "for (const call of [() => tools.secret({ who: 'me' }), () => tools.drop_table({ who: 'all' })]) {",
+  '  try { await call() } catch (error) { refused.push(error.message) }',
+  '}',
+  'return { greeting, refused }',
+].join('\\n')
+const result = await ctx.tools.execute({ callId: 'c1', name: 'run_code', arguments: { code, description: 'greet, then try two refused tools' }, signal: new AbortController().signal })
+console.log(JSON.stringify({ sandbox: ctx.codeRuntime.sandbox.constructor.name, result: result.isError ? result.error : result.value }))
+await ctx.stop()
+`
+
+// the public types as a TypeScript user meets them: module augmentation of cordis, the typed tool DSL, plugin configs
+const CONSUMER = `import { AgentSession, ScriptedModel } from '@faber/agent'
+import ToolRuntime, { createAgent, defineTool, type Execution, t, type ToolResult } from '@faber/core'
+import * as Guards from '@faber/plugin-guards'
+import Sandbox, { type CodeRunOutcome } from '@faber/sandbox'
+import { Context } from 'cordis'
+
+const ctx = new Context()
+ctx.plugin(ToolRuntime, { mode: 'code' })
+ctx.plugin(Sandbox, { isolation: 'in-process' })
+ctx.plugin(Guards, { deny: [{ tools: ['drop_*'], reason: 'never' }] })
+
+const greet = defineTool({
+  name: 'greet',
+  description: 'greets',
+  parameters: t.object({ who: t.string() }),
+  output: { schema: t.string() },
+  execute: ({ who }) => who.toUpperCase(),
+})
+ctx.tools.register(greet)
+ctx.tools.guard((exec: Execution) => (exec.name === 'secret' ? 'no' : undefined))
+
+defineTool({
+  name: 'wrong',
+  description: 'a body that misreads its arguments',
+  parameters: t.object({ who: t.string() }),
+  output: { schema: t.string() },
+  // @ts-expect-error who is a string: the DSL's types survive packing
+  execute: ({ who }) => who.toFixed(),
+})
+
+const agent = createAgent(ctx, { name: 'main' })
+const session = new AgentSession(ctx, { agent, model: new ScriptedModel([{ text: 'hi' }]) })
+export const pending: Promise<ToolResult> = ctx.tools.execute({ callId: 'c', name: 'greet', arguments: { who: 'x' }, signal: new AbortController().signal })
+export const outcome: CodeRunOutcome | undefined = undefined
+session.dispose()
+`
+
+describe('packages installed from npm', function () {
+  // a cold npm cache and two native addons compiled from source (better-sqlite3, isolated-vm) take minutes on 2 cores
+  this.timeout(15 * 60_000)
+  let temp: string
+  let project: string
+  let tarballs: string[]
+  const env = userEnv()
+
+  before(async () => {
+    temp = await mkdtemp(join(tmpdir(), 'faber-packaging-'))
+    await ok('pnpm', ['run', 'build'], { cwd: ROOT })
+    const packed = join(temp, 'tarballs')
+    await ok('pnpm', ['-r', '--filter', './packages/*', '--filter', './plugins/*', 'pack', '--pack-destination', packed], { cwd: ROOT })
+    tarballs = (await readdir(packed)).filter((f) => f.endsWith('.tgz')).sort()
+    project = join(temp, 'project')
+    await mkdir(project)
+    const root = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
+    await writeFile(
+      join(project, 'package.json'),
+      JSON.stringify({
+        name: 'faber-consumer',
+        private: true,
+        type: 'module',
+        dependencies: Object.fromEntries(tarballs.map((file) => [file.replace(/^faber-(.*)-\d+\.\d+\.\d+\.tgz$/, '@faber/$1'), `file:${join(packed, file)}`])),
+        devDependencies: { typescript: root.devDependencies.typescript, '@types/node': root.devDependencies['@types/node'] },
+      }),
+    )
+    if (!process.env.FABER_PACKAGING_COMPILE) await offerPrebuilds(join(temp, 'prebuilds'), env)
+    await ok('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: project, env })
+  })
+
+  after(() => temp && rm(temp, { recursive: true, force: true }))
+
+  it('packs every package, with its published exports in dist/ and no tests or tsconfig', async () => {
+    expect(tarballs).to.have.length(PACKAGES.length)
+    for (const dir of PACKAGES) {
+      const source = manifest(dir)
+      const installed = join(project, 'node_modules', source.name)
+      const published = manifest<{ types: string; import: string }>(installed)
+      // every export the workspace has from src/ is published from dist/, with its types
+      const fromSource = Object.keys(source.exports).filter((key) => source.exports[key].startsWith('./src/') && !UNPUBLISHED[source.name]?.includes(key))
+      expect(Object.keys(published.exports), source.name).to.deep.equal(fromSource)
+      for (const target of Object.values(published.exports)) {
+        expect(existsSync(join(installed, target.import)), `${source.name} ${target.import}`).to.equal(true)
+        expect(existsSync(join(installed, target.types)), `${source.name} ${target.types}`).to.equal(true)
+        expect(existsSync(join(installed, `${target.types}.map`)), `${source.name} ${target.types}.map`).to.equal(true)
+      }
+      const entries = await readdir(installed)
+      for (const left of ['tests', 'tsconfig.json', 'tsconfig.build.json']) expect(entries, source.name).to.not.include(left)
+      expect(existsSync(join(installed, 'dist/.tsbuildinfo')), source.name).to.equal(false)
+    }
+  })
+
+  it('composes core, sandbox, guards and a third-party guard on plain node, and runs a program', async () => {
+    await writeFile(join(project, 'compose.mjs'), SCRIPT)
+    const ran = await ok(process.execPath, ['compose.mjs'], { cwd: project, env })
+    const { sandbox, result } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
+    // the default tier: the program ran in a child process started from dist/, on plain node
+    expect(sandbox).to.equal('ProcessSandbox')
+    expect(result.result.greeting).to.equal('greet npm')
+    expect(result.result.refused).to.have.length(2)
+    expect(result.result.refused[0]).to.contain('no-secrets: the secret tool is off limits')
+    expect(result.result.refused[1]).to.contain('never drop anything')
+  })
+
+  it('runs `npx faber demo`', async () => {
+    const ran = await ok('npx', ['--no', '--', 'faber', 'demo'], { cwd: project, env })
+    expect(ran.stdout).to.contain('✗ write UNKNOWN_TOOL')
+    expect(ran.stdout).to.contain('refused: edit requires reading "TODO.md" first')
+    expect(ran.stdout).to.contain('✓ run_code')
+    expect(ran.stdout).to.contain('{"edited":["src/greet.ts","TODO.md"],"created":"CHANGELOG.md"}')
+    const version = await ok('npx', ['--no', '--', 'faber', '--version'], { cwd: project, env })
+    expect(version.stdout).to.contain(manifest(join(ROOT, 'packages/cli')).version)
+  })
+
+  it('type-checks a TypeScript consumer of the public types', async () => {
+    await writeFile(join(project, 'consumer.ts'), CONSUMER)
+    await writeFile(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: ['node'] },
+        files: ['consumer.ts'],
+      }),
+    )
+    await ok(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: project, env })
+  })
+})
