@@ -45,6 +45,13 @@ interface Slot {
 
 const MB = 1024 * 1024
 
+const warmUp: CodeRunRequest = {
+  code: 'await tools.warm({})\nreturn 1',
+  tools: ['warm'],
+  call: async () => ({ ok: true, value: 'null' }),
+  signal: new AbortController().signal,
+}
+
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
 // run in each program's context around the prelude: the bridge is a plain call into the host once the program runs on
@@ -78,6 +85,7 @@ export class IsolateSandbox implements CodeRuntime {
   private idle: Slot[] = []
   private running = new Set<(outcome: CodeRunOutcome) => void>()
   private closed = false
+  private filling: Promise<void> | undefined
 
   constructor(options: IsolateSandboxOptions = {}) {
     this.poolSize = options.poolSize ?? 2
@@ -372,7 +380,27 @@ export class IsolateSandbox implements CodeRuntime {
     setImmediate(() => this.fill())
   }
 
+  /** resolves once the pool holds its warm isolates (or could not make them): a run then costs what a warm one does */
+  ready(): Promise<void> {
+    return this.filling ?? Promise.resolve()
+  }
+
+  // in the background, one isolate per turn of the event loop, each warmed by a trivial run with one tool call (the
+  // first real run then finds the prelude, the bridge and the driver compiled): making the sandbox costs its caller nothing
   private fill() {
-    while (!this.closed && this.idle.length < this.poolSize) this.idle.push(this.create(this.limits.memoryMb))
+    if (this.filling) return
+    const filling = (async () => {
+      while (!this.closed && this.idle.length < this.poolSize) {
+        await new Promise((resolve) => setImmediate(resolve))
+        if (this.closed || this.idle.length >= this.poolSize) break
+        const outcome = await this.execute(this.create(this.limits.memoryMb), warmUp, this.limits)
+        if (!outcome.ok) break
+      }
+    })()
+      .catch(() => {})
+      .finally(() => {
+        if (this.filling === filling) this.filling = undefined
+      })
+    this.filling = filling
   }
 }

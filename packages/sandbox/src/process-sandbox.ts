@@ -124,6 +124,11 @@ export class ProcessSandbox implements CodeRuntime {
     return this.gate.load()
   }
 
+  /** resolves once the sandbox process serves runs from a warm pool (or could not start) */
+  async ready(): Promise<void> {
+    await this.child?.ready
+  }
+
   /** the process id of the sandbox process now serving runs, for diagnostics */
   get pid(): number | undefined {
     return this.child?.exited ? undefined : this.child?.process.pid

@@ -16,6 +16,8 @@ export type ChildMessage =
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
 
 interface Served extends CodeRuntime {
+  /** resolves once its pool is warm */
+  ready?(): Promise<void>
   /** isolates parked by V8's out-of-memory handler: their memory is lost, so the process should be replaced */
   parked?: number
 }
@@ -29,6 +31,8 @@ async function init(message: Extract<HostMessage, { t: 'init' }>) {
   try {
     const module = (await import(message.module)) as Record<string, new (options: unknown) => Served>
     runtime = new module[message.exportName](message.options)
+    // the host's first run waits for this message: it then finds a warm pool
+    await runtime.ready?.()
     send({ t: 'ready' })
   } catch (error) {
     send({ t: 'failed', message: error instanceof Error ? error.message : String(error) })

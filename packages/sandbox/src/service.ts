@@ -9,6 +9,8 @@ import { type CodeRunLimits, type CodeRunOutcome, type CodeRunRequest, type Code
 export interface Pool extends CodeRuntime {
   close(): Promise<void>
   load(): CodeRuntimeLoad
+  /** resolves once the pool started in the background at construction is warm */
+  ready(): Promise<void>
 }
 
 /** the in-process backend class a sandbox process runs: its module's URL and export */
@@ -36,6 +38,14 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
 
   run(request: CodeRunRequest): Promise<CodeRunOutcome> {
     return this.sandbox.run(request)
+  }
+
+  /**
+   * resolves once the sandbox pool, started in the background when the service started, is warm: the first run then
+   * costs what a warm one does. nothing needs to wait for it; `start()` does not
+   */
+  ready(): Promise<void> {
+    return this.sandbox.ready()
   }
 
   /** running and queued programs under the cap, for the inspector */

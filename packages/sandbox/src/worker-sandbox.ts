@@ -15,6 +15,13 @@ import {
 
 const entry = new URL('./worker.mjs', import.meta.url)
 
+const warmUp: CodeRunRequest = {
+  code: 'await tools.warm({})\nreturn 1',
+  tools: ['warm'],
+  call: async () => ({ ok: true, value: 'null' }),
+  signal: new AbortController().signal,
+}
+
 // after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
 // its event loop and being woken: at most `maxHostSpinMs` per reply, and only while calls came back that fast lately;
 // at most `maxBurstMs` of such replies in a row before the event loop gets its turn
@@ -77,6 +84,7 @@ export class WorkerSandbox implements CodeRuntime {
   private closed = false
   private spawnFailed = false
   private seq = 0
+  private warmed: Promise<void>
 
   constructor(options: WorkerSandboxOptions = {}) {
     this.poolSize = options.poolSize ?? 2
@@ -84,6 +92,11 @@ export class WorkerSandbox implements CodeRuntime {
     this.maxRunsPerWorker = options.maxRunsPerWorker ?? 200
     this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
+    this.warmed =
+      this.spawns[0]?.slot.then(
+        () => {},
+        () => {},
+      ) ?? Promise.resolve()
   }
 
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
@@ -124,7 +137,23 @@ export class WorkerSandbox implements CodeRuntime {
     await Promise.all(workers.map((worker) => worker.terminate()))
   }
 
-  private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits) {
+  /** resolves once the pool's first worker is spawned and warmed (or could not be): a run then costs what a warm one does */
+  ready(): Promise<void> {
+    return this.warmed
+  }
+
+  // a trivial run with one tool call on a fresh worker, before any program gets it: the first real run then finds the
+  // prelude, the bridge and the hand-off compiled. the worker stays out of the pool until it is done
+  private async warm(slot: Slot): Promise<Slot> {
+    const outcome = await this.execute(slot, warmUp, this.limits, false)
+    if (!outcome.ok || this.closed) {
+      void slot.worker.terminate()
+      throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
+    }
+    return slot
+  }
+
+  private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits, release = true) {
     const { worker } = slot
     const id = ++this.seq
     const tools = new Set(request.tools)
@@ -152,8 +181,8 @@ export class WorkerSandbox implements CodeRuntime {
         worker.off('exit', onExit)
         this.running.delete(stop)
         // terminate() stops the worker's js at once; its promise only reports the thread's exit
-        if (healthy) this.release(slot)
-        else this.discard(slot)
+        if (!healthy) this.discard(slot)
+        else if (release) this.release(slot)
         resolve(outcome)
       }
       const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
@@ -315,7 +344,7 @@ export class WorkerSandbox implements CodeRuntime {
   // down on a small machine, and the first run of a process waits for the first worker
   private fill() {
     if (this.spawnFailed || this.closed || this.spawns.length > 0 || this.idle.length >= this.poolSize) return
-    const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb), claimed: false }
+    const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb).then((slot) => this.warm(slot)), claimed: false }
     this.spawns.push(spawn)
     spawn.slot.then(
       (slot) => {

@@ -10,6 +10,8 @@ export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb:
 
 export interface ClosableRuntime extends CodeRuntime {
   close(): Promise<void>
+  /** resolves once the pool started at construction is warm */
+  ready(): Promise<void>
 }
 
 interface HostCall {
@@ -465,6 +467,26 @@ export function describePool(
   Service: new (ctx: Context, config?: SandboxService.ConfigInput) => SandboxService,
 ) {
   describe(`${name}: pool`, () => {
+    it('starts warming at construction and serves from the warm pool once ready', async () => {
+      const sandbox = makePool(1)
+      try {
+        await sandbox.ready()
+        const call = async (_: string, json: string) => ({ ok: true as const, value: json })
+        const outcome = await sandbox.run({ code: 'return await tools.echo(1)', tools: ['echo'], call, signal: new AbortController().signal })
+        expect(outcome).to.deep.include({ ok: true, result: '1' })
+      } finally {
+        await sandbox.close()
+      }
+    })
+
+    it('closes while still warming: ready() settles and no run starts', async () => {
+      const sandbox = makePool(2)
+      await sandbox.close()
+      await sandbox.ready()
+      const outcome = await sandbox.run({ code: 'return 1', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal })
+      expect(outcome.ok).to.equal(false)
+    })
+
     it('serves overlapping runs beyond the pool size', async () => {
       const sandbox = makePool(1)
       try {
