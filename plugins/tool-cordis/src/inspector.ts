@@ -7,7 +7,7 @@ import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
 import { CallTrace, type Clock, type TraceObserver } from './trace.ts'
-import { parseListen, serveWebView, type WebView, type WebViewOptions } from './web/server.ts'
+import { LISTEN, parseListen, serveWebView, type WebView, type WebViewOptions } from './web/server.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -156,8 +156,8 @@ class Inspector extends Service {
 
   async start() {
     const listen = this.config.web?.listen
-    if (!listen) return
-    this.configured = await this.serve({ ...parseListen(listen), token: this.config.web?.token })
+    if (listen === undefined || listen === '') return
+    this.configured = await this.serve({ ...parseListen(String(listen)), token: this.config.web?.token })
     this.ctx.logger('inspector').info('web view at %s', this.configured.url)
   }
 
@@ -182,7 +182,7 @@ namespace Inspector {
     /** register the cordis_inspect tool */
     tool: boolean
     /** serve the live web view with the inspector */
-    web?: { listen?: string; token?: string }
+    web?: { listen?: string | number; token?: string }
     /** for tests: the clock durations and timestamps come from */
     clock?: Clock
   }
@@ -197,8 +197,12 @@ namespace Inspector {
       maxDisposed: Schema.natural().min(0).default(20).description('recently disposed plugin loads remembered'),
       tool: Schema.boolean().default(true).description('register the cordis_inspect tool'),
       web: Schema.object({
-        listen: Schema.string().description('[host:]port to serve the live web view on (host 127.0.0.1 unless given; port 0 picks a free one)'),
-        token: Schema.string().description('the token the view requires in its URL; default: none on a loopback host, a random one elsewhere'),
+        listen: Schema.union([Schema.natural().max(65535), Schema.string().pattern(LISTEN)]).description(
+          '[host:]port to serve the live web view on (host 127.0.0.1 unless given; port 0 picks a free one)',
+        ),
+        token: Schema.string()
+          .pattern(/^[\w-]{16,}$/)
+          .description('the token the view requires in its URL (16+ letters, digits, - or _); default: none on a loopback host, a random one elsewhere'),
       }).description('the live web view, served while the inspector runs'),
       clock: Schema.any().hidden(),
     }),

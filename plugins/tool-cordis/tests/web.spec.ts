@@ -238,6 +238,26 @@ describe('the live web view in Chromium', function () {
     expect(await httpStatus(api, { method: 'POST', headers: { ...json, origin }, body })).to.equal(404)
   })
 
+  it('bound beyond loopback, it makes up a token and requires it', async () => {
+    const view = await ctx.inspector.serve({ host: '0.0.0.0', port: 0 })
+    try {
+      expect(view.token).to.match(/^[\w-]{32}$/)
+      expect(view.url).to.contain(`?token=${view.token}`)
+      const base = `http://127.0.0.1:${view.port}`
+      expect(await httpStatus(`${base}/api/report`)).to.equal(401)
+      // bound to every address, any Host name is accepted: the token guards it
+      expect(await httpStatus(`${base}/api/report?token=${view.token}`, { headers: { host: `box.lan:${view.port}` } })).to.equal(200)
+    } finally {
+      await view.close()
+    }
+  })
+
+  it('checks web.listen and web.token in its config', () => {
+    expect(() => Inspector.Config({ web: { listen: 'not a port' } })).to.throw()
+    expect(() => Inspector.Config({ web: { listen: '7070', token: 'short' } })).to.throw()
+    expect(Inspector.Config({ web: { listen: 7070 } }).web?.listen).to.equal(7070)
+  })
+
   it('requires its token when it has one', async () => {
     const view = await ctx.inspector.serve({ token: 'a-token-of-enough-length' })
     try {

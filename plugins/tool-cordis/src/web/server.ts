@@ -55,9 +55,11 @@ const HEARTBEAT_MS = 15_000
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|::1)$/i
 const WILDCARD = /^(0\.0\.0\.0|::|)$/
 
+export const LISTEN = /^(?:(\[[^\]]+\]|[^:[\]]+):)?(\d{1,5})$/
+
 /** `[host:]port` as `faber inspect --web` and `config.web.listen` take it */
 export function parseListen(text: string): { host: string; port: number } {
-  const match = /^(?:(\[[^\]]+\]|[^:[\]]+):)?(\d{1,5})$/.exec(text.trim())
+  const match = LISTEN.exec(text.trim())
   const port = Number(match?.[2])
   if (!match || port > 65535) throw new TypeError(`the web view listens on [HOST:]PORT (e.g. 7070, 127.0.0.1:7070, [::1]:7070), got "${text}"`)
   return { host: match[1]?.replace(/^\[|\]$/g, '') ?? '127.0.0.1', port }
