@@ -2,9 +2,10 @@
 // a body or any policy participant; tools/result observers still see it. native, both and nested calls run.
 
 import { type Agent, CODE_ONLY_SECTION, createAgent, type Mode, type ToolResult } from '@faber/core'
+import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { callId, deployment, echoTool, mountCalls, signal } from '../packages/core/tests/helpers.ts'
+import { mountCalls } from '../packages/core/tests/helpers.ts'
 
 type Source = 'default' | 'presentAs' | 'inherited'
 type Observer = 'none' | 'pre-execute' | 'guard' | 'approval' | 'wrapper' | 'post-execute'
@@ -51,7 +52,7 @@ function install(ctx: Context, observer: Observer, seen: Seen) {
 async function scenario(source: Source, mode: Mode, nested: boolean, observer: Observer) {
   const ctx = await deployment({ mode: source === 'default' ? mode : 'native' })
   const seen: Seen = { body: 0, observer: 0, results: [] }
-  ctx.tools.register(echoTool('write', () => seen.body++))
+  ctx.tools.register(echoTool('write', { onRun: () => seen.body++ }))
   install(ctx, observer, seen)
   let agent: Agent | undefined
   if (source === 'presentAs') {

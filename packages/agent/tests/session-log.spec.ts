@@ -2,10 +2,11 @@ import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AgentSession, type LogRecord, type Message, parseSessionLog, ScriptedModel, SessionLog, SessionLogError } from '@faber/agent'
 import { assertStarted, defineTool, t } from '@faber/core'
+import { deployment } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { deployment, tempDir } from './helpers.ts'
+import { tempDir } from './helpers.ts'
 
 async function records(path: string): Promise<LogRecord[]> {
   return parseSessionLog(await readFile(path, 'utf8')).records

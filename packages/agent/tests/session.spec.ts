@@ -1,8 +1,9 @@
 import { AgentSession, type Message, type ModelRequest, ScriptedModel, type SessionEvent } from '@faber/agent'
 import { CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, t } from '@faber/core'
+import { deferred, deployment } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { deferred, deployment, tick } from './helpers.ts'
+import { tick } from './helpers.ts'
 
 function addTool(ctx: Context) {
   return ctx.tools.register(

@@ -3,10 +3,11 @@
 // and wire() never advertises a name that execute would reject as unknown.
 
 import { type Agent, createAgent, type Mode } from '@faber/core'
+import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context, ForkScope } from 'cordis'
 import fc from 'fast-check'
-import { callId, deployment, echoTool, mountCalls, signal } from './helpers.ts'
+import { mountCalls } from './helpers.ts'
 
 const TOOL_NAMES = ['read', 'write', 'edit', 'grep'] as const
 const MODES: Mode[] = ['native', 'code', 'both']
@@ -39,7 +40,7 @@ async function play(defaultMode: Mode, ops: Op[]) {
   const forks: ForkScope[] = []
   let bodies = 0
   let listened = 0
-  const counted = (name: string) => ({ ...echoTool(name, () => bodies++) })
+  const counted = (name: string) => ({ ...echoTool(name, { onRun: () => bodies++ }) })
   const pick = (at: number | null) => (at === null || agents.length === 0 ? undefined : agents[at % agents.length])
   const layer = (agent: Agent | undefined): Context => agent?.ctx ?? ctx
   const plugins = new Map<string, number>()

@@ -1,9 +1,10 @@
 import { mock } from 'node:test'
 import ToolRuntime, { type ApprovalRequest, assertStarted, TIMED_OUT, type ToolResult } from '@faber/core'
+import { callId, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { DeadlineQueue } from '../src/deadline.ts'
-import { callId, echoTool, signal } from './helpers.ts'
+import './helpers.ts'
 
 const never = () => new Promise<never>(() => {})
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
@@ -13,7 +14,7 @@ async function deployment(config: Record<string, unknown> = {}) {
   ctx.plugin(ToolRuntime, config)
   await ctx.start()
   let ran = 0
-  ctx.tools.register(echoTool('echo', () => ran++))
+  ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
   return { ctx, ran: () => ran }
 }
 

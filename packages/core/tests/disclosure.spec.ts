@@ -2,10 +2,11 @@
 // tools.$search / tools.$describe answer; all limited to what the agent can see.
 
 import ToolRuntime, { Catalog, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
+import { deployment } from '@faber/core/testing'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { describeTools, renderIndex, summaryOf } from '../src/sdk.ts'
-import { deployment } from './helpers.ts'
+import './helpers.ts'
 
 function register(ctx: Context, name: string, description: string, extra: Record<string, ReturnType<typeof t.string>> = {}) {
   return ctx.tools.register(

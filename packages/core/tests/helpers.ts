@@ -1,22 +1,10 @@
-// test helpers: a started deployment, plugin errors rethrown, and a CodeRuntime that replays a script of binding calls
-// through the real run_code bridge (so core tests need no sandbox package).
+// test helpers beyond @faber/core/testing (deployments, calls, small tools): a CodeRuntime that replays a script of
+// binding calls through the real run_code bridge, so core tests need no sandbox package. importing it quiets logs.
 
-import ToolRuntime, { type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
-import { Context, Logger } from 'cordis'
+import type { BridgeReply, CodeRunOutcome, CodeRunRequest, CodeRuntime } from '@faber/core'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
-
-export async function deployment(config: { mode?: Mode; maxParallelSubCalls?: number; typecheck?: boolean } = {}) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, config)
-  await ctx.start()
-  return ctx
-}
-
-export const signal = () => new AbortController().signal
-
-let calls = 0
-export const callId = () => `call-${++calls}`
 
 export type Step = { name: string; args: unknown } | ((request: CodeRunRequest) => Promise<unknown>)
 
@@ -57,17 +45,4 @@ export function mountCalls(ctx: Context, calls: { name: string; args: unknown }[
     return replies
   }
   return target
-}
-
-export function echoTool(name = 'echo', onRun?: () => void) {
-  return defineTool({
-    name,
-    description: `echoes its text (${name})`,
-    parameters: t.object({ text: t.string() }),
-    output: { schema: t.object({ echoed: t.string() }), render: (_, v) => v.echoed },
-    execute: ({ text }) => {
-      onRun?.()
-      return { echoed: text }
-    },
-  })
 }

@@ -14,10 +14,11 @@ import {
   type ToolResult,
   t,
 } from '@faber/core'
+import { callId, deployment, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import fc from 'fast-check'
-import { callId, deployment, ScriptedCodeRuntime, signal } from './helpers.ts'
+import { ScriptedCodeRuntime } from './helpers.ts'
 
 const HOSTILE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'then', 'length', '0', '']
 

@@ -1,7 +1,8 @@
 import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, type TSchema, t } from '@faber/core'
+import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { callId, deployment, echoTool, signal } from './helpers.ts'
+import './helpers.ts'
 
 function plugin(ctx: Context, name: string, apply: (ctx: Context) => void) {
   return ctx.plugin({ name, inject: ['tools'], apply })
@@ -20,7 +21,7 @@ describe('tools/pre-execute decisions', () => {
     it(`deny wins over allow and ask whatever the load order (${order})`, async () => {
       const ctx = await deployment()
       let ran = 0
-      ctx.tools.register(echoTool('echo', () => ran++))
+      ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
       const allow = () => plugin(ctx, 'lenient', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
       const ask = () => plugin(ctx, 'curious', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'why not' })))
       const deny = () => plugin(ctx, 'strict', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'echo is off today' })))
@@ -73,7 +74,7 @@ describe('tools/pre-execute decisions', () => {
     it(`an approval outcome "${outcome}" denies`, async () => {
       const ctx = await deployment()
       let ran = 0
-      ctx.tools.register(echoTool('echo', () => ran++))
+      ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
       plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
       ctx.set('approval', { request: async () => outcome })
       await assertStarted(ctx)
@@ -100,7 +101,7 @@ describe('tools/pre-execute decisions', () => {
   it('an abort while approval waits ends as ABORTED_BEFORE_DISPATCH', async () => {
     const ctx = await deployment()
     let ran = 0
-    ctx.tools.register(echoTool('echo', () => ran++))
+    ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
     plugin(ctx, 'asker', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'check' })))
     const controller = new AbortController()
     ctx.set('approval', {
@@ -169,7 +170,7 @@ describe('guards', () => {
   it('an empty reason still denies, with a default reason naming the plugin', async () => {
     const ctx = await deployment()
     let ran = 0
-    ctx.tools.register(echoTool('echo', () => ran++))
+    ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
     plugin(ctx, 'terse', (ctx) => ctx.tools.guard(() => ''))
     await assertStarted(ctx)
     const result = await call(ctx)
@@ -188,7 +189,7 @@ describe('guards', () => {
     it(`a guard returning ${what} fails closed`, async () => {
       const ctx = await deployment()
       let ran = 0
-      ctx.tools.register(echoTool('echo', () => ran++))
+      ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
       plugin(ctx, 'odd', (ctx) => ctx.tools.guard((() => answer) as never))
       await assertStarted(ctx)
       const result = await call(ctx)
@@ -236,7 +237,7 @@ describe('fail closed', () => {
     it(`a throwing ${what} ends the call as an error, and the next call works`, async () => {
       const ctx = await deployment()
       let ran = 0
-      ctx.tools.register(echoTool('echo', () => ran++))
+      ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
       const fork = plugin(ctx, 'faulty', install)
       await assertStarted(ctx)
       const result = await call(ctx)
@@ -505,7 +506,7 @@ describe('cancellation', () => {
   it('a pre-aborted call runs nothing and no policy', async () => {
     const ctx = await deployment()
     let seen = 0
-    ctx.tools.register(echoTool('echo', () => seen++))
+    ctx.tools.register(echoTool('echo', { onRun: () => seen++ }))
     ctx.on('tools/pre-execute', () => void seen++)
     const controller = new AbortController()
     controller.abort()

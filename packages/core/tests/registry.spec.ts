@@ -1,7 +1,8 @@
 import { assertStarted, CODE_ONLY_SECTION, createAgent, defineTool, type Mode, SDK_SECTION, t } from '@faber/core'
+import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
-import { callId, deployment, echoTool, signal } from './helpers.ts'
+import './helpers.ts'
 
 const modes: Mode[] = ['native', 'code', 'both']
 

@@ -1,6 +1,7 @@
 import { defineTool, t } from '@faber/core'
+import { callId, deployment, signal } from '@faber/core/testing'
 import { expect } from 'chai'
-import { callId, deployment, mountCalls, signal } from './helpers.ts'
+import { mountCalls } from './helpers.ts'
 
 describe('run_code type-checking (typecheck: true)', () => {
   async function setup() {

@@ -1,44 +1,18 @@
-// test helpers: a deployment with plugin errors surfaced, small tools, and a CodeRuntime whose "program" makes
+// test helpers beyond @faber/core/testing: a deployment with the inspector, and a CodeRuntime whose "program" makes
 // scripted binding calls, in a fixed order, through the core's real run_code bridge (one test also runs a real
 // program in @faber/sandbox)
 
-import ToolRuntime, { assertStarted, type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, defineTool, type Mode, t } from '@faber/core'
-import { Context, Logger } from 'cordis'
+import type { BridgeReply, CodeRunOutcome, CodeRunRequest, CodeRuntime, Mode } from '@faber/core'
+import * as kit from '@faber/core/testing'
+import { Logger } from 'cordis'
 import Inspector from '../src/index.ts'
 
 Logger.levels.base = 0
 
-export async function deployment(options: { mode?: Mode; inspector?: Partial<Inspector.Config> | false } = {}) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
-  if (options.inspector !== false) ctx.plugin(Inspector, options.inspector ?? {})
-  await ctx.start()
-  await assertStarted(ctx)
-  return ctx
-}
-
-export const signal = () => new AbortController().signal
-
-export function echoTool(name = 'echo') {
-  return defineTool({
-    name,
-    description: `echoes its text (${name})`,
-    parameters: t.object({ text: t.string() }),
-    output: { schema: t.object({ echoed: t.string() }), render: (_, v) => v.echoed },
-    execute: ({ text }) => ({ echoed: text }),
-    isConcurrencySafe: () => true,
-  })
-}
-
-export function failingTool(name = 'explode') {
-  return defineTool({
-    name,
-    description: 'always fails',
-    parameters: t.object({}),
-    output: { schema: t.object({}) },
-    execute: () => {
-      throw Object.assign(new Error('kaboom'), { code: 'E_BOOM' })
-    },
+/** a started deployment with the inspector loaded (unless `inspector: false`) */
+export function deployment(options: { mode?: Mode; inspector?: Partial<Inspector.Config> | false } = {}) {
+  return kit.deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+    if (options.inspector !== false) ctx.plugin(Inspector, options.inspector ?? {})
   })
 }
 

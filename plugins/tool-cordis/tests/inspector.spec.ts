@@ -1,9 +1,10 @@
 import { type Agent, assertStarted, CODE_ONLY_SECTION, createAgent, SDK_SECTION, type ToolResult } from '@faber/core'
+import { echoTool, failingTool, signal } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import Inspector, { COLLAPSED_NOTE, inspect, type PluginReport, type Report, renderReport } from '../src/index.ts'
-import { deployment, echoTool, failingTool, ScriptedCodeRuntime, signal } from './helpers.ts'
+import { deployment, ScriptedCodeRuntime } from './helpers.ts'
 
 function findPlugin(node: PluginReport, name: string): PluginReport | undefined {
   if (node.name === name) return node

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto'
 import { chmod, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { value } from '@faber/core/testing'
 import { expect } from 'chai'
 import { ABSENT, compileGlob, FS_ERROR_CODES } from '../src/index.ts'
-import { cleanup, tempDir, toolCode, value, workspace } from './helpers.ts'
+import { cleanup, tempDir, toolCode, workspace } from './helpers.ts'
 
 const sha = (text: string | Buffer) => `sha256:${createHash('sha256').update(text).digest('hex')}`
 

@@ -3,15 +3,15 @@
 import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import ToolRuntime, { type Agent, assertStarted, type Mode, type ToolResult } from '@faber/core'
-import { Context, Logger } from 'cordis'
+import type { Agent, Mode, ToolResult } from '@faber/core'
+import { call as callTool, disposeAll, deployment as started } from '@faber/core/testing'
+import { type Context, Logger } from 'cordis'
 import * as ToolsShell from '../src/index.ts'
 import { probeBubblewrap } from '../src/index.ts'
 
 Logger.levels.base = 0
 
 const dirs: string[] = []
-const started: Context[] = []
 
 export async function tempDir(prefix = 'faber-shell-') {
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), prefix)))
@@ -21,15 +21,8 @@ export async function tempDir(prefix = 'faber-shell-') {
 
 /** stops every deployment and removes every temp dir of the test */
 export async function cleanup() {
-  for (const ctx of started.splice(0)) await ctx.stop()
+  await disposeAll()
   for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-}
-
-let calls = 0
-
-export function caller(ctx: Context) {
-  return (name: string, args: unknown, extra: { agent?: Agent; signal?: AbortSignal } = {}): Promise<ToolResult> =>
-    ctx.tools.execute({ callId: `c${++calls}`, name, arguments: args, signal: extra.signal ?? new AbortController().signal, agent: extra.agent })
 }
 
 export interface Setup {
@@ -41,14 +34,11 @@ export interface Setup {
 
 export async function deployment(setup: Setup = {}) {
   const root = await tempDir()
-  const ctx = new Context()
-  started.push(ctx)
-  ctx.plugin(ToolRuntime, { mode: setup.mode ?? 'native' })
-  ctx.plugin(ToolsShell, { root, ...setup.shell })
-  setup.plugins?.(ctx, root)
-  await ctx.start()
-  await assertStarted(ctx)
-  const call = caller(ctx)
+  const ctx = await started({ mode: setup.mode ?? 'native' }, (ctx) => {
+    ctx.plugin(ToolsShell, { root, ...setup.shell })
+    setup.plugins?.(ctx, root)
+  })
+  const call = (name: string, args: unknown, extra: { agent?: Agent; signal?: AbortSignal } = {}): Promise<ToolResult> => callTool(ctx, name, args, extra)
   return {
     ctx,
     root,
@@ -57,11 +47,6 @@ export async function deployment(setup: Setup = {}) {
       call('bash', { command, ...(extra.timeoutMs ? { timeoutMs: extra.timeoutMs } : {}) }, extra),
     file: (rel: string) => path.join(root, rel),
   }
-}
-
-export function value<T = any>(result: ToolResult): T {
-  if (result.isError) throw new Error(`expected a success, got ${result.error.code}: ${result.error.message}`)
-  return result.value as T
 }
 
 // ---- bubblewrap: required in CI, skipped (never passed) elsewhere when it cannot run

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { readFile, writeFile } from 'node:fs/promises'
 import type { ToolResult } from '@faber/core'
+import { value } from '@faber/core/testing'
 import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
 import FsObservation from '@faber/plugin-fs-observation'
 import * as Guards from '@faber/plugin-guards'
@@ -8,7 +9,7 @@ import ToolCordis, { inspect, renderReport } from '@faber/plugin-tool-cordis'
 import ToolsFs from '@faber/plugin-tools-fs'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { cleanup, deployment, requireBubblewrap, value } from './helpers.ts'
+import { cleanup, deployment, requireBubblewrap } from './helpers.ts'
 
 afterEach(cleanup)
 

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { expect } from 'chai'
 import { Context } from 'cordis'
+import { after, afterEach, before, beforeEach, describe, it } from 'mocha'
 import type { SandboxService } from '../service.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../types.ts'
 

@@ -19,8 +19,9 @@ const modules = {
 }
 const inProcess = async () => {
   if (backend === 'worker-vm') return new WorkerSandbox(options)
-  const { IsolateSandbox } = await import('../../../sandbox-isolate/src/isolate-sandbox.ts')
-  return new IsolateSandbox(options)
+  // through the URL, not a literal path: sandbox-isolate depends on this package, so this one's build must not include it
+  const { IsolateSandbox } = await import(modules['isolated-vm'].module)
+  return new IsolateSandbox(options) as InstanceType<typeof WorkerSandbox>
 }
 const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: modules[backend as keyof typeof modules] }) : await inProcess()
 

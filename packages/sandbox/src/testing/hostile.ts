@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
+import { after, before, describe, it } from 'mocha'
 
 const child = fileURLToPath(new URL('./hostile-child.ts', import.meta.url))
 
