@@ -47,6 +47,8 @@ export async function benchSeam() {
   const held = ctx.tools
   const heldExecute = await timeOp(() => held.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   const plainExecute = await timeOp(() => ctx.tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const executor = ctx.tools.executor
+  const executorExecute = await timeOp(() => executor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   // one run_code makes NESTED sequential nested calls: per nested call, bridge plus pipeline, no sandbox
   const program = { code: 'return 3', description: 'bench' }
   const perRun = await timeOp(() => held.execute({ callId: 'r', name: 'run_code', arguments: program, signal }), 20, 5)
@@ -56,10 +58,12 @@ export async function benchSeam() {
   row('baseline: the tool body called directly', direct, direct)
   row('execute through a held ctx.tools', heldExecute, direct)
   row('plain ctx.tools.execute (ctx.tools read per call)', plainExecute, direct, '≤ 3 µs')
+  row('execute through ctx.tools.executor', executorExecute, direct)
   row('nested call: bridge + pipeline, no sandbox', bridge, direct, '≤ 5 µs')
+  row("the bridge's own share (nested − executor.execute)", bridge - executorExecute, direct)
   console.log(`  plain / held: ${(plainExecute / heldExecute).toFixed(2)}×`)
   await ctx.stop()
-  return { directUs: direct, heldExecuteUs: heldExecute, plainExecuteUs: plainExecute, bridgePerNestedCallUs: bridge }
+  return { directUs: direct, heldExecuteUs: heldExecute, plainExecuteUs: plainExecute, executorExecuteUs: executorExecute, bridgePerNestedCallUs: bridge }
 }
 
 if (isMain(import.meta.url)) await benchSeam()

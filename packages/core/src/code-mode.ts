@@ -49,6 +49,8 @@ export interface CodeModeHost {
   codeRuntime(): CodeRuntime | undefined
   /** create's signal-free half of a nested call: one snapshot and validation per call */
   prepare(input: CallRequest): PreparedCall
+  /** whether any listener is on a core event: when none is, the bridge builds no payload for it */
+  observes(event: 'code/call-start' | 'code/call-settle'): boolean
   notify<K extends 'code/call-start' | 'code/call-settle'>(
     event: K,
     agent: Agent | undefined,
@@ -75,6 +77,10 @@ function messageOf(error: unknown) {
   } catch {
     return 'an error that could not be shown'
   }
+}
+
+function failedOnHost(name: string, error: unknown): BridgeReply {
+  return { ok: false, message: `${binding(name)} failed on the host: ${messageOf(error)}` }
 }
 
 const CALL_TEXT = 80
@@ -132,8 +138,9 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     const stop = () => nested.abort(run.signal.reason)
     run.signal.addEventListener('abort', stop, { once: true })
     const scheduler = new Scheduler(runtime.config.maxParallelSubCalls)
-    // each outstanding call with what it was, so the model can be told which ones the program left behind
-    const inflight = new Map<Promise<unknown>, string>()
+    // each outstanding call by its sequence number, so the model can be told which ones the program left behind
+    const inflight = new Map<number, { name: string; argumentsJson: string }>()
+    let drained: (() => void) | undefined
     let settled = false
     let sequence = 0
 
@@ -143,19 +150,17 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       if (typeof name !== 'string' || typeof argumentsJson !== 'string') {
         return Promise.resolve({ ok: false, message: 'the call reached the host without a tool name and JSON text; it was refused', code: 'INVALID_ARGUMENTS' })
       }
-      const failedOnHost = (error: unknown): BridgeReply => ({ ok: false, message: `${binding(name)} failed on the host: ${messageOf(error)}` })
       if (settled) return Promise.resolve({ ok: false, message: `${binding(name)} was called after the program finished; the call was refused` })
       if (name[0] === '$') {
         try {
           return Promise.resolve(helper(name, argumentsJson))
         } catch (error) {
-          return Promise.resolve(failedOnHost(error))
+          return Promise.resolve(failedOnHost(name, error))
         }
       }
-      const promise = nestedCall(name, argumentsJson, `${exec.callId}/${++sequence}`).catch(failedOnHost)
-      inflight.set(promise, callText(name, argumentsJson))
-      promise.then(() => inflight.delete(promise))
-      return promise
+      const id = ++sequence
+      inflight.set(id, { name, argumentsJson })
+      return nestedCall(id, name, argumentsJson)
     }
 
     // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
@@ -192,29 +197,41 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       return { ok: false, message: `tools.${name} is not a helper; the helpers are tools.$search and tools.$describe`, code: 'UNKNOWN_TOOL' }
     }
 
-    // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses)
-    const nestedCall = async (name: string, argumentsJson: string, callId: string): Promise<BridgeReply> => {
-      let parsed: unknown
+    // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses).
+    // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more
+    const nestedCall = async (id: number, name: string, argumentsJson: string): Promise<BridgeReply> => {
       try {
-        parsed = JSON.parse(argumentsJson)
-      } catch {
-        return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
-      }
-      const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token })
-      const mode = prepared.mode
-      if (!(await scheduler.acquire(mode))) return { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` }
-      const started = { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() }
-      runtime.notify('code/call-start', agent, started)
-      const begin = performance.now()
-      let result: ToolResult
-      try {
-        result = await prepared.run(nested.signal)
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(argumentsJson)
+        } catch {
+          return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
+        }
+        const callId = `${exec.callId}/${id}`
+        const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token })
+        const mode = prepared.mode
+        if (!scheduler.tryAcquire(mode) && !(await scheduler.acquire(mode))) {
+          return { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` }
+        }
+        const observed = runtime.observes('code/call-start') || runtime.observes('code/call-settle')
+        const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() } : undefined
+        if (started) runtime.notify('code/call-start', agent, started)
+        const begin = started ? performance.now() : 0
+        let result: ToolResult
+        try {
+          result = await prepared.run(nested.signal)
+        } finally {
+          scheduler.release(mode)
+        }
+        if (started) runtime.notify('code/call-settle', agent, { ...started, result, durationMs: performance.now() - begin })
+        if (result.isError) return { ok: false, message: result.error.message, code: result.error.code }
+        return { ok: true, value: JSON.stringify(result.value) }
+      } catch (error) {
+        return failedOnHost(name, error)
       } finally {
-        scheduler.release(mode)
+        inflight.delete(id)
+        if (inflight.size === 0) drained?.()
       }
-      runtime.notify('code/call-settle', agent, { ...started, result, durationMs: performance.now() - begin })
-      if (result.isError) return { ok: false, message: result.error.message, code: result.error.code }
-      return { ok: true, value: JSON.stringify(result.value) }
     }
 
     let outcome: CodeRunOutcome
@@ -224,14 +241,14 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {
-      cancelled = [...inflight.values()]
+      cancelled = [...inflight.values()].map((call) => callText(call.name, call.argumentsJson))
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
       settled = true
       scheduler.close()
       nested.abort(new Error('run_code settled'))
       run.signal.removeEventListener('abort', stop)
     }
-    while (inflight.size) await Promise.allSettled([...inflight.keys()])
+    if (inflight.size) await new Promise<void>((resolve) => (drained = resolve))
 
     if (!outcome.ok) {
       const { kind, message, logs, line, column } = outcome

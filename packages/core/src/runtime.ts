@@ -134,6 +134,8 @@ class ToolRuntime extends Service {
   readonly executor: Executor
   private [kRaw]: ToolRuntime
   private services = new Map<string, unknown>()
+  /** the root's listeners by event (cordis keeps them live) */
+  private hooks: Record<string, Listener[] | undefined>
   /** the calling plugin's context, when a method is reached through `someCtx.tools` */
   declare protected caller?: Context
 
@@ -147,6 +149,7 @@ class ToolRuntime extends Service {
     this[kRaw] = this
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
     traceCallerAs(this, 'caller')
+    this.hooks = hookTable(ctx)
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
@@ -154,6 +157,7 @@ class ToolRuntime extends Service {
       config: this.config,
       codeRuntime: () => this.service('codeRuntime'),
       prepare: (input) => this.pipeline.prepare(input),
+      observes: (event) => !!this.hooks[event]?.length,
       notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
       programTools: (agent) => this.programTools(agent),
       sdkTools: (agent) => this.sdkTools(agent),
@@ -169,7 +173,7 @@ class ToolRuntime extends Service {
       log: () => this.log(),
       deadlines: () => this.deadlines,
       routeMessage: (name, declared) => this.codeMode.routeMessage(name, declared),
-      hookTable: hookTable(ctx),
+      hookTable: this.hooks,
     })
     const pipeline = this.pipeline
     this.executor = Object.freeze({

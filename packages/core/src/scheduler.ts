@@ -22,6 +22,19 @@ export class Scheduler {
     })
   }
 
+  /** starts the call at once when nothing waits and the rule allows it (no promise, no turn); else use acquire */
+  tryAcquire(mode: ExecutionMode): boolean {
+    if (this.closed || this.queue.length || this.exclusive) return false
+    if (mode === 'exclusive') {
+      if (this.running > 0) return false
+      this.exclusive = true
+    } else if (this.running >= this.limit) {
+      return false
+    }
+    this.running++
+    return true
+  }
+
   /** the call that acquired with `mode` has finished */
   release(mode: ExecutionMode) {
     this.running--
