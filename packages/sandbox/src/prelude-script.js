@@ -7,7 +7,8 @@
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
 ;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls) {
   const { parse, stringify } = JSON
-  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
+  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
+  const { isFinite } = Number
   const { apply, construct } = Reflect
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
   const { isNaN: isNotNumber } = Number
@@ -157,6 +158,47 @@
     } catch (error) {
       if (error instanceof $RangeError) throw new $TypeError(`${label} is nested too deeply to be JSON`)
       throw error
+    }
+  }
+
+  // the common argument, a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything
+  // else — nesting, a getter (which may throw, or answer differently when read again), a Proxy whose trap throws, a value
+  // JSON would change, more than `budget` characters — answers undefined, and toJson decides with its message
+  const flatJson = (value, budget) => {
+    try {
+      if (typeof value !== 'object' || value === null || getPrototypeOf(value) !== objectPrototype) return undefined
+      if (getOwnPropertySymbols(value).length > 0) return undefined
+      const names = keys(value)
+      let text = '{'
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i]
+        const descriptor = getOwnPropertyDescriptor(value, name)
+        if (descriptor === undefined || !hasOwn(descriptor, 'value')) return undefined
+        const v = descriptor.value
+        let part
+        switch (typeof v) {
+          case 'string':
+            if (v.length > budget - text.length) return undefined
+            part = stringify(v)
+            break
+          case 'number':
+            if (!isFinite(v)) return undefined
+            part = stringify(v)
+            break
+          case 'boolean':
+            part = v ? 'true' : 'false'
+            break
+          default:
+            if (v !== null) return undefined
+            part = 'null'
+        }
+        if (name.length > budget - text.length) return undefined
+        text += `${i ? ',' : ''}${stringify(name)}:${part}`
+        if (text.length >= budget) return undefined
+      }
+      return `${text}}`
+    } catch {
+      return undefined
     }
   }
 
@@ -334,7 +376,9 @@
       let json = '{}'
       if (helper || args[0] !== undefined) {
         try {
-          json = helper ? toJson(args, `${label} arguments`, argumentBytes) : toJson(args[0], `${label} argument`, argumentBytes)
+          json = helper
+            ? toJson(args, `${label} arguments`, argumentBytes)
+            : (flatJson(args[0], argumentBytes) ?? toJson(args[0], `${label} argument`, argumentBytes))
         } catch (error) {
           if (error !== tooLarge) throw error
           // what crosses to the host is held there while the call runs: the run ends rather than copy it
