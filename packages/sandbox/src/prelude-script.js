@@ -8,7 +8,7 @@
 ;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls) {
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
-  const { isFinite } = Number
+  const { isFinite: isFiniteNumber } = Number
   const { apply, construct } = Reflect
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
   const { isNaN: isNotNumber } = Number
@@ -182,7 +182,7 @@
             part = stringify(v)
             break
           case 'number':
-            if (!isFinite(v)) return undefined
+            if (!isFiniteNumber(v)) return undefined
             part = stringify(v)
             break
           case 'boolean':
