@@ -31,6 +31,9 @@ export interface JsonSchema {
   properties?: Record<string, JsonSchema>
   required?: string[]
   additionalProperties?: boolean | JsonSchema
+  /** definitions, at the root only, for `$ref: '#/$defs/<name>'` anywhere in the schema */
+  $defs?: Record<string, JsonSchema>
+  $ref?: string
   [annotation: string]: unknown
 }
 
@@ -93,12 +96,28 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  */
 export const MAX_SCHEMA_DEPTH = 64
 
+const LOCAL_REF = /^#\/\$defs\/([^/]+)$/
+
+/** the definition a local `$ref` names (`#/$defs/<name>`, JSON-pointer escapes undone), or undefined */
+export function refName(ref: unknown): string | undefined {
+  const match = typeof ref === 'string' ? LOCAL_REF.exec(ref) : null
+  return match ? decodeURIComponent(match[1]).replace(/~1/g, '/').replace(/~0/g, '~') : undefined
+}
+
 /** throws a SchemaError naming the first construct outside the supported subset */
-export function checkSchema(schema: unknown, path = '$', depth = 1): asserts schema is JsonSchema {
+export function checkSchema(schema: unknown, path = '$', depth = 1, defs?: Record<string, unknown>): asserts schema is JsonSchema {
   if (!isRecord(schema)) throw new SchemaError(path, `a schema must be an object, got ${schema === null ? 'null' : typeof schema}`)
   if (depth > MAX_SCHEMA_DEPTH) throw new SchemaError(path, `schemas nest deeper than ${MAX_SCHEMA_DEPTH} levels (or one contains itself); flatten it`)
+  if (depth === 1 && schema.$defs !== undefined) defs = checkDefs(schema.$defs, path)
+  else if (schema.$defs !== undefined) throw new SchemaError(path, '"$defs" is supported at the root of a schema only')
+  if (schema.$ref !== undefined) {
+    const name = refName(schema.$ref)
+    if (name === undefined || !defs || !Object.hasOwn(defs, name)) {
+      throw new SchemaError(path, `"$ref" ${JSON.stringify(schema.$ref)}: only local references to a root definition, "#/$defs/<name>", are supported`)
+    }
+  }
   for (const [keyword, value] of Object.entries(schema)) {
-    if (ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')) continue
+    if (ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-') || keyword === '$defs' || keyword === '$ref') continue
     if (!SUPPORTED.has(keyword)) {
       throw new SchemaError(
         path,
@@ -136,25 +155,52 @@ export function checkSchema(schema: unknown, path = '$', depth = 1): asserts sch
     const branches = schema[keyword]
     if (branches === undefined) continue
     if (!Array.isArray(branches) || branches.length === 0) throw new SchemaError(path, `"${keyword}" must be a non-empty array of schemas`)
-    for (const [i, branch] of branches.entries()) checkSchema(branch, `${path}.${keyword}[${i}]`, depth + 1)
+    for (const [i, branch] of branches.entries()) checkSchema(branch, `${path}.${keyword}[${i}]`, depth + 1, defs)
   }
   if (schema.items !== undefined) {
     if (Array.isArray(schema.items)) throw new SchemaError(path, 'tuple "items" (an array of schemas) is not supported; use one schema for every item')
-    checkSchema(schema.items, `${path}.items`, depth + 1)
+    checkSchema(schema.items, `${path}.items`, depth + 1, defs)
   }
   if (schema.properties !== undefined) {
     if (!isRecord(schema.properties)) throw new SchemaError(path, '"properties" must be an object of schemas')
-    for (const [name, sub] of Object.entries(schema.properties)) checkSchema(sub, `${path}.properties${segment(name)}`, depth + 1)
+    for (const [name, sub] of Object.entries(schema.properties)) checkSchema(sub, `${path}.properties${segment(name)}`, depth + 1, defs)
   }
   if (schema.required !== undefined) {
     if (!Array.isArray(schema.required) || schema.required.some((r) => typeof r !== 'string')) {
       throw new SchemaError(path, '"required" must be an array of property names')
     }
   }
-  if (isRecord(schema.additionalProperties)) checkSchema(schema.additionalProperties, `${path}.additionalProperties`, depth + 1)
+  if (isRecord(schema.additionalProperties)) checkSchema(schema.additionalProperties, `${path}.additionalProperties`, depth + 1, defs)
   else if (schema.additionalProperties !== undefined && typeof schema.additionalProperties !== 'boolean') {
     throw new SchemaError(path, '"additionalProperties" must be a boolean or a schema')
   }
+}
+
+/** checks the root's definitions; a reference cycle that never descends into the value (a ref to itself, or through anyOf) is refused */
+function checkDefs(value: unknown, path: string): Record<string, unknown> {
+  if (!isRecord(value)) throw new SchemaError(path, '"$defs" must be an object of schemas')
+  for (const [name, def] of Object.entries(value)) checkSchema(def, `${path}.$defs${segment(name)}`, 2, value)
+  // what each definition may become at the same place in the value: its own $ref and its anyOf/oneOf branches' refs
+  const sameLevel = (schema: unknown): string[] => {
+    if (!isRecord(schema)) return []
+    const names = refName(schema.$ref) === undefined ? [] : [refName(schema.$ref) as string]
+    for (const keyword of ['anyOf', 'oneOf']) if (Array.isArray(schema[keyword])) for (const branch of schema[keyword]) names.push(...sameLevel(branch))
+    return names
+  }
+  const state = new Map<string, 'open' | 'done'>()
+  const visit = (name: string, trail: string[]) => {
+    if (state.get(name) === 'done') return
+    if (state.get(name) === 'open')
+      throw new SchemaError(
+        path,
+        `"$defs" refer to each other without a property or item in between (${[...trail, name].join(' -> ')}); no value could ever match`,
+      )
+    state.set(name, 'open')
+    for (const next of sameLevel(value[name])) visit(next, [...trail, name])
+    state.set(name, 'done')
+  }
+  for (const name of Object.keys(value)) visit(name, [])
+  return value
 }
 
 // ---- validation
@@ -213,9 +259,32 @@ function show(value: unknown) {
   return text === undefined ? String(value) : text.length > 60 ? `${text.slice(0, 57)}...` : text
 }
 
+/** the root's definitions, each compiled once, on first use (so a recursive definition compiles) */
+class Definitions {
+  private compiled = new Map<string, Validator>()
+
+  constructor(private defs: Record<string, JsonSchema>) {}
+
+  ref(name: string): Validator {
+    let validator: Validator | undefined
+    return (value, path) => {
+      validator ??= this.compiled.get(name)
+      if (!validator) {
+        validator = compileSchema(this.defs[name], this)
+        this.compiled.set(name, validator)
+      }
+      return validator(value, path)
+    }
+  }
+}
+
 /** compiles a checked schema into a validator; checks run in a fixed order so messages are stable */
-export function compileSchema(schema: JsonSchema): Validator {
+export function compileSchema(schema: JsonSchema, definitions?: Definitions): Validator {
+  if (!definitions && isRecord(schema.$defs)) definitions = new Definitions(schema.$defs)
+  const compile = (sub: JsonSchema) => compileSchema(sub, definitions)
   const checks: Validator[] = []
+  const ref = refName(schema.$ref)
+  if (ref !== undefined && definitions) checks.push(definitions.ref(ref))
   if (schema.type !== undefined) {
     const types = Array.isArray(schema.type) ? schema.type : [schema.type]
     const expected = types.join(' or ')
@@ -254,7 +323,7 @@ export function compileSchema(schema: JsonSchema): Validator {
   }
   const { items, minItems, maxItems, uniqueItems } = schema
   if (items !== undefined || minItems !== undefined || maxItems !== undefined || uniqueItems) {
-    const item = items && compileSchema(items)
+    const item = items && compile(items)
     checks.push((value, path) => {
       if (!Array.isArray(value)) return
       if (minItems !== undefined && value.length < minItems) return `${path}: expected at least ${minItems} items, got ${value.length}`
@@ -277,9 +346,9 @@ export function compileSchema(schema: JsonSchema): Validator {
   }
   const { properties = {}, required = [], additionalProperties } = schema
   if (schema.properties !== undefined || schema.required !== undefined || additionalProperties !== undefined) {
-    const props = Object.entries(properties).map(([name, sub]) => [name, compileSchema(sub), segment(name)] as const)
+    const props = Object.entries(properties).map(([name, sub]) => [name, compile(sub), segment(name)] as const)
     const known = new Set(Object.keys(properties))
-    const extra = typeof additionalProperties === 'object' ? compileSchema(additionalProperties) : undefined
+    const extra = typeof additionalProperties === 'object' ? compile(additionalProperties) : undefined
     const allowed = Object.keys(properties).join(', ') || 'none'
     checks.push((value, path) => {
       if (!isRecord(value)) return
@@ -302,7 +371,7 @@ export function compileSchema(schema: JsonSchema): Validator {
     })
   }
   for (const keyword of ['anyOf', 'oneOf'] as const) {
-    const branches = schema[keyword]?.map(compileSchema)
+    const branches = schema[keyword]?.map(compile)
     if (!branches) continue
     const exactlyOne = keyword === 'oneOf'
     checks.push((value, path) => {

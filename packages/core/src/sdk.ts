@@ -2,7 +2,7 @@
 // in full or as a compact index. rendering is total (whatever it cannot express becomes `unknown`), complete (nothing
 // is cut) and deterministic, so the prompt prefix stays cacheable.
 
-import { ANNOTATION_KEYWORDS, type JsonSchema, VALUE_CONSTRAINTS } from './schema.ts'
+import { ANNOTATION_KEYWORDS, type JsonSchema, refName, VALUE_CONSTRAINTS } from './schema.ts'
 
 export interface SdkTool {
   name: string
@@ -17,9 +17,9 @@ const RUN_CODE = 'run_code'
 // deeper than any real tool schema; keeps hostile input from exhausting the stack
 const MAX_DEPTH = 48
 
-// keywords that only describe or constrain values in ways a TypeScript type cannot; anything else outside
-// the subset (`$ref`, `allOf`, `not`, `patternProperties`, ...) makes the schema render as `unknown`
-const IGNORED = new Set([...ANNOTATION_KEYWORDS, ...VALUE_CONSTRAINTS, 'pattern', 'uniqueItems'])
+// keywords that only describe or constrain values in ways a TypeScript type cannot (and `$defs`, rendered where a
+// `$ref` names one); anything else outside the subset (`allOf`, `not`, `patternProperties`, ...) renders as `unknown`
+const IGNORED = new Set([...ANNOTATION_KEYWORDS, ...VALUE_CONSTRAINTS, 'pattern', 'uniqueItems', '$defs'])
 const STRUCTURAL = new Set(['type', 'enum', 'const', 'anyOf', 'oneOf', 'items', 'properties', 'required', 'additionalProperties'])
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 // whitespace other than single inner spaces, or a comment terminator
@@ -135,6 +135,9 @@ class Renderer {
   // how tightly the type text last returned by `render` binds
   private prec = ATOM
 
+  // the root's definitions: a local `$ref` renders as the type of the definition it names (a recursive one as unknown)
+  constructor(private defs?: Record<string, unknown>) {}
+
   render(schema: unknown, indent: string): string {
     if (!isRecord(schema) || this.path.length >= MAX_DEPTH || this.path.includes(schema)) return this.atom('unknown')
     this.path.push(schema)
@@ -149,6 +152,8 @@ class Renderer {
   }
 
   private shape(schema: Record<string, unknown>, indent: string): string {
+    const ref = refName(schema.$ref)
+    if (ref !== undefined && this.defs && Object.hasOwn(this.defs, ref)) return this.render(this.defs[ref], indent)
     for (const keyword in schema) {
       if (!STRUCTURAL.has(keyword) && !IGNORED.has(keyword) && !keyword.startsWith('x-')) return this.atom('unknown')
     }
@@ -290,7 +295,7 @@ class Renderer {
 /** TypeScript type text for one schema (exported for tests and reuse); never throws */
 export function schemaToTs(schema: JsonSchema, indent = ''): string {
   try {
-    return new Renderer().render(schema, indent)
+    return new Renderer(isRecord(schema.$defs) ? schema.$defs : undefined).render(schema, indent)
   } catch {
     // a throwing getter or proxy in a hand-built schema
     return 'unknown'

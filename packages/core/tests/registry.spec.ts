@@ -49,7 +49,9 @@ for (const mode of modes) {
           parameters: { type: 'object', properties: { p: { allOf: [{ type: 'string' }] } } },
         }),
       ).to.throw('parameters.properties.p: unsupported JSON-schema keyword "allOf"')
-      expect(() => ctx.tools.register({ ...echoTool(), output: { schema: { $ref: '#/x' } } })).to.throw('output.schema: unsupported JSON-schema keyword "$ref"')
+      expect(() => ctx.tools.register({ ...echoTool(), output: { schema: { $ref: '#/x' } } })).to.throw(
+        'output.schema: "$ref" "#/x": only local references to a root definition, "#/$defs/<name>", are supported',
+      )
       expect(() => ctx.tools.register({ ...echoTool(), parameters: t.string() })).to.throw('parameters: must be an object schema')
       expect(() => ctx.tools.register({ ...echoTool(), name: 'has space' })).to.throw('invalid tool name')
     })

@@ -44,13 +44,14 @@ export function apply(ctx: Context) {
       },
     }),
   )
-  // $schema and additionalProperties survive; $defs/$ref are outside the schema subset Faber's registry accepts
-  const parameters = {
+  // served as written: $schema, a root $defs that a local $ref names, additionalProperties
+  const parameters: JsonSchema = {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',
-    properties: { name: { type: 'string' }, address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+    $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+    properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
     additionalProperties: false,
-  } as JsonSchema
+  }
   ctx.tools.register({
     name: 'json_schema_2020_12_tool',
     description: 'Tool with JSON Schema 2020-12 features',
