@@ -190,7 +190,9 @@ describe('run_code on the worker sandbox', () => {
     expect(journal.signals.get('slow')?.aborted).to.equal(true)
     expect(journal.events).to.include('aborted slow')
     expect(settled.map((s) => s.name)).to.deep.equal(['peek'])
-    await sleep(50)
+    // the pool has one worker and a worker's messages arrive in order: once the next program has returned, anything
+    // the first one still sent has arrived (or its worker is gone)
+    expect(ok(await runCode(ctx, 'return 1'))).to.deep.include({ result: 1 })
     expect(journal.events.some((e) => e.includes('late'))).to.equal(false)
   })
 
@@ -199,9 +201,17 @@ describe('run_code on the worker sandbox', () => {
     ctx.on('tools/pre-execute', (exec) =>
       exec.name === 'peek' && (exec.arguments as { key: string }).key === 'guarded' ? { kind: 'ask', reason: 'guarded key' } : undefined,
     )
+    const othersEnded = new Promise<void>((resolve) => {
+      ctx.on('code/call-settle', () => {
+        if (journal.events.includes('end a') && journal.events.includes('end b')) resolve()
+      })
+    })
     ctx.set('approval', {
       request: async () => {
-        await sleep(1200)
+        const asked = performance.now()
+        await othersEnded
+        // real time must pass here: the wait has to outlast the program's cpu budget (1000 ms) without tripping it
+        await sleep(1200 - (performance.now() - asked))
         granted.push(journal.events.length)
         return 'allowed'
       },
@@ -241,8 +251,10 @@ describe('run_code on the worker sandbox', () => {
     const spun = await runCode(ctx, 'await tools.peek({ key: "a", ms: 0 })\nwhile (true) {}')
     expect(spun.isError && spun.error.kind).to.equal('timeout')
     const controller = new AbortController()
-    setTimeout(() => controller.abort(), 50)
-    const aborted = await runCode(ctx, 'while (true) {}', { signal: controller.signal })
+    // aborted once the program is certainly running: when its first nested call settles
+    const dispose = ctx.on('code/call-settle', () => controller.abort())
+    const aborted = await runCode(ctx, 'await tools.peek({ key: "a", ms: 0 })\nwhile (true) {}', { signal: controller.signal })
+    dispose()
     expect(aborted.isError && aborted.error.kind).to.equal('abort')
     expect(ok(await runCode(ctx, 'return 1'))).to.deep.equal({ logs: [], result: 1 })
   })

@@ -530,7 +530,7 @@ describe('cancellation', () => {
         output: { schema: t.string() },
         execute: async () => {
           controller.abort()
-          await new Promise((r) => setTimeout(r, 5))
+          await new Promise((r) => setImmediate(r))
           if (fail) throw new Error('it broke anyway')
           return 'done'
         },
@@ -554,8 +554,9 @@ describe('cancellation', () => {
         parameters: t.object({}),
         output: { schema: t.string() },
         execute: async () => {
-          setTimeout(() => controller.abort(), 1)
-          await new Promise((r) => setTimeout(r, 20))
+          // aborted while the body still runs; the body then outlives the abort by a full turn of the event loop
+          controller.abort()
+          await new Promise((r) => setImmediate(r))
           finished = true
           return 'done'
         },
