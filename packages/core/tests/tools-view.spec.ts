@@ -1,0 +1,62 @@
+import ToolRuntime, { createAgent } from '@faber/core'
+import { echoTool, signal } from '@faber/core/testing'
+import { expect } from 'chai'
+import { Context } from 'cordis'
+
+async function started() {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'native' })
+  await ctx.start()
+  return ctx
+}
+
+describe('ctx.tools, read plainly', () => {
+  it('is one view per context, built once', async () => {
+    const ctx = await started()
+    expect(ctx.tools).to.equal(ctx.tools)
+    let inner: Context | undefined
+    ctx.plugin({ name: 'reader', inject: ['tools'], apply: (c: Context) => void (inner = c) })
+    await ctx.lifecycle.flush()
+    expect(inner!.tools).to.equal(inner!.tools)
+    expect(inner!.tools).to.not.equal(ctx.tools)
+  })
+
+  it('keeps what a plugin registers through it tied to that plugin, held or not', async () => {
+    const ctx = await started()
+    const fork = ctx.plugin({
+      name: 'owner',
+      inject: ['tools'],
+      apply: (c: Context) => {
+        const held = c.tools
+        held.register(echoTool('held'))
+        c.tools.register(echoTool('plain'))
+      },
+    })
+    await ctx.lifecycle.flush()
+    expect(ctx.tools.get('held')?.plugin).to.equal('owner')
+    expect(ctx.tools.get('plain')?.plugin).to.equal('owner')
+    fork.dispose()
+    expect(ctx.tools.get('held')).to.equal(undefined)
+    expect(ctx.tools.get('plain')).to.equal(undefined)
+  })
+
+  it('scopes registrations made through an agent context to that agent', async () => {
+    const ctx = await started()
+    const agent = createAgent(ctx, { name: 'a' })
+    agent.ctx.tools.register(echoTool('mine'))
+    expect(ctx.tools.get('mine', agent)?.owner).to.equal(agent)
+    expect(ctx.tools.get('mine')).to.equal(undefined)
+  })
+
+  it('hands hot callers an executor that runs calls and registers nothing', async () => {
+    const ctx = await started()
+    ctx.tools.register(echoTool('echo'))
+    const executor = ctx.tools.executor
+    expect(executor).to.not.have.property('register')
+    const prepared = executor.prepare({ callId: 'c1', name: 'echo', arguments: { text: 'hi' } })
+    expect(prepared.mode).to.equal('exclusive')
+    const result = await prepared.run(signal())
+    expect(result.isError).to.equal(false)
+    expect((await executor.execute({ callId: 'c2', name: 'nope', signal: signal() })).isError).to.equal(true)
+  })
+})
