@@ -209,6 +209,17 @@ describe('the live web view in Chromium', function () {
     await page.screenshot({ path: resolve(ARTIFACTS, 'inspector.png'), fullPage: false })
   })
 
+  it('filters the calls from the keyboard', async () => {
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur())
+    await page.keyboard.press('/')
+    expect(await page.evaluate(() => document.activeElement?.id)).to.equal('filter')
+    await page.keyboard.type('read, then')
+    await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].hidden', { state: 'attached', timeout: WAIT })
+    expect(await page.locator('#calls > details.call[data-call="coder/run-1"]').getAttribute('class')).to.not.contain('hidden')
+    await page.keyboard.press('Escape')
+    await page.waitForSelector('#calls > details.call.hidden', { state: 'detached', timeout: WAIT })
+  })
+
   it('follows changes of the tool set', async () => {
     const added = ctx.tools.register(
       defineTool({

@@ -574,21 +574,25 @@ function refreshCallOf(a) {
 
 async function answer(id, decision, remember) {
   const el = document.querySelector(`[data-approval="${CSS.escape(id)}"]`)
-  el?.querySelectorAll('button').forEach((b) => {
-    b.disabled = true
-  })
-  const res = await fetch(withToken(`/api/approvals/${encodeURIComponent(id)}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { 'x-faber-token': token } : {}) },
-    body: JSON.stringify({ decision, remember }),
-  })
-  if (!res.ok && el) {
-    const problem = el.querySelector('.error')
-    problem.hidden = false
-    problem.textContent = (await res.json().catch(() => ({}))).error ?? `${res.status} ${res.statusText}`
-    el.querySelectorAll('button').forEach((b) => {
-      b.disabled = false
+  const buttons = el ? [...el.querySelectorAll('button')] : []
+  for (const b of buttons) b.disabled = true
+  let problem
+  try {
+    const res = await fetch(withToken(`/api/approvals/${encodeURIComponent(id)}`), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { 'x-faber-token': token } : {}) },
+      body: JSON.stringify({ decision, remember }),
     })
+    if (!res.ok) problem = (await res.json().catch(() => ({}))).error ?? `${res.status} ${res.statusText}`
+  } catch (error) {
+    problem = `the answer did not reach the deployment: ${error.message}`
+  }
+  // on success the approval leaves the page when the service reports its decision
+  if (problem && el?.isConnected) {
+    const line = el.querySelector('.error')
+    line.hidden = false
+    line.textContent = problem
+    for (const b of buttons) b.disabled = false
   }
 }
 
