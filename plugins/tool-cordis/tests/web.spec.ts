@@ -210,9 +210,9 @@ describe('the live web view in Chromium', function () {
   })
 
   it('filters the calls from the keyboard', async () => {
-    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur())
+    await page.locator('#calls-panel').focus()
     await page.keyboard.press('/')
-    expect(await page.evaluate(() => document.activeElement?.id)).to.equal('filter')
+    expect(await page.evaluate('document.activeElement.id')).to.equal('filter')
     await page.keyboard.type('read, then')
     await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].hidden', { state: 'attached', timeout: WAIT })
     expect(await page.locator('#calls > details.call[data-call="coder/run-1"]').getAttribute('class')).to.not.contain('hidden')
