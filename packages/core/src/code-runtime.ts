@@ -1,6 +1,8 @@
 // the seam between run_code (in core) and the sandboxes that run programs (separate packages).
 // a backend only runs JavaScript and forwards binding calls; scheduling, policy and rendering stay in core.
 
+import { Schema } from 'cordis'
+
 export interface CodeRunLimits {
   /** compute budget in ms: time the program spends running, not time it spends awaiting tool calls */
   cpuMs: number
@@ -67,3 +69,14 @@ export const defaultCodeLimits: CodeRunLimits = {
   memoryMb: 64,
   outputBytes: 64 * 1024,
 }
+
+/**
+ * the one schema of the limits, every key optional: core's `codeLimits` (overrides for every program) and each
+ * sandbox's `limits` (filled from `defaultCodeLimits` by the sandbox) both use it, so they cannot disagree
+ */
+export const CodeRunLimits: Schema<Partial<CodeRunLimits>> = Schema.object({
+  cpuMs: Schema.natural().min(1).description('compute budget in ms; time spent awaiting tools does not count'),
+  wallMs: Schema.natural().min(1).description('wall-clock budget in ms, waits included'),
+  memoryMb: Schema.natural().min(8).description('heap budget in MB, array buffers included'),
+  outputBytes: Schema.natural().min(256).description('budget for what a program prints plus the JSON of its result'),
+})

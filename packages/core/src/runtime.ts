@@ -5,7 +5,7 @@ import { type Context, type Events, Schema, Service } from 'cordis'
 import { Agent, agentOf, kAddAgent } from './agent.ts'
 import { Catalog } from './catalog.ts'
 import { type CodeMode, createRunCode } from './code-mode.ts'
-import type { CodeRunLimits, CodeRuntime } from './code-runtime.ts'
+import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRuntime } from './code-runtime.ts'
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
 import { addListener, hookTable, type Listener, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
@@ -577,14 +577,7 @@ namespace ToolRuntime {
         .min(256)
         .default(RESULT_CHARS)
         .description("the most characters of a result's content shown to the model; the rest is cut with a note"),
-      codeLimits: Schema.object({
-        cpuMs: Schema.natural().min(1).description('compute budget per program in ms; time awaiting tools does not count'),
-        wallMs: Schema.natural().min(1).description('wall-clock budget per program in ms'),
-        memoryMb: Schema.natural().min(8).description('heap budget per program in MB'),
-        outputBytes: Schema.natural().min(256).description('budget for what a program prints and returns'),
-      })
-        .default({} as CodeRunLimits)
-        .description("overrides of the code runtime's own limits for every run_code program"),
+      codeLimits: CodeRunLimitsSchema.default({}).description("overrides of the code runtime's own limits for every run_code program"),
       preExecuteTimeoutMs: Schema.natural()
         .min(1)
         .default(30_000)

@@ -1,10 +1,10 @@
 // the Cordis face shared by the sandbox backends: a service at `ctx.codeRuntime` around a pool that is closed with it
 
-import { defineConfig } from '@faber/core'
+import { CodeRunLimits as CodeRunLimitsSchema, defineConfig } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { defaultMaxConcurrent } from './gate.ts'
 import { ProcessSandbox } from './process-sandbox.ts'
-import { type CodeRunLimits, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, type CodeRuntimeLoad, defaultCodeLimits } from './types.ts'
+import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime, CodeRuntimeLoad } from './types.ts'
 
 export interface Pool extends CodeRuntime {
   close(): Promise<void>
@@ -65,18 +65,12 @@ export namespace SandboxService {
     isolation: Isolation
     poolSize: number
     maxConcurrent: number
-    limits: CodeRunLimits
+    /** what a request leaves out; the sandbox fills the rest from `defaultCodeLimits` */
+    limits: Partial<CodeRunLimits>
   }
 
   /** what a deployer writes: every key optional, limits partial */
   export type ConfigInput = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
-
-  export const Limits: Schema<Partial<CodeRunLimits>, CodeRunLimits> = Schema.object({
-    cpuMs: Schema.natural().min(1).default(defaultCodeLimits.cpuMs).description('compute budget in ms; time spent awaiting tools does not count'),
-    wallMs: Schema.natural().min(1).default(defaultCodeLimits.wallMs).description('wall-clock budget in ms, waits included'),
-    memoryMb: Schema.natural().min(8).default(defaultCodeLimits.memoryMb).description('heap budget in MB, array buffers included'),
-    outputBytes: Schema.natural().min(1).default(defaultCodeLimits.outputBytes).description('budget for printed output plus the JSON of the result'),
-  })
 
   export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
@@ -87,7 +81,7 @@ export namespace SandboxService {
         ),
       maxConcurrent: Schema.natural().min(1).default(defaultMaxConcurrent()).description('programs running at once across the deployment; more wait in order'),
       poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
-      limits: Limits.default({} as CodeRunLimits).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
+      limits: CodeRunLimitsSchema.default({}).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
     }),
   )
 }
