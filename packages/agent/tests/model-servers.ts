@@ -12,11 +12,37 @@ export interface Turn {
 /** a turn, a function of the request body, or a raw handler (status codes, broken streams) */
 export type Step = Turn | ((body: any) => Turn) | { raw: (res: ServerResponse, body: any) => void }
 
+/** a request as the server received it: its JSON body parsed, `path` its URL */
+export type Received = IncomingMessage & { body: any; path: string }
+
 export interface ModelServer {
   /** the base URL: `http://127.0.0.1:PORT/v1` */
   url: string
-  requests: { path: string; headers: IncomingMessage['headers']; body: any }[]
+  requests: Received[]
   close(): Promise<void>
+}
+
+/** a real HTTP server on 127.0.0.1 (port 0): each request is read, recorded, and handed to `handle` with its index */
+export async function httpServer(handle: (req: Received, res: ServerResponse, index: number) => void | Promise<void>): Promise<ModelServer> {
+  const requests: Received[] = []
+  const server = createServer(async (req, res) => {
+    let text = ''
+    for await (const chunk of req) text += chunk
+    const received = Object.assign(req, { body: text ? JSON.parse(text) : undefined, path: req.url ?? '' })
+    requests.push(received)
+    await handle(received, res, requests.length - 1)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
 }
 
 function chunks(text: string, size = 7) {
@@ -62,33 +88,18 @@ function anthropic(res: ServerResponse, turn: Turn, step: number) {
   res.end(`event: message_stop\ndata: ${JSON.stringify({ type: 'message_stop' })}\n\n`)
 }
 
-export async function modelServer(kind: 'openai' | 'anthropic', steps: Step[]): Promise<ModelServer> {
-  const requests: ModelServer['requests'] = []
-  const server = createServer(async (req, res) => {
-    let text = ''
-    for await (const chunk of req) text += chunk
-    const body = text ? JSON.parse(text) : undefined
-    requests.push({ path: req.url ?? '', headers: req.headers, body })
-    const step = steps[requests.length - 1]
+/** a server that answers the n-th request with the n-th step, streamed the way `kind`'s API does */
+export function modelServer(kind: 'openai' | 'anthropic', steps: Step[]): Promise<ModelServer> {
+  return httpServer((req, res, index) => {
+    const step = steps[index]
     if (!step) {
       res.writeHead(500, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ error: { message: `the script has no step ${requests.length}` } }))
+      res.end(JSON.stringify({ error: { message: `the script has no step ${index + 1}` } }))
       return
     }
-    if ('raw' in step) return step.raw(res, body)
-    const turn = typeof step === 'function' ? step(body) : step
-    if (kind === 'openai') openai(res, turn, requests.length)
-    else anthropic(res, turn, requests.length)
+    if ('raw' in step) return step.raw(res, req.body)
+    const turn = typeof step === 'function' ? step(req.body) : step
+    if (kind === 'openai') openai(res, turn, index + 1)
+    else anthropic(res, turn, index + 1)
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}/v1`,
-    requests,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
 }

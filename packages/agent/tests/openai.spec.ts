@@ -1,39 +1,12 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { ServerResponse } from 'node:http'
 import { type Message, ModelError, OpenAIChatModel, type OpenAIChatModelOptions, parseRetryAfter } from '@faber/agent'
 import { expect } from 'chai'
+import { httpServer, type ModelServer, type Received } from './model-servers.ts'
 
-type Handler = (req: IncomingMessage & { body: any }, res: ServerResponse) => void | Promise<void>
-
-interface Server {
-  url: string
-  requests: (IncomingMessage & { body: any })[]
-  close(): Promise<void>
-}
+type Handler = (req: Received, res: ServerResponse) => void | Promise<void>
 
 /** a real HTTP server answering each request with the next handler (the last one repeats) */
-async function serve(...handlers: Handler[]): Promise<Server> {
-  const requests: Server['requests'] = []
-  const server = createServer(async (req, res) => {
-    let text = ''
-    for await (const chunk of req) text += chunk
-    const request = Object.assign(req, { body: text ? JSON.parse(text) : undefined })
-    requests.push(request)
-    const handler = handlers[Math.min(requests.length - 1, handlers.length - 1)]
-    await handler(request, res)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}/v1`,
-    requests,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
+const serve = (...handlers: Handler[]) => httpServer((req, res, index) => handlers[Math.min(index, handlers.length - 1)](req, res))
 
 function sse(res: ServerResponse, events: unknown[], options: { done?: boolean; crlf?: boolean } = {}) {
   res.writeHead(200, { 'content-type': 'text/event-stream' })
@@ -58,7 +31,7 @@ const signal = () => new AbortController().signal
 const messages: Message[] = [{ role: 'user', content: 'hi' }]
 
 describe('OpenAIChatModel', () => {
-  let server: Server | undefined
+  let server: ModelServer | undefined
   afterEach(async () => {
     await server?.close()
     server = undefined

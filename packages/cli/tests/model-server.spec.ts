@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
-import { type ModelServer, modelServer } from '../../agent/tests/model-servers.ts'
+import { type ModelServer, modelServer, type Step } from '../../agent/tests/model-servers.ts'
 import { faber, faberPty, jsonLines } from './helpers.ts'
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/deployment/', import.meta.url))
@@ -39,6 +39,24 @@ describe('faber against a local model server', function () {
     server = undefined
     await rm(dir, { recursive: true, force: true })
   })
+
+  /** `faber chat` on a terminal against a server scripted with `steps`, typed up to the approval of the run_code turn */
+  async function chatAtApproval(steps: Step[]) {
+    server = await modelServer('openai', steps)
+    const pty = faberPty(['chat', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
+      cwd: dir,
+      env: { FABER_API_KEY: 'sk-local' },
+    })
+    try {
+      await pty.until('you › ')
+      pty.type('summarise the notes\r')
+      await pty.until('[n] reject: ')
+      return pty
+    } catch (error) {
+      pty.kill()
+      throw error
+    }
+  }
 
   it('faber run with the example file: streamed, run_code with nested calls, approval unanswered when piped, a final answer', async () => {
     server = await modelServer('openai', [runCode, { text: 'The notes describe the example workspace.' }])
@@ -164,22 +182,15 @@ model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API
   })
 
   it('faber chat on a terminal: /exit at the approval prompt leaves at once, nothing written', async () => {
-    server = await modelServer('openai', [runCode, { text: 'never asked for' }])
-    const pty = faberPty(['chat', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
-      cwd: dir,
-      env: { FABER_API_KEY: 'sk-local' },
-    })
+    const pty = await chatAtApproval([runCode, { text: 'never asked for' }])
     try {
-      await pty.until('you › ')
-      pty.type('summarise the notes\r')
-      await pty.until('[n] reject: ')
       pty.type('/exit\r')
       expect(await pty.exited).to.equal(0)
     } finally {
       pty.kill()
     }
-    expect(server.requests).to.have.length(1)
-    expect(server.requests[0].body).to.deep.include({ model: 'local-model', stream: true })
+    expect(server!.requests).to.have.length(1)
+    expect(server!.requests[0].body).to.deep.include({ model: 'local-model', stream: true })
     await readFile(join(dir, 'workspace', 'SUMMARY.md')).then(
       () => expect.fail('SUMMARY.md was written'),
       (error) => expect(error.code).to.equal('ENOENT'),
@@ -187,15 +198,8 @@ model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API
   })
 
   it('faber chat on a terminal: Ctrl-C at the approval prompt cancels the turn; the chat goes on', async () => {
-    server = await modelServer('openai', [runCode, { text: 'second turn' }])
-    const pty = faberPty(['chat', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
-      cwd: dir,
-      env: { FABER_API_KEY: 'sk-local' },
-    })
+    const pty = await chatAtApproval([runCode, { text: 'second turn' }])
     try {
-      await pty.until('you › ')
-      pty.type('summarise the notes\r')
-      await pty.until('[n] reject: ')
       pty.type('\x03')
       await pty.until('you › ', { times: 2 })
       pty.type('hello again\r')
@@ -206,7 +210,7 @@ model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API
       pty.kill()
     }
     expect(pty.output).to.include('cancelling the turn').and.include('turn 1 aborted')
-    const users = server.requests[1].body.messages.filter((m: { role: string }) => m.role === 'user').map((m: { content: string }) => m.content)
+    const users = server!.requests[1].body.messages.filter((m: { role: string }) => m.role === 'user').map((m: { content: string }) => m.content)
     expect(users).to.deep.equal(['summarise the notes', 'hello again'])
   })
 })
