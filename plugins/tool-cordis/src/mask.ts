@@ -1,6 +1,6 @@
 // plugin configs as the web view shows them: JSON, bounded, with secrets masked. a key that names a secret (a
 // password, token, API key, cookie, …) has its value replaced whatever its shape; names of environment variables
-// (`apiKeyEnv`) are not secrets and stay.
+// (`apiKeyEnv`) are not secrets and stay. bearer / basic credentials and passwords in URLs are masked under any key.
 
 import type { Json } from '@faber/core'
 
@@ -9,6 +9,7 @@ export const MASK = '••••••'
 const SECRET_KEY = /pass(word|phrase)?|secret|token|api[-_]?key|auth|credential|cookie|private|signature|^key$|bearer/i
 const NOT_SECRET = /Env$/
 const BEARER = /^(bearer|basic)\s+\S/i
+const USERINFO = /\/\/[^/@\s:]+:[^/@\s]+@/g
 const MAX_DEPTH = 8
 const MAX_ITEMS = 100
 const MAX_STRING = 400
@@ -27,7 +28,9 @@ export function maskConfig(value: unknown): Json {
     if (typeof v === 'string') {
       if (secret && v !== '') return MASK
       if (BEARER.test(v)) return MASK
-      return v.length > MAX_STRING ? `${v.slice(0, MAX_STRING)}… (${v.length - MAX_STRING} more characters)` : v
+      // a URL with a password in it: https://user:secret@host
+      const text = v.replace(USERINFO, `//${MASK}@`)
+      return text.length > MAX_STRING ? `${text.slice(0, MAX_STRING)}… (${text.length - MAX_STRING} more characters)` : text
     }
     if (typeof v === 'function') return `[function ${v.name || 'anonymous'}]`
     if (typeof v !== 'object') return `[${typeof v}]`

@@ -11,6 +11,7 @@ describe('plugin configs on the web view', () => {
       password: 12345,
       token: '',
       note: 'Basic dXNlcjpwYXNz',
+      database: 'postgres://app:hunter2@db:5432/app',
     }
     expect(maskConfig(config)).to.deep.equal({
       root: '/srv/work',
@@ -21,6 +22,7 @@ describe('plugin configs on the web view', () => {
       password: MASK,
       token: '',
       note: MASK,
+      database: `postgres://${MASK}@db:5432/app`,
     })
   })
 
