@@ -486,7 +486,7 @@ export class Pipeline {
    * validated and decided for another definition
    */
   private decidedTool(exec: Execution, when: string): (CompiledTool & { isError?: false }) | ToolFailure {
-    const tool = this.resolveExecution(this.host.view(exec.agent), exec.name, exec.parent !== undefined)
+    const tool = this.resolveExecution(this.viewOf(exec.agent), exec.name, exec.parent !== undefined)
     if (typeof tool === 'string') return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" is no longer available; it was removed ${when}`)
     if (tool.info !== exec.tool) return errorResult('UNKNOWN_TOOL', `tool "${exec.name}" changed while this call waited; call it again`)
     return tool

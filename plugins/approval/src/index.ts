@@ -1,4 +1,4 @@
-import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution, Json } from '@faber/core'
+import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution } from '@faber/core'
 import { defineConfig, listenersFor, RUN_CODE } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker, type ListenersFor } from './broker.ts'
@@ -32,14 +32,9 @@ export interface ApprovalAnswer {
   note?: string
 }
 
-export interface ApprovalAsked {
+/** the request as it was asked (without its signal and execution), for the audit trail */
+export interface ApprovalAsked extends Omit<ApprovalRequest, 'signal' | 'exec'> {
   id: string
-  agent?: Agent
-  tool: string
-  arguments: Json
-  callId: string
-  reason: string
-  program?: string
   nested: boolean
 }
 

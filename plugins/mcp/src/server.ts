@@ -12,7 +12,6 @@ import {
   type Json,
   RUN_CODE,
   SDK_SECTION,
-  untraced,
 } from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js'
@@ -190,7 +189,8 @@ export function logsToStderr() {
  * the served view follows later changes of the tool set (clients get `notifications/tools/list_changed`).
  */
 export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promise<McpServing> {
-  const tools = untraced(ctx.get('tools'))
+  // the view ctx.tools gives is built once per context: holding it costs nothing per call
+  const tools = ctx.tools
   if (!tools) throw new TypeError('serveMcp: no ToolRuntime is mounted at ctx.tools; load @faber/core and start the context first')
   const agent = typeof options.agent === 'string' ? tools.agent(options.agent) : options.agent
   if (typeof options.agent === 'string' && !agent) {
