@@ -1,9 +1,9 @@
+import { RunBridge } from '@faber/sandbox/bridge'
 import { defaultMaxConcurrent, Gate } from '@faber/sandbox/gate'
-import { argumentBytes, boundReply, failure, limitMessages, maxPendingCalls, messageOf, Output, overheadMb } from '@faber/sandbox/outcome'
+import { argumentBytes, failure, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import {
-  type BridgeReply,
   type CodeFailureKind,
   type CodeRunLimits,
   type CodeRunOutcome,
@@ -130,9 +130,6 @@ export class IsolateSandbox implements CodeRuntime {
 
   private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits) {
     const { isolate } = slot
-    const tools = new Set(request.tools)
-    const output = new Output(limits.outputBytes)
-    const { logs } = output
     let settled = false
     // what the program reported; it stands once the isolate is idle (nothing of the program still queued)
     let reported: CodeRunOutcome | undefined
@@ -142,9 +139,6 @@ export class IsolateSandbox implements CodeRuntime {
     // calls the program made during a step, dispatched once the step returned; replies that came while it was busy
     const outbox: [number, string, string][] = []
     const inbox: unknown[][] = []
-    let waiting = 0
-    // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
-    let waitingBytes = 0
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
     let cpuTimer: NodeJS.Timeout | undefined
@@ -178,31 +172,17 @@ export class IsolateSandbox implements CodeRuntime {
         resolve(outcome)
       }
       const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
-      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs })
+      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs: bridge.logs })
+      const bridge = new RunBridge(
+        request,
+        limits,
+        () => settled,
+        fail,
+        (call, reply) => answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code]),
+      )
       const report = (outcome: CodeRunOutcome) => {
         reported = outcome
         if (!busy && !stepping) finish(outcome, true)
-      }
-
-      const forward = async (call: number, name: string, json: string) => {
-        let reply: BridgeReply
-        waiting++
-        waitingBytes += json.length
-        try {
-          if (waitingBytes > limits.memoryMb * 1024 * 1024) return fail('memory', limitMessages.refused(limits, 'waiting'))
-          // the prelude refuses these first; the host does not take the program's word for it
-          if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
-          else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
-          else reply = await request.call(name, json)
-        } catch (error) {
-          reply = { ok: false, message: messageOf(error) }
-        } finally {
-          waiting--
-          waitingBytes -= json.length
-        }
-        if (settled) return
-        reply = boundReply(reply, limits, name)
-        answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
       }
 
       // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
@@ -235,7 +215,7 @@ export class IsolateSandbox implements CodeRuntime {
       const idle = () => {
         if (settled) return
         if (reported) return finish(reported, true)
-        for (const [call, name, json] of outbox.splice(0)) void forward(call, name, json)
+        for (const [call, name, json] of outbox.splice(0)) bridge.call(call, name, json)
       }
 
       const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
@@ -243,26 +223,25 @@ export class IsolateSandbox implements CodeRuntime {
         switch (kind) {
           case 'call':
             if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-            if (c.length > argumentBytes(limits)) return void fail('memory', limitMessages.refused(limits, 'argument'))
+            // the pipeline runs once the step returned, not inside it: it would spend the program's slice
+            if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
             if (stepping) outbox.push([a, b, c])
-            else void forward(a, b, c)
+            else bridge.call(a, b, c)
             return true
           case 'log':
-            if (typeof a === 'string' && !output.log(a)) fail('output-limit', limitMessages.output(limits))
-            return true
-          case 'done':
-            if (typeof a !== 'string') return void report({ ok: true, logs })
-            if (!output.fits(a)) return void fail('output-limit', limitMessages.output(limits))
-            return void report({ ok: true, logs, result: a })
-          case 'throw': {
-            const message = typeof a === 'string' ? a : 'the program threw'
-            const at = typeof b === 'number' ? { line: b, column: typeof c === 'number' ? c : undefined } : {}
-            return void report({ ok: false, kind: 'exception', message, logs, ...at })
+            return typeof a === 'string' && bridge.log(a)
+          case 'done': {
+            const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
+            return void (outcome && report(outcome))
           }
+          case 'throw':
+            return void report(
+              bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
+            )
           case 'limit':
-            return void fail('output-limit', limitMessages.output(limits))
+            return void bridge.overOutput()
           case 'memory':
-            return void fail('memory', limitMessages.refused(limits, a))
+            return void bridge.refused(a)
         }
         return false
       }
@@ -287,7 +266,7 @@ export class IsolateSandbox implements CodeRuntime {
         const message = messageOf(error)
         // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
         if (/memory limit/.test(message) || isolate.isDisposed) fail('memory', limitMessages.memory(limits))
-        else stop({ ok: false, kind: 'exception', message: error instanceof Error ? `${error.name}: ${message}` : message, logs })
+        else stop({ ok: false, kind: 'exception', message: error instanceof Error ? `${error.name}: ${message}` : message, logs: bridge.logs })
       }
 
       let script: ivm.Script
@@ -319,7 +298,7 @@ export class IsolateSandbox implements CodeRuntime {
         const match = syntaxLocation.exec(text)
         const at = match ? { line: Number(match[1]), column: Number(match[2]) } : {}
         const where = match ? ` (line ${match[1]}, column ${match[2]})` : ''
-        return finish({ ok: false, kind: 'exception', message: `SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, logs, ...at }, true)
+        return finish({ ok: false, kind: 'exception', message: `SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, logs: bridge.logs, ...at }, true)
       }
 
       request.signal.addEventListener('abort', onAbort, { once: true })

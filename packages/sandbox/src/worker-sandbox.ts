@@ -1,9 +1,9 @@
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads'
+import { RunBridge } from './bridge.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { argumentBytes, boundReply, failure, limitMessages, maxPendingCalls, messageOf, Output, overheadMb } from './outcome.ts'
+import { argumentBytes, failure, limitMessages, maxPendingCalls, messageOf, overheadMb } from './outcome.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
 import {
-  type BridgeReply,
   type CodeFailureKind,
   type CodeRunLimits,
   type CodeRunOutcome,
@@ -156,13 +156,7 @@ export class WorkerSandbox implements CodeRuntime {
   private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits, release = true) {
     const { worker } = slot
     const id = ++this.seq
-    const tools = new Set(request.tools)
-    const output = new Output(limits.outputBytes)
-    const { logs } = output
     let settled = false
-    let waiting = 0
-    // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
-    let waitingBytes = 0
     let cpuTimer: NodeJS.Timeout | undefined
     let wallTimer: NodeJS.Timeout | undefined
     const elu = worker.performance.eventLoopUtilization()
@@ -186,34 +180,21 @@ export class WorkerSandbox implements CodeRuntime {
         resolve(outcome)
       }
       const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
-      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs })
-      const overOutput = () => fail('output-limit', limitMessages.output(limits))
-
-      const forward = async (call: number, name: string, json: string) => {
-        let reply: BridgeReply
-        waiting++
-        waitingBytes += json.length
-        try {
-          if (waitingBytes > limits.memoryMb * 1024 * 1024) return fail('memory', limitMessages.refused(limits, 'waiting'))
-          // the prelude refuses these first; the host does not take the program's word for it
-          if (!tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
-          else if (waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
-          else reply = await request.call(name, json)
-        } catch (error) {
-          reply = { ok: false, message: messageOf(error) }
-        } finally {
-          waiting--
-          waitingBytes -= json.length
-        }
-        if (settled) return
-        reply = boundReply(reply, limits, name)
-        const mark = Atomics.load(slot.seq, 1)
-        if (reply.ok) slot.replies.postMessage({ id, call, ok: true, text: reply.value })
-        else slot.replies.postMessage({ id, call, ok: false, text: reply.message, code: reply.code })
-        Atomics.add(slot.seq, 0, 1)
-        repliedAt = performance.now()
-        expect(mark)
-      }
+      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs: bridge.logs })
+      const bridge = new RunBridge(
+        request,
+        limits,
+        () => settled,
+        fail,
+        (call, reply) => {
+          const mark = Atomics.load(slot.seq, 1)
+          if (reply.ok) slot.replies.postMessage({ id, call, ok: true, text: reply.value })
+          else slot.replies.postMessage({ id, call, ok: false, text: reply.message, code: reply.code })
+          Atomics.add(slot.seq, 0, 1)
+          repliedAt = performance.now()
+          expect(mark)
+        },
+      )
 
       // the adaptive half of the hand-off on this side: a brief spin for the worker's next message, taken synchronously
       let repliedAt: number | undefined
@@ -244,23 +225,19 @@ export class WorkerSandbox implements CodeRuntime {
         if (message.t === 'ready' || message.id !== id) return
         switch (message.t) {
           case 'call':
-            if (message.json.length > argumentBytes(limits)) return fail('memory', limitMessages.refused(limits, 'argument'))
-            return void forward(message.call, message.name, message.json)
+            return bridge.call(message.call, message.name, message.json)
           case 'log':
-            if (!output.log(message.line)) overOutput()
-            return
-          case 'done':
-            if (message.result === undefined) return finish({ ok: true, logs }, healthy(message.heap))
-            if (!output.fits(message.result)) return overOutput()
-            return finish({ ok: true, logs, result: message.result }, healthy(message.heap))
-          case 'throw': {
-            const { line, column } = message
-            return finish({ ok: false, kind: 'exception', message: message.message, logs, ...(line ? { line, column } : {}) }, healthy(message.heap))
+            return void bridge.log(message.line)
+          case 'done': {
+            const outcome = bridge.returned(message.result)
+            return outcome && finish(outcome, healthy(message.heap))
           }
+          case 'throw':
+            return finish(bridge.threw(message.message, message.line, message.column), healthy(message.heap))
           case 'limit':
-            return overOutput()
+            return bridge.overOutput()
           case 'memory':
-            return fail('memory', limitMessages.refused(limits, message.reason))
+            return bridge.refused(message.reason)
         }
       }
       const onError = (error: Error & { code?: string }) => {

@@ -1,0 +1,83 @@
+// the host's side of one run's bridge, the same for every backend: what the program asks for is checked here before
+// anything is forwarded, what waits on the host is counted against the program's memoryMb, a reply is bounded before it
+// is copied in, and output is counted. a backend supplies how a failure ends the run and how a reply enters the program.
+
+import { argumentBytes, boundReply, limitMessages, maxPendingCalls, messageOf, Output } from './outcome.ts'
+import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
+
+export class RunBridge {
+  readonly output: Output
+  readonly logs: string[]
+  private tools: Set<string>
+  private waiting = 0
+  // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
+  private waitingBytes = 0
+
+  constructor(
+    private request: CodeRunRequest,
+    private limits: CodeRunLimits,
+    /** whether the run is over: a reply then goes nowhere */
+    private settled: () => boolean,
+    private fail: (kind: CodeFailureKind, message: string) => void,
+    /** hands a bounded reply to the program */
+    private answer: (call: number, reply: BridgeReply) => void,
+  ) {
+    this.output = new Output(limits.outputBytes)
+    this.logs = this.output.logs
+    this.tools = new Set(request.tools)
+  }
+
+  /** a call the program made: a run whose argument is over budget ends here, anything else is forwarded */
+  call(call: number, name: string, json: string) {
+    if (json.length > argumentBytes(this.limits)) return this.refused('argument')
+    void this.forward(call, name, json)
+  }
+
+  /** a line the program printed: false when it is over the output budget, and the run has failed */
+  log(line: string) {
+    if (this.output.log(line)) return true
+    this.overOutput()
+    return false
+  }
+
+  /** what a program that returned reports, or undefined when its result is over the output budget and the run has failed */
+  returned(result: string | undefined): CodeRunOutcome | undefined {
+    if (result === undefined) return { ok: true, logs: this.logs }
+    if (!this.output.fits(result)) return void this.overOutput()
+    return { ok: true, logs: this.logs, result }
+  }
+
+  threw(message: string, line?: number, column?: number): CodeRunOutcome {
+    return { ok: false, kind: 'exception', message, logs: this.logs, ...(line ? { line, column } : {}) }
+  }
+
+  overOutput() {
+    this.fail('output-limit', limitMessages.output(this.limits))
+  }
+
+  /** the prelude or the sandbox refused what the program asked for (`argument`, `buffers`, `waiting`) */
+  refused(reason: unknown) {
+    this.fail('memory', limitMessages.refused(this.limits, reason))
+  }
+
+  private async forward(call: number, name: string, json: string) {
+    const { limits } = this
+    let reply: BridgeReply
+    this.waiting++
+    this.waitingBytes += json.length
+    try {
+      if (this.waitingBytes > limits.memoryMb * 1024 * 1024) return this.refused('waiting')
+      // the prelude refuses these first; the host does not take the program's word for it
+      if (!this.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
+      else if (this.waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
+      else reply = await this.request.call(name, json)
+    } catch (error) {
+      reply = { ok: false, message: messageOf(error) }
+    } finally {
+      this.waiting--
+      this.waitingBytes -= json.length
+    }
+    if (this.settled()) return
+    this.answer(call, boundReply(reply, limits, name))
+  }
+}
