@@ -3,7 +3,7 @@
 // fragments; retries on 429, 529 and other 5xx honour retry-after. the transport (idle timeout, retry loop, SSE) is
 // the one the OpenAI adapter uses, so a retry is reported the same way whichever provider is behind it.
 
-import { Attempt, type Defined, providerMessage, RetryableError, readEvents, statusError, transportError, withDefaults, withRetries } from './http.ts'
+import { type Attempt, BrokenStream, type Defined, type Endpoint, post, providerMessage, readEvents, streamFailure, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
@@ -107,11 +107,14 @@ const DEFAULTS = {
 export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOptions> implements Model {
   readonly name: string
   private options: typeof DEFAULTS & AnthropicModelOptions
+  /** what the shared transport needs to post and read */
+  private endpoint: Endpoint
 
   constructor(options: Defined<O, keyof typeof DEFAULTS>) {
     if (!options?.model) throw new TypeError('AnthropicModel: model is required, e.g. claude-sonnet-4-5')
     this.options = withDefaults(DEFAULTS, options as AnthropicModelOptions)
     this.name = `anthropic:${options.model}`
+    this.endpoint = { name: this.name, url: this.url, options: this.options, readStream: this.readStream.bind(this), readJson: this.readJson.bind(this) }
   }
 
   get url() {
@@ -132,54 +135,11 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
       ...options.extraBody,
     }
     const payload = JSON.stringify(body)
-    return withRetries(options, request, () => this.attempt(payload, request))
+    const headers: Record<string, string> = { 'anthropic-version': options.version, ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}) }
+    return withRetries(options, request, () => post(this.endpoint, payload, request, headers))
   }
 
-  private async attempt(payload: string, request: ModelRequest): Promise<ModelResponse> {
-    const { options } = this
-    const doFetch = options.fetch ?? globalThis.fetch
-    const attempt = new Attempt(request.signal, options.timeoutMs)
-    try {
-      let response: Response
-      try {
-        response = await doFetch(this.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            accept: options.stream ? 'text/event-stream' : 'application/json',
-            'anthropic-version': options.version,
-            ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
-            ...options.headers,
-          },
-          body: payload,
-          signal: attempt.controller.signal,
-        })
-      } catch (error) {
-        throw transportError(this.name, this.url, options.timeoutMs, error, attempt, request.signal, 'connecting to')
-      }
-      attempt.touch()
-      if (!response.ok) throw await statusError(this.name, this.url, this.options.model, response)
-      const type = response.headers.get('content-type') ?? ''
-      if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
-      let text: string
-      try {
-        text = await response.text()
-      } catch (error) {
-        throw transportError(this.name, this.url, options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
-      }
-      return this.readJson(text, request)
-    } finally {
-      attempt.close()
-    }
-  }
-
-  private readJson(text: string, request: ModelRequest): ModelResponse {
-    let body: any
-    try {
-      body = JSON.parse(text)
-    } catch {
-      throw new ModelError(`${this.name}: the server's answer is not JSON: ${text.slice(0, 200)}`)
-    }
+  private readJson(body: any, text: string, request: ModelRequest): ModelResponse {
     if (body?.type === 'error' || body?.error) throw new ModelError(`${this.name}: the server reported an error: ${providerMessage(text)}`)
     if (!Array.isArray(body?.content)) throw new ModelError(`${this.name}: unexpected answer, no content blocks in ${text.slice(0, 200)}`)
     let answer = ''
@@ -201,8 +161,7 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
     return { text: answer, toolCalls, usage: usageOf(body.usage?.input_tokens, body.usage?.output_tokens), finishReason: body.stop_reason ?? undefined }
   }
 
-  private async readStream(response: Response, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
-    if (!response.body) throw new RetryableError(`${this.name}: the server sent an empty stream`, 'an empty stream')
+  private async readStream(body: ReadableStream<Uint8Array>, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
     // content blocks by their index; tool inputs arrive as partial JSON text
     const blocks: ({ type: 'text' } | { type: 'tool_use'; id: string; name: string; json: string; input: unknown })[] = []
     let text = ''
@@ -275,20 +234,10 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
     }
 
     try {
-      await readEvents(response.body, attempt, handle)
+      await readEvents(body, attempt, handle)
       if (!stopped) throw new BrokenStream('the stream ended before the model finished (no message_stop)')
     } catch (error) {
-      if (error instanceof ModelError) throw error
-      const broken =
-        error instanceof BrokenStream
-          ? error
-          : transportError(this.name, this.url, this.options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
-      if (request.signal.aborted) throw broken
-      const what = broken instanceof BrokenStream ? `${this.name}: ${broken.message}` : broken.message
-      if (!shown) throw new RetryableError(what, 'the stream broke before any content')
-      const failure = new ModelError(what)
-      failure.partial = text
-      throw failure
+      throw streamFailure(this.endpoint, error, attempt, request, shown, text)
     }
     const toolCalls: ToolCall[] = []
     for (const block of blocks) {
@@ -299,5 +248,3 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
     return { text, toolCalls, usage: usageOf(inputTokens, outputTokens), finishReason }
   }
 }
-
-class BrokenStream extends Error {}

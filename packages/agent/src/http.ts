@@ -1,7 +1,8 @@
-// what the HTTP model adapters share: options with defaults, the idle timeout of one attempt, the retry loop (which
-// reports each retry before it waits), Retry-After, and a server-sent-events reader.
+// what the HTTP model adapters share: options with defaults, one attempt (`post`: the idle timeout, network errors,
+// error statuses, stream or JSON), how a broken stream fails (`streamFailure`), the retry loop (which reports each
+// retry before it waits), Retry-After, and a server-sent-events reader. an adapter keeps only its wire format.
 
-import { ModelError, type ModelRequest, type RetryInfo } from './model.ts'
+import { ModelError, type ModelRequest, type ModelResponse, type RetryInfo } from './model.ts'
 
 /**
  * an options type whose defaulted keys may be left out but never set to `undefined`: `{ timeoutMs: spec.timeoutMs }`
@@ -155,6 +156,80 @@ export function transportError(name: string, url: string, timeoutMs: number, err
   const cause = (error as { cause?: { code?: string; message?: string } })?.cause
   const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
   return new RetryableError(`${name}: network error ${doing} ${url}: ${detail}`, `network error (${detail})`)
+}
+
+/** what an adapter hands `post`: where it posts and how, and how it reads each kind of answer */
+export interface Endpoint {
+  readonly name: string
+  readonly url: string
+  readonly options: { model: string; stream: boolean; timeoutMs: number; fetch?: typeof fetch; headers?: Record<string, string> }
+  readStream(body: ReadableStream<Uint8Array>, request: ModelRequest, attempt: Attempt): Promise<ModelResponse>
+  /** `body` is the parsed answer, `text` the answer as sent (for messages) */
+  readJson(body: any, text: string, request: ModelRequest): ModelResponse
+}
+
+/**
+ * one attempt: POSTs the payload with the provider's `headers` (after the JSON ones, before the deployer's), turns
+ * network failures, timeouts and error statuses into model errors, and reads the answer as a stream or as JSON
+ */
+export async function post(endpoint: Endpoint, payload: string, request: ModelRequest, headers: Record<string, string>): Promise<ModelResponse> {
+  const { name, url, options } = endpoint
+  const doFetch = options.fetch ?? globalThis.fetch
+  const attempt = new Attempt(request.signal, options.timeoutMs)
+  try {
+    let response: Response
+    try {
+      response = await doFetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: options.stream ? 'text/event-stream' : 'application/json', ...headers, ...options.headers },
+        body: payload,
+        signal: attempt.controller.signal,
+      })
+    } catch (error) {
+      throw transportError(name, url, options.timeoutMs, error, attempt, request.signal, 'connecting to')
+    }
+    attempt.touch()
+    if (!response.ok) throw await statusError(name, url, options.model, response)
+    const type = response.headers.get('content-type') ?? ''
+    if (options.stream && type.includes('text/event-stream')) {
+      if (!response.body) throw new RetryableError(`${name}: the server sent an empty stream`, 'an empty stream')
+      return await endpoint.readStream(response.body, request, attempt)
+    }
+    let text: string
+    try {
+      text = await response.text()
+    } catch (error) {
+      throw transportError(name, url, options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
+    }
+    let body: any
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw new ModelError(`${name}: the server's answer is not JSON: ${text.slice(0, 200)}`)
+    }
+    return endpoint.readJson(body, text, request)
+  } finally {
+    attempt.close()
+  }
+}
+
+/** a stream that broke off or said something unreadable: worth another attempt while nothing was shown */
+export class BrokenStream extends Error {}
+
+/**
+ * what a failure while reading a stream becomes: a ModelError as it is; before any text or call was shown, a
+ * retryable error (another attempt is as good as the first); after, a ModelError that keeps the text as partial
+ */
+export function streamFailure(endpoint: Endpoint, error: unknown, attempt: Attempt, request: ModelRequest, shown: boolean, text: string): Error {
+  if (error instanceof ModelError) return error
+  const { name, url, options } = endpoint
+  const broken = error instanceof BrokenStream ? error : transportError(name, url, options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
+  if (request.signal.aborted) return broken
+  const what = broken instanceof BrokenStream ? `${name}: ${broken.message}` : broken.message
+  if (!shown) return new RetryableError(what, 'the stream broke before any content')
+  const failure = new ModelError(what)
+  failure.partial = text
+  return failure
 }
 
 /**

@@ -1,7 +1,7 @@
 // OpenAIChatModel: OpenAI-compatible chat completions over fetch (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server).
 // streaming SSE with tool-call deltas assembled across chunks, usage, retries with backoff on 429/5xx, an idle timeout.
 
-import { Attempt, type Defined, providerMessage, RetryableError, readEvents, statusError, transportError, withDefaults, withRetries } from './http.ts'
+import { type Attempt, BrokenStream, type Defined, type Endpoint, post, providerMessage, readEvents, streamFailure, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
@@ -68,12 +68,15 @@ const DEFAULTS = { timeoutMs: 60_000, maxRetries: 3, retryBaseMs: 500, retryMaxM
 export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelOptions> implements Model {
   readonly name: string
   private options: typeof DEFAULTS & OpenAIChatModelOptions
+  /** what the shared transport needs to post and read */
+  private endpoint: Endpoint
 
   constructor(options: Defined<O, keyof typeof DEFAULTS>) {
     if (!options?.baseURL) throw new TypeError('OpenAIChatModel: baseURL is required, e.g. https://api.openai.com/v1')
     if (!options.model) throw new TypeError('OpenAIChatModel: model is required, e.g. gpt-4o-mini')
     this.options = withDefaults(DEFAULTS, options as OpenAIChatModelOptions)
     this.name = `openai:${options.model}`
+    this.endpoint = { name: this.name, url: this.url, options: this.options, readStream: this.readStream.bind(this), readJson: this.readJson.bind(this) }
   }
 
   get url() {
@@ -95,57 +98,11 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
       ...options.extraBody,
     }
     const payload = JSON.stringify(body)
-    return withRetries(options, request, () => this.attempt(payload, request))
+    const headers: Record<string, string> = options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}
+    return withRetries(options, request, () => post(this.endpoint, payload, request, headers))
   }
 
-  private async attempt(payload: string, request: ModelRequest): Promise<ModelResponse> {
-    const { options } = this
-    const doFetch = options.fetch ?? globalThis.fetch
-    const attempt = new Attempt(request.signal, options.timeoutMs)
-    try {
-      let response: Response
-      try {
-        response = await doFetch(this.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            accept: options.stream ? 'text/event-stream' : 'application/json',
-            ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-            ...options.headers,
-          },
-          body: payload,
-          signal: attempt.controller.signal,
-        })
-      } catch (error) {
-        throw this.transportError(error, attempt, request.signal, 'connecting to')
-      }
-      attempt.touch()
-      if (!response.ok) throw await statusError(this.name, this.url, this.options.model, response)
-      const type = response.headers.get('content-type') ?? ''
-      if (options.stream && type.includes('text/event-stream')) return await this.readStream(response, request, attempt)
-      let text: string
-      try {
-        text = await response.text()
-      } catch (error) {
-        throw this.transportError(error, attempt, request.signal, 'reading the answer from')
-      }
-      return this.readJson(text, request)
-    } finally {
-      attempt.close()
-    }
-  }
-
-  private transportError(error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
-    return transportError(this.name, this.url, this.options.timeoutMs, error, attempt, outer, doing)
-  }
-
-  private readJson(text: string, request: ModelRequest): ModelResponse {
-    let body: any
-    try {
-      body = JSON.parse(text)
-    } catch {
-      throw new ModelError(`${this.name}: the server's answer is not JSON: ${text.slice(0, 200)}`)
-    }
+  private readJson(body: any, text: string, request: ModelRequest): ModelResponse {
     if (body?.error) throw new ModelError(`${this.name}: the server reported an error: ${providerMessage(text)}`)
     const message = body?.choices?.[0]?.message
     if (!message || typeof message !== 'object') throw new ModelError(`${this.name}: unexpected answer, no choices[0].message in ${text.slice(0, 200)}`)
@@ -167,8 +124,7 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
     return { text: text_, toolCalls, usage: usageOf(body.usage), finishReason: body.choices[0].finish_reason ?? undefined }
   }
 
-  private async readStream(response: Response, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
-    if (!response.body) throw new RetryableError(`${this.name}: the server sent an empty stream`, 'an empty stream')
+  private async readStream(body: ReadableStream<Uint8Array>, request: ModelRequest, attempt: Attempt): Promise<ModelResponse> {
     const fragments: Fragment[] = []
     let text = ''
     let shown = false
@@ -215,18 +171,10 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
     }
 
     try {
-      const done = await readEvents(response.body, attempt, (_, data) => handle(data))
+      const done = await readEvents(body, attempt, (_, data) => handle(data))
       if (!done && !finishReason) throw new BrokenStream('the stream ended before the model finished (no finish_reason and no [DONE])')
     } catch (error) {
-      if (error instanceof ModelError) throw error
-      const broken = error instanceof BrokenStream ? error : this.transportError(error, attempt, request.signal, 'reading the answer from')
-      if (request.signal.aborted) throw broken
-      const what = broken instanceof BrokenStream ? `${this.name}: ${broken.message}` : broken.message
-      // nothing was shown yet: another attempt is as good as the first; after text or a call was shown, keep it as partial
-      if (!shown) throw new RetryableError(what, 'the stream broke before any content')
-      const failure = new ModelError(what)
-      failure.partial = text
-      throw failure
+      throw streamFailure(this.endpoint, error, attempt, request, shown, text)
     }
     const toolCalls: ToolCall[] = []
     fragments.forEach((fragment, index) => {
@@ -237,5 +185,3 @@ export class OpenAIChatModel<O extends OpenAIChatModelOptions = OpenAIChatModelO
     return { text, toolCalls, usage, finishReason }
   }
 }
-
-class BrokenStream extends Error {}
