@@ -253,7 +253,13 @@ export class StoredOAuthProvider implements OAuthClientProvider {
   }
 
   async redirectToAuthorization(url: URL) {
-    await this.redirect(url)
+    try {
+      await this.redirect(url)
+    } catch (error) {
+      // nobody will sign in for the larger scope now: the refresh token serves the smaller one again
+      this.stepUp = undefined
+      throw error
+    }
   }
 
   saveCodeVerifier(verifier: string) {
