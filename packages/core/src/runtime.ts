@@ -267,6 +267,26 @@ class ToolRuntime extends Service {
     })
   }
 
+  /** keeps `entry` in one list of the agent's layer for as long as the calling plugin lives */
+  private addToLayer<K extends 'guards' | 'masks' | 'modes' | 'sdks'>(
+    caller: Context,
+    agent: Agent | undefined,
+    method: string,
+    list: K,
+    entry: Layer[K][number],
+    changes = true,
+  ): () => void {
+    return caller.effect(() => {
+      const entries = this.layerOf(agent, method)[list] as Layer[K][number][]
+      entries.push(entry)
+      if (changes) this.changed()
+      return () => {
+        entries.splice(entries.indexOf(entry) >>> 0, 1)
+        if (changes) this.changed()
+      }
+    })
+  }
+
   /** agent-scoped: the mode for this agent and its descendants, over the deployment default */
   presentAs(mode: Mode): () => void {
     const caller = this.caller ?? this.ctx
@@ -275,15 +295,7 @@ class ToolRuntime extends Service {
     if (mode !== 'native' && mode !== 'code' && mode !== 'both')
       throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
     const entry = { value: mode, plugin: pluginName(caller) }
-    return caller.effect(() => {
-      const layer = this.layerOf(agent, 'presentAs')
-      layer.modes.push(entry)
-      this.changed()
-      return () => {
-        layer.modes.splice(layer.modes.indexOf(entry) >>> 0, 1)
-        this.changed()
-      }
-    })
+    return this.addToLayer(caller, agent, 'presentAs', 'modes', entry)
   }
 
   /** agent-scoped: how the SDK is shown to this agent and its descendants, over the deployment's `sdk` */
@@ -294,15 +306,7 @@ class ToolRuntime extends Service {
     if (presentation !== 'full' && presentation !== 'index' && presentation !== 'auto')
       throw new TypeError(`tools.presentSdk: pass "full", "index" or "auto", got ${JSON.stringify(presentation)}`)
     const entry = { value: presentation, plugin: pluginName(caller) }
-    return caller.effect(() => {
-      const layer = this.layerOf(agent, 'presentSdk')
-      layer.sdks.push(entry)
-      this.changed()
-      return () => {
-        layer.sdks.splice(layer.sdks.indexOf(entry) >>> 0, 1)
-        this.changed()
-      }
-    })
+    return this.addToLayer(caller, agent, 'presentSdk', 'sdks', entry)
   }
 
   /** agent-scoped mask over inherited tools; masks intersect */
@@ -323,15 +327,7 @@ class ToolRuntime extends Service {
       )
     }
     const entry = { value: 'allow' in mask ? { allow: [...names] } : { deny: [...names] }, plugin: pluginName(caller) }
-    return caller.effect(() => {
-      const layer = this.layerOf(agent, 'restrict')
-      layer.masks.push(entry)
-      this.changed()
-      return () => {
-        layer.masks.splice(layer.masks.indexOf(entry) >>> 0, 1)
-        this.changed()
-      }
-    })
+    return this.addToLayer(caller, agent, 'restrict', 'masks', entry)
   }
 
   /**
@@ -351,13 +347,8 @@ class ToolRuntime extends Service {
     if (typeof guard !== 'function') throw new TypeError('tools.guard: pass a function (exec) => reason | undefined')
     const agent = agentOf(caller)
     const entry = { value: untraced(guard), plugin: pluginName(caller) }
-    return caller.effect(() => {
-      const layer = this.layerOf(agent, 'guard')
-      layer.guards.push(entry)
-      return () => {
-        layer.guards.splice(layer.guards.indexOf(entry) >>> 0, 1)
-      }
-    })
+    // guards are read per call, not through views: adding one changes nothing a view holds
+    return this.addToLayer(caller, agent, 'guard', 'guards', entry, false)
   }
 
   // ---- views (computed once per generation and agent)
