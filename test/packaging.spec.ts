@@ -85,9 +85,11 @@ async function ok(command: string, args: string[], options: { cwd: string; env?:
   return ran
 }
 
-// core + sandbox (the default, process-isolated tier) + guards + a guard written here, on plain node
+// core + sandbox (the default, process-isolated tier) + guards + a guard written here, on plain node; and the
+// inspector, whose web view reads files at run time
 const SCRIPT = `import ToolRuntime, { defineTool, t } from '@faber/core'
 import * as Guards from '@faber/plugin-guards'
+import Inspector from '@faber/plugin-tool-cordis'
 import Sandbox from '@faber/sandbox'
 import { Context } from 'cordis'
 
@@ -105,6 +107,7 @@ ctx.plugin(ToolRuntime, { mode: 'code' })
 ctx.plugin(Sandbox)
 ctx.plugin(Guards, { deny: [{ tools: ['drop_*'], reason: 'never drop anything' }] })
 ctx.plugin(NoSecrets)
+ctx.plugin(Inspector)
 await ctx.start()
 for (const name of ['greet', 'secret', 'drop_table']) {
   ctx.tools.register(
@@ -126,7 +129,11 @@ const code = [
   'return { greeting, refused }',
 ].join('\\n')
 const result = await ctx.tools.execute({ callId: 'c1', name: 'run_code', arguments: { code, description: 'greet, then try two refused tools' }, signal: new AbortController().signal })
-console.log(JSON.stringify({ sandbox: ctx.codeRuntime.sandbox.constructor.name, result: result.isError ? result.error : result.value }))
+// the inspector's web view serves its page from files beside dist/
+const view = await ctx.inspector.serve({ port: 0 })
+const page = await (await fetch(view.url)).text()
+await view.close()
+console.log(JSON.stringify({ sandbox: ctx.codeRuntime.sandbox.constructor.name, result: result.isError ? result.error : result.value, page }))
 await ctx.stop()
 `
 
@@ -224,7 +231,8 @@ describe('packages installed from npm', function () {
   it('composes core, sandbox, guards and a third-party guard on plain node, and runs a program', async () => {
     await writeFile(join(project, 'compose.mjs'), SCRIPT)
     const ran = await ok(process.execPath, ['compose.mjs'], { cwd: project, env })
-    const { sandbox, result } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
+    const { sandbox, result, page } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
+    expect(page).to.equal(readFileSync(join(ROOT, 'plugins/tool-cordis/web/index.html'), 'utf8'))
     // the default tier: the program ran in a child process started from dist/, on plain node
     expect(sandbox).to.equal('ProcessSandbox')
     expect(result.result.greeting).to.equal('greet npm')
