@@ -87,6 +87,26 @@ async function vmFloor() {
 }
 
 const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
+const slowEcho = async (_: string, json: string) => {
+  await new Promise((resolve) => setTimeout(resolve, 1))
+  return { ok: true as const, value: json }
+}
+
+// host CPU (all threads) per sequential call to a tool that takes 1 ms: what waiting costs when replies are slow
+async function cpuWhenSlow(runtime: CodeRuntime) {
+  const calls = 200
+  const cpuStart = process.cpuUsage()
+  const outcome = await runtime.run({
+    code: `for (let i = 0; i < ${calls}; i++) await tools.echo({ i })`,
+    tools: ['echo'],
+    call: slowEcho,
+    signal: new AbortController().signal,
+    limits,
+  })
+  if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
+  const cpu = process.cpuUsage(cpuStart)
+  return (cpu.user + cpu.system) / calls
+}
 
 // per nested call of `code`, beyond a trivial run on the same sandbox
 async function perCall(runtime: CodeRuntime, code: string, calls: number) {
@@ -107,6 +127,7 @@ async function perCall(runtime: CodeRuntime, code: string, calls: number) {
 const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
 const sandboxes: [string, () => Closable][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
+  ['worker, in-process, spinning hand-off (spinMs 0.05)', () => new WorkerSandbox({ limits, spinMs: 0.05 })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
   ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
   [
@@ -162,12 +183,14 @@ export async function benchNested() {
     const runtime = make()
     const seq = await perCall(runtime, sequential, N)
     const par = await perCall(runtime, parallel, P)
+    const slow = label.startsWith('worker') ? await cpuWhenSlow(runtime) : undefined
     await runtime.close()
     alone[label] = seq.micros
     const target = label === 'isolate, in-process' ? '≤ 10 µs and ≤ 0.25×' : label === 'worker, in-process' ? '≤ 0.6×' : undefined
     row(`${label}: sequential nested call`, seq.micros, rtt, target)
     row(`${label}: under Promise.all`, par.micros, rtt)
     row(`${label}: host CPU per seq. call`, seq.cpuPerCall, rtt)
+    if (slow !== undefined) row(`${label}: host CPU per call, 1 ms tool`, slow, rtt)
     Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
   }
 

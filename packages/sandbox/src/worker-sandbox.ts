@@ -23,9 +23,8 @@ const warmUp: CodeRunRequest = {
 }
 
 // after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
-// its event loop and being woken: at most `maxHostSpinMs` per reply, and only while calls came back that fast lately;
-// at most `maxBurstMs` of such replies in a row before the event loop gets its turn
-const maxHostSpinMs = 0.05
+// its event loop and being woken: at most `spinMs` per reply, and only while calls came back that fast lately; at most
+// `maxBurstMs` of such replies in a row before the event loop gets its turn
 const maxBurstMs = 2
 
 export interface WorkerSandboxOptions {
@@ -37,6 +36,12 @@ export interface WorkerSandboxOptions {
   maxConcurrent?: number
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerWorker?: number
+  /**
+   * the longest either side of a nested call spins for the other's answer before it sleeps in its event loop; it spins
+   * only while answers came back faster than that lately. default 0, never: on a 2-core machine shared with other work
+   * spinning made sequential calls slower and dearer (see the README); try 0.05 where a core is free for it
+   */
+  spinMs?: number
 }
 
 interface Slot {
@@ -77,6 +82,7 @@ export class WorkerSandbox implements CodeRuntime {
   readonly poolSize: number
   readonly limits: CodeRunLimits
   readonly maxRunsPerWorker: number
+  readonly spinMs: number
   private gate: Gate
   private idle: Slot[] = []
   private spawns: Spawn[] = []
@@ -90,6 +96,7 @@ export class WorkerSandbox implements CodeRuntime {
     this.poolSize = options.poolSize ?? 2
     this.limits = { ...defaultCodeLimits, ...options.limits }
     this.maxRunsPerWorker = options.maxRunsPerWorker ?? 200
+    this.spinMs = options.spinMs ?? 0
     this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
     this.warmed =
@@ -200,7 +207,7 @@ export class WorkerSandbox implements CodeRuntime {
       let repliedAt: number | undefined
       let burst: number | undefined
       const expect = (mark: number) => {
-        const spin = slot.gapMs < maxHostSpinMs ? Math.min(maxHostSpinMs, 2 * slot.gapMs + 0.005) : 0
+        const spin = slot.gapMs < this.spinMs ? Math.min(this.spinMs, 2 * slot.gapMs + 0.005) : 0
         if (spin === 0) return
         const from = performance.now()
         if (burst === undefined) {
@@ -347,7 +354,7 @@ export class WorkerSandbox implements CodeRuntime {
       argv: [],
       // the import() callback in worker.mjs is only consulted with this flag
       execArgv: ['--experimental-vm-modules'],
-      workerData: { prelude: preludeSource, replies: port2, toHost, handoff },
+      workerData: { prelude: preludeSource, replies: port2, toHost, handoff, spinMs: this.spinMs },
       transferList: [port2, toHost],
       // the program's memoryMb on top of what the worker itself holds, so a program gets all of it
       resourceLimits: {

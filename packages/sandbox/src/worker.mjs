@@ -12,11 +12,10 @@ let current
 // moment on `seq[0]` (the host bumps it after each reply it posts) before going back to its event loop to sleep. it bumps
 // `seq[1]` after each message it posts, for a host that spins the same way after a reply. `waited` tells the host how
 // much of this thread's active time was spent spinning, which is not the program's
-const { replies, toHost, handoff } = workerData
+const { replies, toHost, handoff, spinMs: maxSpinMs } = workerData
 const seq = new Int32Array(handoff, 0, 2)
 const waited = new Float64Array(handoff, 8, 1)
 // a spin lasts about twice what replies took lately, and does not happen once they take longer than `maxSpinMs`
-const maxSpinMs = 0.1
 let recentMs = 0
 let calledAt = 0
 let scheduled = false
@@ -116,7 +115,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 
 // runs once the program's microtasks are done (an immediate) when it has calls waiting on the host
 function spinForReplies() {
-  if (scheduled || recentMs >= maxSpinMs) return
+  if (scheduled || !(recentMs < maxSpinMs)) return
   scheduled = true
   setImmediate(() => {
     scheduled = false
