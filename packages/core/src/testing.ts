@@ -26,7 +26,11 @@ export async function deployment(config: ToolRuntime.ConfigInput = {}, setup?: (
   return ctx
 }
 
-/** stops every deployment `deployment` made that is still running: an `afterEach` hook, so nothing outlives its test */
+/**
+ * stops every deployment `deployment` made that is still running, so nothing outlives its test: an `afterEach` inside
+ * a `describe`. not in a root hook (one at the top of a spec file): that runs after every test of the run and would
+ * stop deployments other suites made in their `before` hooks
+ */
 export async function disposeAll(): Promise<void> {
   const contexts = [...live]
   live.clear()

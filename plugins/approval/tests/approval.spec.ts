@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { mock } from 'node:test'
 import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import * as kit from '@faber/core/testing'
 import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantStore, TerminalAnswerer } from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
 import DeploymentStore, { Store } from '@faber/store'
@@ -18,16 +19,13 @@ afterEach(async () => {
   for (const ctx of started.splice(0)) await ctx.stop()
 })
 
-async function deployment(config: Approval.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean; store?: string } = {}) {
-  const ctx = new Context()
-  started.push(ctx)
-  ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
-  if (options.store) ctx.plugin(DeploymentStore, { path: options.store })
-  if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
-  if (config) ctx.plugin(Approval, config)
-  await ctx.start()
-  await assertStarted(ctx)
-  return ctx
+function deployment(config: Approval.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean; store?: string } = {}) {
+  return kit.deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+    started.push(ctx)
+    if (options.store) ctx.plugin(DeploymentStore, { path: options.store })
+    if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
+    if (config) ctx.plugin(Approval, config)
+  })
 }
 
 function tool(name: string, runs: string[] = [], extra: { readOnly?: boolean; safe?: boolean } = {}) {

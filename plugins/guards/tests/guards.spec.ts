@@ -13,6 +13,7 @@ import ToolRuntime, {
   type ToolResult,
   t,
 } from '@faber/core'
+import * as kit from '@faber/core/testing'
 import * as Guards from '@faber/plugin-guards'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
@@ -22,15 +23,12 @@ Logger.levels.base = 0
 
 const started: Context[] = []
 
-async function deployment(config: Guards.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
-  const ctx = new Context()
-  started.push(ctx)
-  ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
-  if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
-  if (config) ctx.plugin(Guards, config)
-  await ctx.start()
-  await assertStarted(ctx)
-  return ctx
+function deployment(config: Guards.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
+  return kit.deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+    started.push(ctx)
+    if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
+    if (config) ctx.plugin(Guards, config)
+  })
 }
 
 afterEach(async () => {

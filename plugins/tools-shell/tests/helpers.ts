@@ -4,7 +4,7 @@ import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Agent, Mode, ToolResult } from '@faber/core'
-import { call as callTool, disposeAll, deployment as started } from '@faber/core/testing'
+import { call as callTool, deployment as start } from '@faber/core/testing'
 import { type Context, Logger } from 'cordis'
 import * as ToolsShell from '../src/index.ts'
 import { probeBubblewrap } from '../src/index.ts'
@@ -12,6 +12,8 @@ import { probeBubblewrap } from '../src/index.ts'
 Logger.levels.base = 0
 
 const dirs: string[] = []
+// this file's deployments, stopped by cleanup: a root hook, so it must not stop other suites' (as disposeAll would)
+const started: Context[] = []
 
 export async function tempDir(prefix = 'faber-shell-') {
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), prefix)))
@@ -21,7 +23,7 @@ export async function tempDir(prefix = 'faber-shell-') {
 
 /** stops every deployment and removes every temp dir of the test */
 export async function cleanup() {
-  await disposeAll()
+  for (const ctx of started.splice(0)) await ctx.stop()
   for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
 }
 
@@ -34,7 +36,8 @@ export interface Setup {
 
 export async function deployment(setup: Setup = {}) {
   const root = await tempDir()
-  const ctx = await started({ mode: setup.mode ?? 'native' }, (ctx) => {
+  const ctx = await start({ mode: setup.mode ?? 'native' }, (ctx) => {
+    started.push(ctx)
     ctx.plugin(ToolsShell, { root, ...setup.shell })
     setup.plugins?.(ctx, root)
   })
