@@ -2,7 +2,6 @@
 // tokens land in the deployment's store; the deployment's later runs use (and refresh) them without asking anyone.
 
 import ToolRuntime from '@faber/core'
-import DeploymentStore, { Store } from '@faber/store'
 import { Context } from 'cordis'
 import * as client from './client.ts'
 import { OAuthTable } from './oauth.ts'
@@ -29,13 +28,18 @@ export interface LoginResult {
 export async function login(options: LoginOptions): Promise<LoginResult> {
   const { server } = options
   if (!server.url) throw new TypeError(`server "${server.name}" is a stdio server: only URL servers log in`)
-  if (options.fresh) {
-    const store = new Store(options.store)
-    try {
-      new OAuthTable(store).remove(server.name)
-    } finally {
-      store.close()
-    }
+  // loaded here: the store's native addon is needed only by those who log in (or load the store themselves)
+  const { default: DeploymentStore, Store } = await import('@faber/store')
+  const url = new URL(server.url).href
+  const before = new Store(options.store)
+  try {
+    const table = new OAuthTable(before)
+    const record = table.record(server.name, url)
+    if (options.fresh) table.remove(server.name)
+    // a step-up nobody signed in for: the grant in hand is too small, so the person signs in again (for both scopes)
+    else if (record.read().wanted) record.write({ tokens: undefined })
+  } finally {
+    before.close()
   }
   const ctx = new Context()
   ctx.plugin(ToolRuntime)
@@ -52,7 +56,7 @@ export async function login(options: LoginOptions): Promise<LoginResult> {
   const ok = last?.state === 'ready'
   const store = new Store(options.store)
   try {
-    const saved = new OAuthTable(store).list().find((row) => row.server === server.name && row.url === new URL(server.url ?? '').href)
+    const saved = new OAuthTable(store).list().find((row) => row.server === server.name && row.url === url)
     return { ok, tools: last?.tools ?? [], error: ok ? undefined : (last?.error ?? 'the server did not connect'), saved }
   } finally {
     store.close()

@@ -44,6 +44,8 @@ export interface SavedOAuth {
   client?: OAuthClientInformationMixed
   tokens?: OAuthTokens & { obtained_at?: number }
   discovery?: OAuthDiscoveryState
+  /** the scope a step-up asked for that nobody signed in for yet: the next sign-in asks for it too */
+  wanted?: string
 }
 
 /** one server's saved authorization: read afresh each time, so another process's login is seen */
@@ -62,9 +64,10 @@ const MIGRATIONS = [
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (server, url)
   ) STRICT`,
+  'ALTER TABLE mcp_oauth ADD COLUMN wanted TEXT',
 ]
 
-const COLUMNS = ['client', 'tokens', 'discovery'] as const
+const COLUMNS = ['client', 'tokens', 'discovery', 'wanted'] as const
 
 /** the table `mcp_oauth` of the deployment's store: a row per (server name, URL), so a moved server starts afresh */
 export class OAuthTable {
@@ -74,7 +77,7 @@ export class OAuthTable {
     store.migrate('mcp', MIGRATIONS)
     const { db } = store
     this.statements = {
-      get: db.prepare('SELECT client, tokens, discovery FROM mcp_oauth WHERE server = ? AND url = ?'),
+      get: db.prepare(`SELECT ${COLUMNS.join(', ')} FROM mcp_oauth WHERE server = ? AND url = ?`),
       ensure: db.prepare('INSERT OR IGNORE INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?)'),
       list: db.prepare('SELECT server, url, client, tokens, updated_at FROM mcp_oauth ORDER BY server, url'),
       remove: db.prepare('DELETE FROM mcp_oauth WHERE server = ?'),
@@ -142,6 +145,11 @@ export function mask(secret: string | undefined): string | undefined {
   return secret.length <= 8 ? `*** (${secret.length} chars)` : `${secret.slice(0, 4)}… (${secret.length} chars)`
 }
 
+/** two space-separated scope lists as one, each scope once */
+function union(a: string, b: string) {
+  return [...new Set([...a.split(' '), ...b.split(' ')].filter(Boolean))].join(' ')
+}
+
 function expiresAt(tokens: SavedOAuth['tokens']) {
   return tokens?.expires_in !== undefined && tokens.obtained_at !== undefined ? tokens.obtained_at + tokens.expires_in * 1000 : undefined
 }
@@ -152,7 +160,10 @@ export class AuthorizationRequired extends Error {
     readonly server: string,
     readonly url: URL,
   ) {
-    super(`MCP server "${server}" needs authorization: run \`faber mcp login ${server}\` (or set auth.interactive to authorize when asked)`)
+    const scope = url.searchParams.get('scope')
+    super(
+      `MCP server "${server}" needs authorization${scope ? ` (scope "${scope}")` : ''}: run \`faber mcp login ${server}\` (or set auth.interactive to authorize when asked)`,
+    )
     this.name = 'AuthorizationRequired'
   }
 
@@ -248,15 +259,23 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     const previous = this.record.read().tokens
     // a refresh response may leave the refresh token out: the old one stays valid
     const refresh = tokens.refresh_token ?? (this.stepUp === undefined ? previous?.refresh_token : undefined)
-    this.record.write({ tokens: { ...tokens, ...(refresh ? { refresh_token: refresh } : {}), obtained_at: Date.now() } })
+    const saved = { ...tokens, ...(refresh ? { refresh_token: refresh } : {}), obtained_at: Date.now() }
+    const wanted = this.record.read().wanted
+    const granted = tokens.scope === undefined || wanted?.split(' ').every((scope) => tokens.scope?.split(' ').includes(scope))
+    this.record.write({ tokens: saved, ...(wanted && granted ? { wanted: undefined } : {}) })
     this.stepUp = undefined
   }
 
   async redirectToAuthorization(url: URL) {
+    // a step-up that found nobody to sign in earlier (another process, say) is asked for now
+    const wanted = this.record.read().wanted
+    if (wanted) url.searchParams.set('scope', union(url.searchParams.get('scope') ?? '', wanted))
     try {
       await this.redirect(url)
     } catch (error) {
-      // nobody will sign in for the larger scope now: the refresh token serves the smaller one again
+      // nobody will sign in for the larger scope now: remember it for the next sign-in, and let the refresh token
+      // serve the smaller one again
+      if (this.stepUp) this.record.write({ wanted: union(wanted ?? '', this.stepUp) })
       this.stepUp = undefined
       throw error
     }

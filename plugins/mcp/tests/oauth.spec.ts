@@ -116,6 +116,24 @@ describe('mcp client: OAuth for imported servers', function () {
     expect(statuses[0].error).to.include('faber mcp login secure')
   })
 
+  it('a step-up with no person at hand fails with the scope it needs, and the next login asks for it', async () => {
+    server = await startOAuthServer()
+    const store = join(tempDir(), 'faber.db')
+    await deploy(server, store, { interactive: true })
+    await stopAll()
+    const { call } = await deploy(server, store, {}, false)
+    const refused = await call('write')
+    expect(refused.isError).to.equal(true)
+    expect(refused.content).to.include('needs authorization (scope "mcp:read mcp:write"): run `faber mcp login secure`')
+    expect((await call('whoami')).isError, 'the smaller grant still serves').to.equal(false)
+    await stopAll()
+    const login = await mcp.login({ server: { name: 'secure', url: server.url, auth: {} }, store, open: (url) => void fetch(url) })
+    expect(login.ok, login.error).to.equal(true)
+    expect(server.seen.authorizations.map((a) => a.scope)).to.deep.equal(['mcp:read', 'mcp:read mcp:write'])
+    const after = await deploy(server, store, {}, false)
+    expect((await after.call('write')).content).to.equal('written')
+  })
+
   it('uses client credentials for a machine-to-machine server, the secret read from the environment', async () => {
     server = await startOAuthServer({ clients: { machine: 'machine-secret' } })
     process.env.FABER_TEST_MCP_SECRET = 'machine-secret'
