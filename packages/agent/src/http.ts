@@ -225,7 +225,7 @@ export function streamFailure(endpoint: Endpoint, error: unknown, attempt: Attem
   const { name, url, options } = endpoint
   const broken = error instanceof BrokenStream ? error : transportError(name, url, options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
   if (request.signal.aborted) return broken
-  const what = broken instanceof BrokenStream ? `${name}: ${broken.message}` : broken.message
+  const what = error instanceof BrokenStream ? `${name}: ${error.message}` : broken.message
   if (!shown) return new RetryableError(what, 'the stream broke before any content')
   const failure = new ModelError(what)
   failure.partial = text
