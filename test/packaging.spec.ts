@@ -85,12 +85,13 @@ async function ok(command: string, args: string[], options: { cwd: string; env?:
   return ran
 }
 
-// core + sandbox (the default, process-isolated tier) + guards + a guard written here, on plain node; and the
+// core + each sandbox (its default, process-isolated tier) + guards + a guard written here, on plain node; and the
 // inspector, whose web view reads files at run time
 const SCRIPT = `import ToolRuntime, { defineTool, t } from '@faber/core'
 import * as Guards from '@faber/plugin-guards'
 import Inspector from '@faber/plugin-tool-cordis'
 import Sandbox from '@faber/sandbox'
+import IsolateSandbox from '@faber/sandbox-isolate'
 import { Context } from 'cordis'
 
 // a third-party guard: nothing but @faber/core's public API
@@ -102,24 +103,6 @@ const NoSecrets = {
   },
 }
 
-const ctx = new Context()
-ctx.plugin(ToolRuntime, { mode: 'code' })
-ctx.plugin(Sandbox)
-ctx.plugin(Guards, { deny: [{ tools: ['drop_*'], reason: 'never drop anything' }] })
-ctx.plugin(NoSecrets)
-ctx.plugin(Inspector)
-await ctx.start()
-for (const name of ['greet', 'secret', 'drop_table']) {
-  ctx.tools.register(
-    defineTool({
-      name,
-      description: name,
-      parameters: t.object({ who: t.string() }),
-      output: { schema: t.string() },
-      execute: ({ who }) => name + ' ' + who,
-    }),
-  )
-}
 const code = [
   "const greeting = await tools.greet({ who: 'npm' })",
   'const refused = []',
@@ -128,13 +111,38 @@ const code = [
   '}',
   'return { greeting, refused }',
 ].join('\\n')
-const result = await ctx.tools.execute({ callId: 'c1', name: 'run_code', arguments: { code, description: 'greet, then try two refused tools' }, signal: new AbortController().signal })
-// the inspector's web view serves its page from files beside dist/
-const view = await ctx.inspector.serve({ port: 0 })
-const page = await (await fetch(view.url)).text()
-await view.close()
-console.log(JSON.stringify({ sandbox: ctx.codeRuntime.sandbox.constructor.name, result: result.isError ? result.error : result.value, page }))
-await ctx.stop()
+
+const out = { runs: {} }
+for (const Runtime of [Sandbox, IsolateSandbox]) {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'code' })
+  ctx.plugin(Runtime)
+  ctx.plugin(Guards, { deny: [{ tools: ['drop_*'], reason: 'never drop anything' }] })
+  ctx.plugin(NoSecrets)
+  ctx.plugin(Inspector)
+  await ctx.start()
+  for (const name of ['greet', 'secret', 'drop_table']) {
+    ctx.tools.register(
+      defineTool({
+        name,
+        description: name,
+        parameters: t.object({ who: t.string() }),
+        output: { schema: t.string() },
+        execute: ({ who }) => name + ' ' + who,
+      }),
+    )
+  }
+  const result = await ctx.tools.execute({ callId: 'c1', name: 'run_code', arguments: { code, description: 'greet, then try two refused tools' }, signal: new AbortController().signal })
+  out.runs[ctx.codeRuntime.backend] = { sandbox: ctx.codeRuntime.sandbox.constructor.name, result: result.isError ? result.error : result.value }
+  if (!out.page) {
+    // the inspector's web view serves its page from files beside dist/
+    const view = await ctx.inspector.serve({ port: 0 })
+    out.page = await (await fetch(view.url)).text()
+    await view.close()
+  }
+  await ctx.stop()
+}
+console.log(JSON.stringify(out))
 `
 
 // the public types as a TypeScript user meets them: module augmentation of cordis, the typed tool DSL, plugin configs
@@ -228,17 +236,20 @@ describe('packages installed from npm', function () {
     }
   })
 
-  it('composes core, sandbox, guards and a third-party guard on plain node, and runs a program', async () => {
+  it('composes core, each sandbox, guards and a third-party guard on plain node, and runs a program', async () => {
     await writeFile(join(project, 'compose.mjs'), SCRIPT)
     const ran = await ok(process.execPath, ['compose.mjs'], { cwd: project, env })
-    const { sandbox, result, page } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
+    const { runs, page } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
     expect(page).to.equal(readFileSync(join(ROOT, 'plugins/tool-cordis/web/index.html'), 'utf8'))
-    // the default tier: the program ran in a child process started from dist/, on plain node
-    expect(sandbox).to.equal('ProcessSandbox')
-    expect(result.result.greeting).to.equal('greet npm')
-    expect(result.result.refused).to.have.length(2)
-    expect(result.result.refused[0]).to.contain('no-secrets: the secret tool is off limits')
-    expect(result.result.refused[1]).to.contain('never drop anything')
+    expect(Object.keys(runs)).to.deep.equal(['worker-vm', 'isolated-vm'])
+    for (const { sandbox, result } of Object.values<any>(runs)) {
+      // the default tier: the program ran in a child process started from dist/, on plain node
+      expect(sandbox).to.equal('ProcessSandbox')
+      expect(result.result.greeting).to.equal('greet npm')
+      expect(result.result.refused).to.have.length(2)
+      expect(result.result.refused[0]).to.contain('no-secrets: the secret tool is off limits')
+      expect(result.result.refused[1]).to.contain('never drop anything')
+    }
   })
 
   it('runs `npx faber demo`', async () => {
