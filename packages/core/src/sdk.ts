@@ -2,6 +2,7 @@
 // in full or as a compact index. rendering is total (whatever it cannot express becomes `unknown`), complete (nothing
 // is cut) and deterministic, so the prompt prefix stays cacheable.
 
+import { bindable } from './collapse.ts'
 import { ANNOTATION_KEYWORDS, type JsonSchema, refName, VALUE_CONSTRAINTS } from './schema.ts'
 
 export interface SdkTool {
@@ -13,7 +14,6 @@ export interface SdkTool {
   rendered?: { parameters?: string; output?: string }
 }
 
-const RUN_CODE = 'run_code'
 // deeper than any real tool schema; keeps hostile input from exhausting the stack
 const MAX_DEPTH = 48
 
@@ -335,7 +335,7 @@ function argsOptional(schema: unknown, rendered: string) {
 export function sdkTools(tools: readonly SdkTool[]): SdkTool[] {
   let list: SdkTool[] = []
   try {
-    list = tools.filter((tool) => isRecord(tool) && typeof tool.name === 'string' && tool.name !== '' && tool.name !== RUN_CODE)
+    list = tools.filter((tool) => isRecord(tool) && typeof tool.name === 'string' && tool.name !== '' && bindable(tool.name))
   } catch {}
   // equal names are a registry bug; break the tie by content so the output still ignores input order
   list.sort((a, b) => compare(a.name, b.name) || compare(safeJson(a), safeJson(b)))

@@ -17,7 +17,9 @@ async function load(ctx: Context, config: mcp.McpClient.ConfigInput) {
   return fork
 }
 
-describe('mcp client: the npm servers', () => {
+describe('mcp client: the npm servers', function () {
+  // three npm MCP servers start as child processes: slow on a loaded CI machine
+  this.timeout(90_000)
   const dir = tempDir()
   let ctx: Context
 

@@ -53,7 +53,9 @@ const MEMORY_TOOLS = [
   'memory__search_nodes',
 ]
 
-describe('mcp server: native', () => {
+describe('mcp server: native', function () {
+  // each suite starts `faber mcp` and, under it, three npm MCP servers: slow on a loaded CI machine
+  this.timeout(90_000)
   let client: Client
   before(async () => (client = await connect('native')))
   after(closeAll)
@@ -88,7 +90,9 @@ describe('mcp server: native', () => {
   })
 })
 
-describe('mcp server: code mode', () => {
+describe('mcp server: code mode', function () {
+  // each suite starts `faber mcp` and, under it, three npm MCP servers: slow on a loaded CI machine
+  this.timeout(90_000)
   const asked: ElicitRequest[] = []
   let answer: ElicitResult = { action: 'accept', content: { approve: true } }
   let client: Client
@@ -160,7 +164,9 @@ describe('mcp server: code mode', () => {
   })
 })
 
-describe('mcp server: both and agent views', () => {
+describe('mcp server: both and agent views', function () {
+  // each suite starts `faber mcp` and, under it, three npm MCP servers: slow on a loaded CI machine
+  this.timeout(90_000)
   afterEach(closeAll)
 
   it('under both, lists the tools and run_code, without the code-only rule', async () => {
