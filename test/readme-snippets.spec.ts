@@ -1,0 +1,382 @@
+// every fenced block of every README.md (root, packages/*, plugins/*, examples/*) is accounted for here, taken from
+// the README text itself so that a changed snippet is checked as changed:
+// - TypeScript is type-checked as written (a fragment gets only declarations of the names it assumes, e.g. `ctx`);
+// - a deployment file (YAML) goes through the CLI's own loader: parsed, checked, every plugin imported and its
+//   config checked against the plugin's Config;
+// - commands run as child processes as written, and an output block is compared with what its command prints;
+// - a block another spec already exercises from the README text names that spec; the rest are exempt, with the
+//   reason next to them. A block not listed in PLAN fails the first test: a new snippet needs a way to be checked.
+
+import { execFile } from 'node:child_process'
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+import ts from 'typescript'
+import { loadPlugins, parseDeployment } from '../packages/cli/src/deployment.ts'
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+const BIN = join(ROOT, 'packages/cli/bin/faber.mjs')
+// generous: a child is only killed if it hangs; nothing here asserts on time
+const CHILD_TIMEOUT = 240_000
+
+interface Block {
+  file: string // relative to ROOT
+  line: number // of the opening fence
+  lang: string
+  text: string
+  key: string // file + first line: how PLAN names it
+}
+
+async function readmes(): Promise<string[]> {
+  const files = ['README.md']
+  for (const group of ['packages', 'plugins', 'examples']) {
+    for (const name of (await readdir(join(ROOT, group))).sort()) {
+      const file = `${group}/${name}/README.md`
+      if (
+        await readFile(join(ROOT, file)).then(
+          () => true,
+          () => false,
+        )
+      )
+        files.push(file)
+    }
+  }
+  return files
+}
+
+/** the fenced blocks of a README, indented ones (inside a list item) with their indentation taken off */
+function blocks(file: string, text: string): Block[] {
+  const found: Block[] = []
+  const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^( *)```(\w*)\s*$/.exec(lines[i])
+    if (!open) continue
+    const indent = open[1].length
+    const body: string[] = []
+    let j = i + 1
+    while (j < lines.length && !/^ *```\s*$/.test(lines[j])) body.push(lines[j++].slice(indent))
+    const first = body.find((l) => l.trim())?.trim() ?? ''
+    found.push({ file, line: i + 1, lang: open[2], text: `${body.join('\n')}\n`, key: `${file}: ${first}` })
+    i = j
+  }
+  return found
+}
+
+async function allBlocks(): Promise<Block[]> {
+  const all: Block[] = []
+  for (const file of await readmes()) all.push(...blocks(file, await readFile(join(ROOT, file), 'utf8')))
+  return all
+}
+
+type Plan =
+  | { typecheck: true; prelude?: string; also?: string } // also: a spec that runs it
+  | { deployment: true }
+  | { run: true } // a command (or an output block) the `runs` tests below execute
+  | { spec: string } // exercised, from the README text, by that spec
+  | { exempt: string }
+
+const CTX = `import type { Context } from 'cordis'\ndeclare const ctx: Context\n`
+const NOTATION =
+  'an API summary in signature notation (`x?`, `a | b`, `→`), not a program; the calls it names are type-checked in the program blocks of the same README and exercised by the package specs'
+
+const PLAN: Record<string, Plan> = {
+  // root
+  'README.md: ✗ write UNKNOWN_TOOL 1 ms': { spec: 'test/readme.spec.ts' },
+  'README.md: bash scripts/bootstrap && pnpm demo    # the main job: the demo deployment on its embedded scripted model': {
+    spec: 'test/readme.spec.ts',
+  },
+  'README.md: npm install @faber/cli && npx faber demo                      # the command': {
+    exempt:
+      'installs from the npm registry, which tests may not reach; test/packaging.spec.ts installs the packed tarballs of every package the same way and runs `npx faber demo` and a TypeScript consumer of @faber/core, @faber/sandbox and @faber/plugin-guards',
+  },
+  "README.md: import { Context } from 'cordis'": { typecheck: true },
+  // examples
+  'examples/agent-presets/README.md: pnpm --filter @faber/example-agent-presets start': { run: true },
+  'examples/agent-presets/README.md: agent alice (chain alice → reviewer)': { run: true },
+  'examples/custom-guard/README.md: pnpm exec tsx examples/custom-guard/src/main.ts': { run: true },
+  'examples/custom-guard/README.md: a secret in the arguments:': { run: true },
+  "examples/custom-guard/README.md: import * as SecretsGuard from '@faber/example-custom-guard'": {
+    typecheck: true,
+    prelude: `${CTX}import type { Agent } from '@faber/core'\ndeclare const agent: Agent\n`,
+  },
+  'examples/quickstart/README.md: pnpm --filter @faber/example-quickstart start': { run: true },
+  'examples/quickstart/README.md: native-agent (native)                       code-agent (code)': { run: true },
+  // packages
+  "packages/agent/README.md: import { Context } from 'cordis'": { typecheck: true },
+  "packages/agent/README.md: import type {} from '@faber/agent' // brings the event's type": { typecheck: true, prelude: CTX },
+  'packages/cli/README.md: pnpm demo                                   # = faber demo, the main job': { run: true },
+  "packages/cli/README.md: mode: code                          # native | code | both (the core's default mode)": { deployment: true },
+  'packages/cli/README.md: model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API_KEY }': { deployment: true },
+  'packages/cli/README.md: faber grants import grants.json --store state/faber.db   # add (or replace by id) the grants of an export': {
+    run: true,
+  },
+  "packages/core/README.md: import { readFile } from 'node:fs/promises'": { typecheck: true },
+  "packages/sandbox-isolate/README.md: import { Context } from 'cordis'": { typecheck: true },
+  "packages/sandbox/README.md: import { Context } from 'cordis'": { typecheck: true },
+  "packages/sandbox/README.md: import { WorkerSandbox } from '@faber/sandbox'": { typecheck: true },
+  'packages/store/README.md: plugins:': { deployment: true },
+  "packages/store/README.md: import DeploymentStore from '@faber/store'": { typecheck: true, prelude: CTX },
+  "packages/store/README.md: import { Store } from '@faber/store'": { exempt: NOTATION },
+  // plugins
+  'plugins/approval/README.md: ctx.approval.request({ agent, tool, arguments, callId, reason, program?, signal, exec })': { exempt: NOTATION },
+  "plugins/approval/README.md: import ToolRuntime, { defineTool, t } from '@faber/core'": { typecheck: true },
+  "plugins/approval/README.md: ctx.on('approval/request', async (query) => {": {
+    typecheck: true,
+    prelude: `${CTX}import type {} from '@faber/plugin-approval'\n`,
+  },
+  'plugins/approval/README.md: const approval = ctx.approval as Approval': { exempt: NOTATION },
+  "plugins/approval/README.md: import { GrantStore } from '@faber/plugin-approval'": {
+    typecheck: true,
+    prelude: 'declare const data: unknown\ndeclare const replace: boolean\n',
+  },
+  'plugins/approval/README.md: ctx.plugin(Approval, {': { typecheck: true, prelude: `${CTX}import Approval from '@faber/plugin-approval'\n` },
+  "plugins/approval/README.md: import { TerminalAnswerer } from '@faber/plugin-approval'": { exempt: NOTATION },
+  "plugins/approval/README.md: import { WebAnswerer } from '@faber/plugin-approval'": { typecheck: true, prelude: CTX },
+  "plugins/fs-observation/README.md: import ToolRuntime, { createAgent } from '@faber/core'": { typecheck: true },
+  'plugins/fs-observation/README.md: plugins:': { deployment: true },
+  "plugins/guards/README.md: import ToolRuntime, { defineTool, t } from '@faber/core'": { typecheck: true },
+  "plugins/mcp/README.md: import ToolRuntime, { createAgent } from '@faber/core'": { typecheck: true },
+  'plugins/mcp/README.md: plugins:': { deployment: true },
+  'plugins/mcp/README.md: serveMcp(ctx, {': { exempt: NOTATION },
+  'plugins/mcp/README.md: cd plugins/mcp/tests   # see below': { run: true },
+  "plugins/otel/README.md: import ToolRuntime, { defineTool, t } from '@faber/core'": { typecheck: true, also: 'plugins/otel/tests/readme.spec.ts' },
+  "plugins/tool-cordis/README.md: import { Context } from 'cordis'": { typecheck: true },
+  "plugins/tool-cordis/README.md: agent coder: mode code (this agent's presentAs)": { run: true },
+  "plugins/tools-fs/README.md: import ToolRuntime from '@faber/core'": { typecheck: true },
+  "plugins/tools-fs/README.md: 'fs/expected-version'(exec: Execution, path: string): string | undefined  // may be async": { exempt: NOTATION },
+  "plugins/tools-shell/README.md: import ToolRuntime from '@faber/core'": { typecheck: true, also: 'plugins/tools-shell/tests/readme.spec.ts' },
+}
+
+function block(all: Block[], key: string): Block {
+  const found = all.filter((b) => b.key === key)
+  expect(found, key).to.have.length(1)
+  return found[0]
+}
+
+/** runs a command; resolves with its output whatever the exit code */
+function run(command: string, args: string[], options: { cwd: string; env?: Record<string, string> }) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      command,
+      args,
+      { cwd: options.cwd, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '', ...options.env }, timeout: CHILD_TIMEOUT, maxBuffer: 64 << 20 },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
+    )
+  })
+}
+
+/** the README's output lines appear in `printed`, in order; `…` in the README stands for anything */
+function expectLines(shown: string, printed: string, normalize: (line: string) => string = (l) => l) {
+  const out = printed.split('\n').map((l) => normalize(l.trimEnd()))
+  let at = 0
+  for (const line of shown.split('\n').filter((l) => l.trim())) {
+    const pattern = new RegExp(
+      `^${normalize(line.trimEnd())
+        .split('…')
+        .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*')}$`,
+    )
+    const found = out.findIndex((l, i) => i >= at && pattern.test(l))
+    expect(found, `"${line}" (in this order) in:\n${printed}`).to.be.greaterThan(-1)
+    at = found + 1
+  }
+}
+
+describe('README snippets', function () {
+  this.timeout(600_000)
+  let all: Block[]
+  before(async () => {
+    all = await allBlocks()
+  })
+
+  it('every fenced block of every README is planned, and every plan names a block', async () => {
+    const unplanned = all.filter((b) => !PLAN[b.key]).map((b) => `${b.file}:${b.line} ${JSON.stringify(b.key)}`)
+    expect(unplanned, 'blocks with no way to check them: add each to PLAN').to.deep.equal([])
+    const keys = new Set(all.map((b) => b.key))
+    expect(
+      Object.keys(PLAN).filter((k) => !keys.has(k)),
+      'plans of blocks no README has any more',
+    ).to.deep.equal([])
+    for (const key of Object.keys(PLAN))
+      expect(
+        all.filter((b) => b.key === key),
+        key,
+      ).to.have.length(1)
+    for (const plan of Object.values(PLAN)) {
+      const spec = 'spec' in plan ? plan.spec : 'also' in plan ? plan.also : undefined
+      if (!spec) continue
+      // a spec named here reads its README
+      expect(await readFile(join(ROOT, spec), 'utf8'), spec).to.match(/README/)
+    }
+  })
+
+  it('type-checks every TypeScript block as written', async () => {
+    const dir = (b: Block) => join(ROOT, dirname(b.file))
+    const written: { file: string; block: Block; offset: number }[] = []
+    try {
+      for (const [n, b] of all.entries()) {
+        const plan = PLAN[b.key]
+        if (!plan || !('typecheck' in plan)) continue
+        expect(b.lang, b.key).to.equal('ts')
+        const prelude = plan.prelude ?? ''
+        // beside its README, so that packages resolve as they would for that package; `export {}` makes it a
+        // module (top-level await) without changing what it declares
+        const file = join(dir(b), `.readme-snippet-${process.pid}-${n}.ts`)
+        await writeFile(file, `${prelude}${b.text}export {}\n`)
+        written.push({ file, block: b, offset: prelude.split('\n').length - 1 })
+      }
+      const config = ts.readConfigFile(join(ROOT, 'tsconfig.base.json'), ts.sys.readFile)
+      const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, ROOT)
+      const program = ts.createProgram(
+        written.map((w) => w.file),
+        options,
+      )
+      const problems = ts.getPreEmitDiagnostics(program).map((d) => {
+        const w = written.find((x) => x.file === d.file?.fileName)
+        const message = ts.flattenDiagnosticMessageText(d.messageText, '\n')
+        if (!w || d.start === undefined) return `${d.file?.fileName ?? ''} ${message}`
+        const { line } = d.file!.getLineAndCharacterOfPosition(d.start)
+        // the README's own line number
+        return `${w.block.file}:${w.block.line + 1 + line - w.offset}: ${message}`
+      })
+      expect(problems).to.deep.equal([])
+      expect(written.length).to.be.greaterThan(15)
+    } finally {
+      await Promise.all(written.map((w) => rm(w.file, { force: true })))
+    }
+  })
+
+  it('loads every deployment file through the CLI loader, plugins and their configs included', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'faber-readme-'))
+    try {
+      // what the CLI README's file names next to itself
+      await writeFile(join(dir, 'my-plugin.mjs'), "export const name = 'my-plugin'\nexport function apply() {}\n")
+      let count = 0
+      for (const b of all) {
+        const plan = PLAN[b.key]
+        if (!plan || !('deployment' in plan)) continue
+        expect(b.lang, b.key).to.equal('yaml')
+        const spec = parseDeployment(b.text, `${b.file}:${b.line}`, dir)
+        await loadPlugins(spec)
+        count++
+      }
+      expect(count).to.equal(5)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  describe('runs', () => {
+    let dir: string
+    beforeEach(async () => {
+      dir = await mkdtemp(join(ROOT, 'test/.readme-run-'))
+    })
+    afterEach(async () => {
+      await rm(dir, { recursive: true, force: true })
+    })
+
+    it('packages/cli: the three ways to run faber', async () => {
+      const lines = block(all, 'packages/cli/README.md: pnpm demo                                   # = faber demo, the main job')
+        .text.split('\n')
+        .map((l) => l.split('#')[0].trim())
+        .filter(Boolean)
+      expect(lines).to.deep.equal(['pnpm demo', 'pnpm exec faber inspect deployment.yml --json', 'node packages/cli/bin/faber.mjs --help'])
+      // `pnpm demo` is run, output and all, by test/readme.spec.ts and test/demo.spec.ts
+      // a deployment.yml in the workspace: the example deployment as shipped
+      await writeFile(join(dir, 'deployment.yml'), await readFile(join(ROOT, 'examples/deployment/faber.yml')))
+      await mkdir(join(dir, 'workspace'))
+      const [pnpm, ...inspectArgs] = lines[1].split(' ')
+      const inspected = await run(pnpm, inspectArgs, { cwd: dir })
+      expect(inspected.code, inspected.stderr).to.equal(0)
+      // the report as one JSON document
+      expect(JSON.parse(inspected.stdout)).to.have.property('plugins')
+      const [node, ...helpArgs] = lines[2].split(' ')
+      const help = await run(node === 'node' ? process.execPath : node, helpArgs, { cwd: ROOT })
+      expect(help.code, help.stderr).to.equal(0)
+      expect(help.stdout)
+        .to.match(/faber/)
+        .and.match(/inspect/)
+    })
+
+    it('packages/cli: the faber grants commands, in order', async () => {
+      const lines = block(
+        all,
+        'packages/cli/README.md: faber grants import grants.json --store state/faber.db   # add (or replace by id) the grants of an export',
+      )
+        .text.split('\n')
+        .map((l) => l.split('#')[0].trim())
+        .filter(Boolean)
+      expect(lines).to.have.length(5)
+      await mkdir(join(dir, 'state'))
+      await writeFile(
+        join(dir, 'grants.json'),
+        JSON.stringify({ version: 1, grants: [{ id: 'no-deploy', tool: 'deploy', decision: 'reject', createdAt: '2026-01-01T00:00:00.000Z', by: 'test' }] }),
+      )
+      // the deployment the last line names: its store is the same file
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a deployment file's ${dir} substitution
+      await writeFile(join(dir, 'deploy.yml'), "plugins:\n  '@faber/store': { path: '${dir}/state/faber.db' }\n")
+      const outs: string[] = []
+      for (const line of lines) {
+        const [faber, ...args] = line.split(/\s+/)
+        expect(faber).to.equal('faber')
+        const ran = await run(process.execPath, [BIN, ...args], { cwd: dir })
+        expect(ran.code, `${line}: ${ran.stderr}`).to.equal(0)
+        outs.push(ran.stdout)
+      }
+      expect(outs[1].split('\n')[0].split(/\s+/)).to.deep.equal(['ID', 'DECISION', 'TOOL', 'AGENT', 'ARGUMENTS', 'BY', 'CREATED'])
+      expect(outs[1]).to.match(/^no-deploy\s+reject\s+deploy/m)
+      expect(JSON.parse(await readFile(join(dir, 'out.json'), 'utf8'))).to.deep.equal({ version: 1, grants: [] })
+      expect(JSON.parse(outs[4])).to.deep.equal({ version: 1, grants: [] })
+    })
+
+    it('examples: each start command prints the output its README shows', async () => {
+      const examples = [
+        [
+          'examples/quickstart/README.md: pnpm --filter @faber/example-quickstart start',
+          'examples/quickstart/README.md: native-agent (native)                       code-agent (code)',
+        ],
+        [
+          'examples/agent-presets/README.md: pnpm --filter @faber/example-agent-presets start',
+          'examples/agent-presets/README.md: agent alice (chain alice → reviewer)',
+        ],
+        ['examples/custom-guard/README.md: pnpm exec tsx examples/custom-guard/src/main.ts', 'examples/custom-guard/README.md: a secret in the arguments:'],
+      ]
+      for (const [command, output] of examples) {
+        const [program, ...args] = block(all, command).text.trim().split(/\s+/)
+        const ran = await run(program, args, { cwd: ROOT })
+        expect(ran.code, `${command}: ${ran.stderr}`).to.equal(0)
+        expectLines(block(all, output).text, ran.stdout, (l) => l.trimStart().replace(/ {2,}/g, '  '))
+      }
+    })
+
+    it('plugins/tool-cordis: the example program prints the report its README shows (timings aside)', async () => {
+      const program = block(all, "plugins/tool-cordis/README.md: import { Context } from 'cordis'")
+      const output = block(all, "plugins/tool-cordis/README.md: agent coder: mode code (this agent's presentAs)")
+      const script = join(ROOT, `plugins/tool-cordis/.readme-run-${process.pid}.ts`)
+      await writeFile(script, program.text)
+      try {
+        const ran = await run(process.execPath, ['--import', 'tsx/esm', script], { cwd: join(ROOT, 'plugins/tool-cordis') })
+        expect(ran.code, ran.stderr).to.equal(0)
+        expectLines(output.text, ran.stdout, (l) => l.replace(/\d+(\.\d+)?ms\b/g, 'Nms'))
+      } finally {
+        await rm(script, { force: true })
+      }
+    })
+
+    it('plugins/mcp: the inspector commands, through bash as written', async () => {
+      const commands = block(all, 'plugins/mcp/README.md: cd plugins/mcp/tests   # see below').text
+      // the one change: the memory file of this run, instead of the shared /tmp/m.jsonl
+      const script = commands.replace('/tmp/m.jsonl', join(dir, 'm.jsonl'))
+      expect(script).to.not.equal(commands)
+      const ran = await run('bash', ['-e', '-c', script], { cwd: ROOT, env: { npm_config_offline: 'true' } })
+      expect(ran.code, ran.stderr).to.equal(0)
+      // two JSON documents: the tool list, then the call's result
+      const listed = ran.stdout.indexOf('"tools"')
+      expect(listed).to.be.greaterThan(-1)
+      expect(ran.stdout).to.include('run_code')
+      expect(ran.stdout).to.match(/"text": "3"/)
+    })
+  })
+})
