@@ -149,6 +149,21 @@ const PLAN: Record<string, Plan> = {
   "plugins/tools-shell/README.md: import ToolRuntime from '@faber/core'": { typecheck: true, also: 'plugins/tools-shell/tests/readme.spec.ts' },
 }
 
+// program blocks that run on their own, and what is checked of their output beyond ending with exit code 0
+// (approval's prompts at a terminal; mcp's starts servers from npm and serves stdio until its client leaves; otel's
+// and tools-shell's are run by their own readme specs)
+const RUNS: Record<string, 'exit 0' | 'comment lines' | 'trailing comments'> = {
+  "README.md: import { Context } from 'cordis'": 'exit 0',
+  "packages/core/README.md: import { readFile } from 'node:fs/promises'": 'exit 0',
+  "packages/agent/README.md: import { Context } from 'cordis'": 'exit 0',
+  "packages/sandbox/README.md: import { Context } from 'cordis'": 'exit 0',
+  "packages/sandbox/README.md: import { WorkerSandbox } from '@faber/sandbox'": 'exit 0',
+  "packages/sandbox-isolate/README.md: import { Context } from 'cordis'": 'exit 0',
+  "plugins/tools-fs/README.md: import ToolRuntime from '@faber/core'": 'comment lines',
+  "plugins/fs-observation/README.md: import ToolRuntime, { createAgent } from '@faber/core'": 'comment lines',
+  "plugins/guards/README.md: import ToolRuntime, { defineTool, t } from '@faber/core'": 'trailing comments',
+}
+
 function block(all: Block[], key: string): Block {
   const found = all.filter((b) => b.key === key)
   expect(found, key).to.have.length(1)
@@ -184,6 +199,30 @@ function expectLines(shown: string, printed: string, normalize: (line: string) =
   }
 }
 
+/** the inline code spans of a README (outside fenced blocks) that are command lines */
+function inlineCommands(file: string, text: string): { file: string; line: number; command: string }[] {
+  const found: { file: string; line: number; command: string }[] = []
+  let fenced = false
+  for (const [i, line] of text.split('\n').entries()) {
+    if (/^ *```/.test(line)) fenced = !fenced
+    if (fenced) continue
+    for (const match of line.matchAll(/`([^`]+)`/g)) {
+      // a table cell escapes its pipes; a span quoted inside a message ends in an escaped backtick
+      const command = match[1].replaceAll('\\|', '|').replace(/\\$/, '').trim()
+      if (/^(pnpm|npx faber|faber|node) /.test(command) || command === 'faber') found.push({ file, line: i + 1, command })
+    }
+  }
+  return found
+}
+
+// inline commands that name a file in another directory than the README's or the root, as their sentence says
+const ELSEWHERE: Record<string, string> = {
+  'node --import tsx serve.ts code': 'plugins/mcp/tests/fixtures', // "`tests/fixtures/serve.ts` ... served this way"
+}
+
+// pnpm's own commands and the root package's scripts
+const PNPM_BUILTIN = ['pack', 'publish', 'install', 'exec', 'test']
+
 describe('README snippets', function () {
   this.timeout(600_000)
   let all: Block[]
@@ -210,6 +249,75 @@ describe('README snippets', function () {
       // a spec named here reads its README
       expect(await readFile(join(ROOT, spec), 'utf8'), spec).to.match(/README/)
     }
+  })
+
+  it('every inline command names what exists: faber flags its --help lists, files, benchmarks, scripts, packages', async () => {
+    const spans = []
+    for (const file of await readmes()) spans.push(...inlineCommands(file, await readFile(join(ROOT, file), 'utf8')))
+    expect(spans.length).to.be.greaterThan(50)
+    const rootScripts = Object.keys(JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')).scripts)
+    const helps = new Map<string, Promise<string>>()
+    const help = (command: string) => {
+      let text = helps.get(command)
+      if (!text) {
+        text = run(process.execPath, [BIN, ...(command ? [command] : []), '--help'], { cwd: ROOT }).then((r) => {
+          expect(r.code, `faber ${command} --help: ${r.stderr}`).to.equal(0)
+          return r.stdout
+        })
+        helps.set(command, text)
+      }
+      return text
+    }
+    const exists = (path: string) =>
+      readFile(path).then(
+        () => true,
+        () => false,
+      )
+    const problems: string[] = []
+    for (const { file, line, command } of spans) {
+      const at = `${file}:${line} \`${command}\``
+      const words = command.split(/\s+/)
+      const faberAt = words.indexOf('faber')
+      if (faberAt >= 0 && (words[0] === 'faber' || words.slice(0, faberAt).join(' ') === 'pnpm exec' || words[0] === 'npx')) {
+        // a faber command line: its command exists and every flag it shows is one that command's --help lists
+        const rest = words.slice(faberAt + 1)
+        const sub = ['demo', 'run', 'chat', 'inspect', 'mcp', 'grants'].find((c) => rest[0] === c || rest[0]?.startsWith(`${c}`)) ?? ''
+        if (rest[0] && !sub && !rest[0].startsWith('-') && rest[0] !== '…') problems.push(`${at}: no command ${rest[0]}`)
+        const text = await help(sub)
+        for (const flag of rest.filter((w) => w !== '--help').flatMap((w) => w.match(/(?<![\w-])--?[a-z][\w-]*/g) ?? [])) {
+          if (!new RegExp(`(^|[\\s\\[(|,])${flag}(?![\\w-])`, 'm').test(text)) problems.push(`${at}: faber ${sub} --help does not list ${flag}`)
+        }
+        continue
+      }
+      if (words[0] === 'pnpm' && words[1] === 'bench') {
+        for (const name of words.slice(2).filter((w) => !w.startsWith('-'))) {
+          if (!(await exists(join(ROOT, 'bench', `${name}.ts`)))) problems.push(`${at}: no bench/${name}.ts`)
+        }
+        continue
+      }
+      if (words[0] === 'pnpm' && words[1] === '--filter') {
+        const pkg = (await readdir(join(ROOT, 'examples'))).concat().map((d) => `examples/${d}/package.json`)
+        let found = false
+        for (const manifest of pkg) {
+          const json = await readFile(join(ROOT, manifest), 'utf8').then(JSON.parse, () => undefined)
+          if (json?.name === words[2] && json.scripts?.[words[3]]) found = true
+        }
+        if (!found) problems.push(`${at}: no package ${words[2]} with a ${words[3]} script`)
+        continue
+      }
+      const script = words.find((w) => /\.(ts|mjs|js)$/.test(w))
+      // "Save as `demo.ts` at the repository root and run `pnpm exec tsx demo.ts`": the README's next block, which
+      // the type-check (and, for those that print without a terminal, a run) above covers
+      const text = await readFile(join(ROOT, file), 'utf8')
+      if (script && text.split('\n')[line - 1].includes(`Save as \`${script}\``)) continue
+      if (script) {
+        const dirs = [ELSEWHERE[command], dirname(file), '.'].filter((d): d is string => d !== undefined)
+        if (!(await Promise.all(dirs.map((d) => exists(join(ROOT, d, script))))).some(Boolean)) problems.push(`${at}: no file ${script}`)
+        continue
+      }
+      if (words[0] === 'pnpm' && !rootScripts.includes(words[1]) && !PNPM_BUILTIN.includes(words[1])) problems.push(`${at}: no script ${words[1]}`)
+    }
+    expect(problems).to.deep.equal([])
   })
 
   it('type-checks every TypeScript block as written', async () => {
@@ -349,6 +457,48 @@ describe('README snippets', function () {
         expect(ran.code, `${command}: ${ran.stderr}`).to.equal(0)
         expectLines(block(all, output).text, ran.stdout, (l) => l.trimStart().replace(/ {2,}/g, '  '))
       }
+    })
+
+    it('the program blocks run to their end, printing what their comments say', async () => {
+      // each program beside its README (so its packages resolve as there), run from a directory of its own with the
+      // files it names; `/path/to/workspace` is the one placeholder, replaced by that directory
+      const tsx = import.meta.resolve('tsx/esm')
+      const checked: string[] = []
+      for (const [key, expectation] of Object.entries(RUNS)) {
+        const b = block(all, key)
+        const cwd = await mkdtemp(join(dir, 'cwd-'))
+        await writeFile(join(cwd, 'hello.txt'), 'hello world\n')
+        await writeFile(join(cwd, 'a.txt'), 'a\n')
+        await writeFile(join(cwd, 'b.txt'), 'b\n')
+        const script = join(ROOT, dirname(b.file), `.readme-run-${process.pid}.ts`)
+        await writeFile(script, b.text.replaceAll('/path/to/workspace', cwd))
+        try {
+          const ran = await run(process.execPath, ['--no-node-snapshot', '--import', tsx, script], { cwd })
+          expect(ran.code, `${key}: ${ran.stderr}`).to.equal(0)
+          const text = b.text.replaceAll('/path/to/workspace', cwd)
+          if (expectation === 'comment lines') {
+            // the lines that are comments of their own: what the program prints, in order
+            const shown = text
+              .split('\n')
+              .filter((l) => l.startsWith('// '))
+              .map((l) => l.slice(3))
+            expect(shown.length, key).to.be.greaterThan(0)
+            expectLines(shown.join('\n'), ran.stdout)
+          } else if (expectation === 'trailing comments') {
+            // console.log(...) // what it prints; `a / b` is a line after another, `a + b` a line and the next
+            const shown = text
+              .split('\n')
+              .filter((l) => l.includes('console.log(') && l.includes(' // '))
+              .flatMap((l) => l.slice(l.indexOf(' // ') + 4).split(/ \/ | \+ /))
+            expect(shown.length, key).to.be.greaterThan(0)
+            expectLines(shown.join('\n'), ran.stdout)
+          }
+          checked.push(key)
+        } finally {
+          await rm(script, { force: true })
+        }
+      }
+      expect(checked).to.have.length(Object.keys(RUNS).length)
     })
 
     it('plugins/tool-cordis: the example program prints the report its README shows (timings aside)', async () => {
