@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import ts from 'typescript'
@@ -71,12 +71,15 @@ async function allBlocks(): Promise<Block[]> {
 }
 
 type Plan =
-  | { typecheck: true; prelude?: string; also?: string } // also: a spec that runs it
+  // also: a spec that runs it; imports: a module name the block imports that stands for another block (its key)
+  | { typecheck: true; prelude?: string; also?: string; imports?: Record<string, string> }
   | { deployment: true }
   | { run: true } // a command (or an output block) the `runs` tests below execute
   | { spec: string } // exercised, from the README text, by that spec
   | { exempt: string }
 
+// the root README's plugin, which its test-kit example imports as 'my-plugin'
+const PLUGIN = "README.md: import { defineConfig, type Execution } from '@faber/core'"
 const CTX = `import type { Context } from 'cordis'\ndeclare const ctx: Context\n`
 const NOTATION =
   'an API summary in signature notation (`x?`, `a | b`, `→`), not a program; the calls it names are type-checked in the program blocks of the same README and exercised by the package specs'
@@ -92,6 +95,11 @@ const PLAN: Record<string, Plan> = {
       'installs from the npm registry, which tests may not reach; test/packaging.spec.ts installs the packed tarballs of every package the same way and runs `npx faber demo` and a TypeScript consumer of @faber/core, @faber/sandbox and @faber/plugin-guards',
   },
   "README.md: import { Context } from 'cordis'": { typecheck: true },
+  "README.md: import { defineConfig, type Execution } from '@faber/core'": { typecheck: true },
+  "README.md: import { call, deployment, disposeAll, echoTool } from '@faber/core/testing'": {
+    typecheck: true,
+    imports: { 'my-plugin': PLUGIN },
+  },
   // examples
   'examples/agent-presets/README.md: pnpm --filter @faber/example-agent-presets start': { run: true },
   'examples/agent-presets/README.md: agent alice (chain alice → reviewer)': { run: true },
@@ -323,16 +331,22 @@ describe('README snippets', function () {
   it('type-checks every TypeScript block as written', async () => {
     const dir = (b: Block) => join(ROOT, dirname(b.file))
     const written: { file: string; block: Block; offset: number }[] = []
+    // beside its README, so that packages resolve as they would for that package
+    const fileOf = new Map(all.map((b, n) => [b.key, join(dir(b), `.readme-snippet-${process.pid}-${n}.ts`)]))
     try {
-      for (const [n, b] of all.entries()) {
+      for (const b of all) {
         const plan = PLAN[b.key]
         if (!plan || !('typecheck' in plan)) continue
         expect(b.lang, b.key).to.equal('ts')
         const prelude = plan.prelude ?? ''
-        // beside its README, so that packages resolve as they would for that package; `export {}` makes it a
-        // module (top-level await) without changing what it declares
-        const file = join(dir(b), `.readme-snippet-${process.pid}-${n}.ts`)
-        await writeFile(file, `${prelude}${b.text}export {}\n`)
+        const file = fileOf.get(b.key)!
+        let text = b.text
+        for (const [name, key] of Object.entries(plan.imports ?? {})) {
+          expect(text, b.key).to.include(`from '${name}'`)
+          text = text.replace(`from '${name}'`, `from './${relative(dirname(file), fileOf.get(key)!)}'`)
+        }
+        // `export {}` makes it a module (top-level await) without changing what it declares
+        await writeFile(file, `${prelude}${text}export {}\n`)
         written.push({ file, block: b, offset: prelude.split('\n').length - 1 })
       }
       const config = ts.readConfigFile(join(ROOT, 'tsconfig.base.json'), ts.sys.readFile)
@@ -499,6 +513,15 @@ describe('README snippets', function () {
         }
       }
       expect(checked).to.have.length(Object.keys(RUNS).length)
+    })
+
+    it('README.md: the test-kit example passes under mocha, against the plugin the README writes', async () => {
+      const kit = "README.md: import { call, deployment, disposeAll, echoTool } from '@faber/core/testing'"
+      await writeFile(join(dir, 'my-plugin.ts'), block(all, PLUGIN).text)
+      await writeFile(join(dir, 'no-dotenv.spec.ts'), block(all, kit).text.replace("from 'my-plugin'", "from './my-plugin.ts'"))
+      const ran = await run(process.execPath, [join(ROOT, 'node_modules/mocha/bin/mocha.js'), join(dir, 'no-dotenv.spec.ts')], { cwd: ROOT })
+      expect(ran.code, ran.stdout + ran.stderr).to.equal(0)
+      expect(ran.stdout).to.match(/1 passed, 0 failed/)
     })
 
     it('plugins/tool-cordis: the example program prints the report its README shows (timings aside)', async () => {
