@@ -41,16 +41,6 @@ function call(ctx: Context, name: string, args: unknown = {}, extra: { agent?: R
   return ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, signal: extra.signal ?? new AbortController().signal, agent: extra.agent })
 }
 
-function deferred<T>() {
-  let resolve!: (value: T) => void
-  let reject!: (reason: unknown) => void
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res
-    reject = rej
-  })
-  return { promise, resolve, reject }
-}
-
 function code(result: ToolResult) {
   return result.isError ? result.error.code : 'OK'
 }
@@ -329,9 +319,9 @@ describe('guards: timeout wrapper', () => {
 
   function slow(name: string, options: { honours: boolean; timeoutMs?: number }) {
     const state = {
-      started: deferred<void>(),
+      started: kit.deferred<void>(),
       aborted: false,
-      finish: deferred<string>(),
+      finish: kit.deferred<string>(),
       signal: undefined as AbortSignal | undefined,
       exec: undefined as Execution | undefined,
     }
