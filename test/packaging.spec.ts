@@ -260,6 +260,9 @@ describe('packages installed from npm', function () {
     expect(ran.stdout).to.contain('{"edited":["src/greet.ts","TODO.md"],"created":"CHANGELOG.md"}')
     const version = await ok('npx', ['--no', '--', 'faber', '--version'], { cwd: project, env })
     expect(version.stdout).to.contain(manifest(join(ROOT, 'packages/cli')).version)
+    // a user's own main.js importing the cli's API does not start the command
+    await writeFile(join(project, 'main.js'), "import { main } from '@faber/cli'\nconsole.log(typeof main)\n")
+    expect((await ok(process.execPath, ['main.js'], { cwd: project, env })).stdout).to.equal('function\n')
   })
 
   it('type-checks a TypeScript consumer of the public types', async () => {

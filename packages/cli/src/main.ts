@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // the `faber` command. exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.
 
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, realpathSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { AnthropicModel, OpenAIChatModel } from '@faber/agent'
 import { Logger } from 'cordis'
@@ -504,6 +505,7 @@ async function run() {
   setTimeout(() => process.exit(code), 2000).unref()
 }
 
-// run only as the entry point, not when a test imports main
+// run only as the entry point — the faber bin, or this file itself (src/main.ts under tsx, dist/main.js, which npm's
+// bin links to) — not when a test or a user's program (say, their own main.js) imports main
 const entry = process.argv[1] ?? ''
-if (/(?:^|[\\/])(main\.[jt]s|faber(\.mjs)?)$/.test(entry)) await run()
+if (/(?:^|[\\/])faber(\.mjs)?$/.test(entry) || (existsSync(entry) && realpathSync(entry) === fileURLToPath(import.meta.url))) await run()
