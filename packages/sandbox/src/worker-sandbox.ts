@@ -90,7 +90,8 @@ export class WorkerSandbox implements CodeRuntime {
   private closed = false
   private spawnFailed = false
   private seq = 0
-  private warmed: Promise<void>
+  // ready() callers, answered once the pool is full (or cannot fill)
+  private waiters: (() => void)[] = []
 
   constructor(options: WorkerSandboxOptions = {}) {
     this.poolSize = options.poolSize ?? 2
@@ -99,11 +100,6 @@ export class WorkerSandbox implements CodeRuntime {
     this.spinMs = options.spinMs ?? 0
     this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.fill()
-    this.warmed =
-      this.spawns[0]?.slot.then(
-        () => {},
-        () => {},
-      ) ?? Promise.resolve()
   }
 
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
@@ -138,15 +134,25 @@ export class WorkerSandbox implements CodeRuntime {
   async close() {
     this.closed = true
     this.gate.drain()
+    this.answerWaiters()
     for (const stop of [...this.running]) stop(failure('abort', 'the sandbox was closed during the run'))
     const workers = this.idle.map((slot) => slot.worker)
     this.idle = []
     await Promise.all(workers.map((worker) => worker.terminate()))
   }
 
-  /** resolves once the pool's first worker is spawned and warmed (or could not be): a run then costs what a warm one does */
+  /** resolves once the pool's workers are spawned and warmed (or could not be): a run then costs what a warm one does */
   ready(): Promise<void> {
-    return this.warmed
+    if (this.full()) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push(resolve))
+  }
+
+  private full() {
+    return this.spawnFailed || this.closed || (this.spawns.length === 0 && this.idle.length >= this.poolSize)
+  }
+
+  private answerWaiters() {
+    if (this.full()) for (const resolve of this.waiters.splice(0)) resolve()
   }
 
   // a trivial run with one tool call on a fresh worker, before any program gets it: the first real run then finds the
@@ -327,7 +333,7 @@ export class WorkerSandbox implements CodeRuntime {
   // keeps `poolSize` workers spawned, in the background and one at a time: concurrent spawns slow each other
   // down on a small machine, and the first run of a process waits for the first worker
   private fill() {
-    if (this.spawnFailed || this.closed || this.spawns.length > 0 || this.idle.length >= this.poolSize) return
+    if (this.spawnFailed || this.closed || this.spawns.length > 0 || this.idle.length >= this.poolSize) return this.answerWaiters()
     const spawn: Spawn = { slot: this.spawn(this.limits.memoryMb).then((slot) => this.warm(slot)), claimed: false }
     this.spawns.push(spawn)
     spawn.slot.then(
@@ -341,6 +347,7 @@ export class WorkerSandbox implements CodeRuntime {
         // a failing spawn is not retried in a loop; the next run spawns on demand and reports the error
         if (spawn.claimed) this.fill()
         else this.spawnFailed = true
+        this.answerWaiters()
       },
     )
   }
