@@ -7,7 +7,7 @@
 // - a block another spec already exercises from the README text names that spec; the rest are exempt, with the
 //   reason next to them. A block not listed in PLAN fails the first test: a new snippet needs a way to be checked.
 
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
@@ -158,7 +158,7 @@ const PLAN: Record<string, Plan> = {
 }
 
 // program blocks that run on their own, and what is checked of their output beyond ending with exit code 0
-// (approval's prompts at a terminal; mcp's starts servers from npm and serves stdio until its client leaves; otel's
+// (approval's, which prompts at a terminal, has a test of its own; mcp's starts servers from npm and serves stdio until its client leaves; otel's
 // and tools-shell's are run by their own readme specs)
 const RUNS: Record<string, 'exit 0' | 'comment lines' | 'trailing comments'> = {
   "README.md: import { Context } from 'cordis'": 'exit 0',
@@ -513,6 +513,40 @@ describe('README snippets', function () {
         }
       }
       expect(checked).to.have.length(Object.keys(RUNS).length)
+    })
+
+    it('plugins/approval: the example asks at a terminal, and a rejection is the second result', async () => {
+      const b = block(all, "plugins/approval/README.md: import ToolRuntime, { defineTool, t } from '@faber/core'")
+      const prompt = /\/\/ prompts: (.*)$/m.exec(b.text)?.[1]
+      const first = /console\.log\(\(await write\('\/tmp\/x'\)\)\.content\)/.test(b.text)
+      expect(prompt, 'the comment naming the prompt').to.be.a('string')
+      expect(first, 'the allowed call is printed first').to.equal(true)
+      const script = join(ROOT, `.readme-run-${process.pid}.ts`) // "at the repository root"
+      await writeFile(script, b.text)
+      try {
+        // a pseudo-terminal (util-linux script), as "in a terminal" says; its .faber/ store goes to the run's directory
+        const command = `'${process.execPath}' --import '${import.meta.resolve('tsx/esm')}' '${script}'`
+        const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: dir, env: { ...process.env, NO_COLOR: '1', TERM: 'xterm' } })
+        let output = ''
+        const closed = new Promise<number | null>((resolve) => child.on('close', resolve))
+        const asked = new Promise<void>((resolve) => {
+          const seen = (chunk: Buffer) => {
+            output += chunk
+            if (output.includes(prompt!)) resolve()
+          }
+          child.stdout.on('data', seen)
+          child.stderr.on('data', seen)
+        })
+        await Promise.race([asked, closed])
+        expect(output, 'the question').to.include(prompt!)
+        child.stdin.write('n\r')
+        expect(await closed, output).to.equal(0)
+        const lines = output.replaceAll('\r', '').split('\n')
+        expect(lines[0]).to.equal('wrote /tmp/x')
+        expect(lines.join('\n')).to.match(/→ rejected\nError: the call to "write" was rejected by the approver/)
+      } finally {
+        await rm(script, { force: true })
+      }
     })
 
     it('README.md: the test-kit example passes under mocha, against the plugin the README writes', async () => {
