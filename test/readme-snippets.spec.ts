@@ -390,6 +390,21 @@ describe('README snippets', function () {
     }
   })
 
+  it('loads the deployment-file entries READMEs show inline, as plugins entries through the CLI loader', async () => {
+    const entries: { at: string; yaml: string }[] = []
+    for (const file of await readmes()) {
+      for (const [i, line] of (await readFile(join(ROOT, file), 'utf8')).split('\n').entries()) {
+        for (const match of line.matchAll(/`('@faber\/[^'`]+': \{[^`]*\})`/g)) entries.push({ at: `${file}:${i + 1}`, yaml: `plugins:\n  ${match[1]}\n` })
+        // a key of the approval service's config, named as "the service's `key: {…}`"
+        for (const match of line.matchAll(/the service's `(\w+: \{[^`]*\})`/g)) {
+          entries.push({ at: `${file}:${i + 1}`, yaml: `plugins:\n  '@faber/plugin-approval': { ${match[1]} }\n` })
+        }
+      }
+    }
+    expect(entries.length).to.be.greaterThan(2)
+    for (const { at, yaml } of entries) await loadPlugins(parseDeployment(yaml, at, ROOT))
+  })
+
   describe('runs', () => {
     let dir: string
     beforeEach(async () => {
