@@ -352,7 +352,13 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
       try {
         module = await importPlugin(specifier, spec.dir)
       } catch (error) {
-        const detail = (error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
+        const code = (error as NodeJS.ErrnoException).code
+        let detail = code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
+        // a .ts file with import/export outside a "type": "module" package: Node takes it for CommonJS, and the
+        // require() of an ES module from inside this import fails with a message about cycles
+        if (code === 'ERR_REQUIRE_CYCLE_MODULE' && /\.[cm]?ts$/.test(specifier)) {
+          detail = `it is an ES module in a CommonJS scope: name it .mjs or .mts, or put a package.json with "type": "module" beside it (${detail})`
+        }
         throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${specifier}": ${detail}`))
       }
       plugin = pluginOf(module, exported)

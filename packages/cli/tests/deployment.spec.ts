@@ -60,6 +60,18 @@ describe('deployment files', () => {
     )
   })
 
+  it('says how to load a plugin file written as an ES module in .ts outside a "type": "module" package', async () => {
+    // the plugin path of the CLI README's deployment file, once written as my-plugin.ts in a directory of its own
+    const plugin = "export const name = 'my-plugin'\nexport function apply() {}\n"
+    await writeFile(join(dir, 'my-plugin.ts'), plugin)
+    await writeFile(join(dir, 'my-plugin.mts'), plugin)
+    expect(await failure("plugins:\n  './my-plugin.ts': {}\n", dir)).to.match(
+      /^deploy\.yml:2: plugins\["\.\/my-plugin\.ts"\]: cannot load plugin "\.\/my-plugin\.ts": it is an ES module in a CommonJS scope: name it \.mjs or \.mts, or put a package\.json with "type": "module" beside it/,
+    )
+    const { stop } = await compose(parseDeployment("plugins:\n  './my-plugin.mts': {}\n", 'deploy.yml', dir))
+    await stop()
+  })
+
   it('substitutes ${dir} and ${env.NAME}, and says which variable is missing', async () => {
     process.env.FABER_TEST_MODE = 'both'
     const spec = parseDeployment(
