@@ -6,6 +6,17 @@
 // - commands run as child processes as written, and an output block is compared with what its command prints;
 // - a block another spec already exercises from the README text names that spec; the rest are exempt, with the
 //   reason next to them. A block not listed in PLAN fails the first test: a new snippet needs a way to be checked.
+//
+// Inline commands (`faber …`, `pnpm …`, `node …` in prose and tables) are checked for what they name: the faber
+// command and every flag (against that command's --help), the file, the bench, the script, the package. They are run
+// as children elsewhere, with a free port (127.0.0.1:0) where the README shows a fixed one (7070), which parallel
+// runs would fight over:
+// - `faber inspect … --web`, `faber demo --web`: packages/cli/tests/inspect-web.spec.ts
+// - `faber mcp login|logout`: packages/cli/tests/mcp-login.spec.ts, against a local OAuth server on 127.0.0.1 (the
+//   READMEs' providers, docs.example.com and the like, are remote: the YAML naming them is loaded below, not signed in)
+// - `faber run`, `faber chat`: packages/cli/tests/model-server.spec.ts, against a local model server
+// - `faber mcp`, `--http`: packages/cli/tests/mcp.spec.ts; `npx faber demo`: test/packaging.spec.ts
+// - `pnpm bench …`: benchmarks, not run by tests (their files must exist)
 
 import { execFile, spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
