@@ -158,7 +158,11 @@ class Inspector extends Service {
     const listen = this.config.web?.listen
     if (listen === undefined || listen === '') return
     this.configured = await this.serve({ ...parseListen(String(listen)), token: this.config.web?.token })
-    this.ctx.logger('inspector').info('web view at %s', this.configured.url)
+    // logs are kept and shipped: the address goes there without its token (ctx.inspector.web.url has it)
+    const { host, port, token } = this.configured
+    this.ctx
+      .logger('inspector')
+      .info('web view at http://%s:%d/%s', host.includes(':') ? `[${host}]` : host, port, token ? ' (open it with its token: ?token=…)' : '')
   }
 
   async stop() {

@@ -45,6 +45,7 @@ export const BEFORE_POLICY_NOTE = 'ended in the core before policy: no policy sa
 
 const ARGUMENTS_PREVIEW = 160
 const MESSAGE_PREVIEW = 300
+const REASON_PREVIEW = 2000
 
 export interface Clock {
   /** monotonic ms, for durations */
@@ -76,7 +77,7 @@ export function preview(value: Json, max: number): string {
       out += '{'
       let first = true
       for (const key of Object.keys(v)) {
-        out += `${first ? '' : ','}${JSON.stringify(key)}:`
+        out += `${first ? '' : ','}${JSON.stringify(key.length > max ? key.slice(0, max) : key)}:`
         first = false
         if (!walk((v as Record<string, Json>)[key])) return false
       }
@@ -130,7 +131,10 @@ export class CallTrace {
   record(exec: Execution, result: ToolResult) {
     const start = this.started.get(exec.token)
     this.started.delete(exec.token)
-    const stages = (result.trace ?? []).map((stage) => ({ ...stage }))
+    // a reason comes from a plugin or a model: kept like an error message, cut to 2 000 characters
+    const stages = (result.trace ?? []).map((stage) =>
+      stage.reason && stage.reason.length > REASON_PREVIEW ? { ...stage, reason: cut(stage.reason, REASON_PREVIEW) } : { ...stage },
+    )
     const collapsed = stages[0]?.stage === 'create' && stages[0].decision === 'collapsed'
     // a listener prepended after this one could deny before ours runs: its record in the trace still shows policy was reached
     const reachedPolicy = start !== undefined || stages.some((stage) => stage.stage !== 'create')

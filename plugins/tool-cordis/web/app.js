@@ -5,6 +5,8 @@
 const token = new URLSearchParams(location.search).get('token')
 const withToken = (path) => (token ? `${path}?token=${encodeURIComponent(token)}` : path)
 const MAX_ROOTS = 300
+// a program may make thousands of calls: the page keeps and draws the first of them, and counts the rest
+const MAX_CHILDREN = 500
 
 /** builds an element: h('div', { class: 'x', onclick }, child, 'text', [more]) */
 function h(tag, attrs, ...children) {
@@ -257,11 +259,20 @@ function parentKey(call) {
   return call.nested && call.outerCallId ? keyOf(call.agent, call.outerCallId) : undefined
 }
 
+const DROPPED = Symbol('dropped')
+
 function attach(e, call) {
   const parent = parentKey(call)
   if (parent) {
     const p = entry(parent)
-    if (!p.children.has(e.key)) p.children.add(e.key)
+    if (!p.children.has(e.key)) {
+      if (p.children.size >= MAX_CHILDREN) {
+        ;(p.dropped ??= new Set()).add(e.key)
+        calls.delete(e.key)
+        return DROPPED
+      }
+      p.children.add(e.key)
+    }
     return p
   }
   if (!rootOrder.includes(e.key)) {
@@ -424,8 +435,10 @@ function callBody(e, children) {
         ),
       )
   }
+  const dropped = e.dropped?.size ?? 0
   if (children.length) {
-    parts.push(h('h3', {}, `nested calls (${children.length})`))
+    parts.push(h('h3', {}, `nested calls (${children.length + dropped})`))
+    if (dropped) parts.push(h('p', { class: 'note small dropped' }, `${dropped} more nested calls are not shown: the page keeps the first ${MAX_CHILDREN}`))
     const list = h('div', { class: 'children' })
     for (const child of children) {
       const el = callElement(child)
@@ -482,8 +495,32 @@ function keepFocus(redraw) {
   if (selector && !active.isConnected) document.querySelector(selector)?.focus()
 }
 
+// events come in bursts (a program's thousands of nested calls): the page draws what changed at most every 100 ms,
+// in an animation frame (none while the tab is hidden)
+const dirty = new Set()
+let frame
+
 function render(key) {
-  keepFocus(() => draw(key))
+  dirty.add(key)
+  frame ??= setTimeout(() => requestAnimationFrame(flush), 100)
+}
+
+function rootOf(key) {
+  let e = calls.get(key)
+  while (e && info(e)) {
+    const parent = parentKey(info(e))
+    if (!parent || !calls.has(parent)) break
+    key = parent
+    e = calls.get(key)
+  }
+  return key
+}
+
+function flush() {
+  frame = undefined
+  const roots = new Set([...dirty].map(rootOf))
+  dirty.clear()
+  keepFocus(() => roots.forEach(draw))
 }
 
 function draw(key) {
@@ -510,15 +547,13 @@ function onStart(call, program) {
   if (program) programs.set(program.key, program)
   const e = entry(keyOf(call.agent, call.callId))
   e.start = call
-  attach(e, call)
-  render(e.key)
+  render(attach(e, call) === DROPPED ? parentKey(call) : e.key)
 }
 
 function onCall(record) {
   const e = entry(keyOf(record.agent, record.callId))
   e.record = record
-  attach(e, record)
-  render(e.key)
+  render(attach(e, record) === DROPPED ? parentKey(record) : e.key)
 }
 
 // ---- approvals ----
@@ -607,10 +642,16 @@ function setStatus(text, cls) {
 function connect() {
   const source = new EventSource(withToken('/api/events'))
   const on = (type, handle) => source.addEventListener(type, (event) => handle(JSON.parse(event.data)))
+  let lagged
+  // the server skipped events this page read too slowly; a fresh snapshot follows
+  on('lagged', (e) => {
+    lagged = e
+  })
   on('snapshot', (snap) => {
     calls.clear()
     programs.clear()
     approvals.clear()
+    dirty.clear()
     rootOrder = []
     $('calls').replaceChildren(h('p', { class: 'muted', id: 'no-calls' }, 'no calls yet'))
     for (const p of snap.programs) programs.set(p.key, p)
@@ -618,7 +659,9 @@ function connect() {
     for (const c of snap.running) onStart(c)
     for (const r of snap.calls) onCall(r)
     renderApprovals()
-    setStatus('live', 'ok')
+    if (lagged) setStatus(`live (caught up: ${lagged.skipped} events were skipped while this page was behind)`, 'ok')
+    else setStatus('live', 'ok')
+    lagged = undefined
   })
   on('start', (e) => onStart(e.call, e.program))
   on('call', (e) => onCall(e.call))

@@ -12,6 +12,13 @@ import { type CallRecord, preview } from '../trace.ts'
 const ARGUMENTS_PREVIEW = 2000
 const MAX_PROGRAM = 200_000
 const MAX_PROGRAMS = 200
+// all the programs kept, together: the snapshot every page that connects receives holds them
+const MAX_PROGRAM_CHARS = 4_000_000
+const MAX_REASON = 2000
+
+function cutText(text: string, max: number, what: string) {
+  return text.length > max ? `${text.slice(0, max)}\n… (${what} cut: ${text.length - max} more characters)` : text
+}
 
 /** a call that reached policy and has not ended */
 export interface LiveStart {
@@ -73,12 +80,14 @@ function programOf(exec: Execution): LiveProgram | undefined {
   if (typeof args?.code !== 'string') return
   const agent = exec.agent?.name ?? null
   const code = args.code.length > MAX_PROGRAM ? `${args.code.slice(0, MAX_PROGRAM)}\n// … (cut: ${args.code.length - MAX_PROGRAM} more characters)` : args.code
-  return { key: programKey(agent, exec.callId), callId: exec.callId, agent, description: typeof args.description === 'string' ? args.description : '', code }
+  const description = typeof args.description === 'string' ? cutText(args.description, MAX_REASON, 'description') : ''
+  return { key: programKey(agent, exec.callId), callId: exec.callId, agent, description, code }
 }
 
 export class LiveFeed {
   private running = new Map<ExecutionToken, LiveStart>()
   private programs = new Map<string, LiveProgram>()
+  private programChars = 0
   private approvals = new Map<string, LiveApproval>()
   private subscribers = new Set<(event: LiveEvent) => void>()
   private disposers: (() => unknown)[] = []
@@ -139,8 +148,16 @@ export class LiveFeed {
     this.running.set(exec.token, call)
     const program = programOf(exec)
     if (program) {
+      const known = this.programs.get(program.key)
+      if (known) this.programChars -= known.code.length
       this.programs.set(program.key, program)
-      if (this.programs.size > MAX_PROGRAMS) this.programs.delete(this.programs.keys().next().value!)
+      this.programChars += program.code.length
+      // the oldest go first, by count and by their total size
+      for (const [key, old] of this.programs) {
+        if (this.programs.size <= 1 || (this.programs.size <= MAX_PROGRAMS && this.programChars <= MAX_PROGRAM_CHARS)) break
+        this.programs.delete(key)
+        this.programChars -= old.code.length
+      }
     }
     this.emit(program ? { type: 'start', call, program } : { type: 'start', call })
   }
@@ -156,13 +173,13 @@ export class LiveFeed {
       tool: event.tool,
       agent: event.agent?.name ?? null,
       callId: event.callId,
-      reason: event.reason,
+      reason: cutText(event.reason, MAX_REASON, 'reason'),
       nested: event.nested,
       arguments: preview(event.arguments, ARGUMENTS_PREVIEW),
       askedAt: Date.now(),
       answerable: held.has(event.id),
     }
-    if (event.program !== undefined) approval.program = event.program
+    if (event.program !== undefined) approval.program = cutText(event.program, MAX_PROGRAM, 'program')
     this.approvals.set(event.id, approval)
     this.emit({ type: 'approval', approval })
   }

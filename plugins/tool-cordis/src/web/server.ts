@@ -20,6 +20,11 @@ export interface WebViewOptions {
   port?: number
   /** required in the URL (`?token=`); default: none on a loopback host, a random one elsewhere */
   token?: string
+  /**
+   * bytes a page may leave unread on its stream before events for it are skipped (default 8 MB); when it has read
+   * them it is told how many it missed and sent a fresh snapshot
+   */
+  backlogBytes?: number
 }
 
 export interface WebView {
@@ -48,8 +53,11 @@ const HEADERS = {
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 }
 const MAX_BODY = 4096
-// a page that stops reading the stream is dropped rather than buffered without bound
+// a page that stops reading the stream misses events rather than having them buffered without bound
 const MAX_BACKLOG = 8 * 1024 * 1024
+// a page that has read nothing for this long is dropped (its browser reconnects by itself)
+const STALLED_MS = 120_000
+const MAX_STREAMS = 16
 const HEARTBEAT_MS = 15_000
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|::1)$/i
@@ -67,6 +75,28 @@ export function parseListen(text: string): { host: string; port: number } {
 
 const bracket = (host: string) => (host.includes(':') ? `[${host}]` : host)
 const digest = (text: string) => createHash('sha256').update(text).digest()
+
+/** why a view could not listen, in one sentence (the error keeps its code, e.g. EADDRINUSE) */
+function listenFailure(error: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${bracket(host)}:${port}`
+  const reasons: Record<string, string> = {
+    EADDRINUSE: `${where} is already in use: pick another port, or 0 for a free one`,
+    EACCES: `not permitted to listen on ${where} (ports below 1024 need privileges): pick another port`,
+    EADDRNOTAVAIL: `${bracket(host)} is not an address of this machine`,
+    ENOTFOUND: `${host} does not resolve to an address of this machine`,
+  }
+  const reason = error.code ? reasons[error.code] : undefined
+  if (!reason) return error
+  return Object.assign(new Error(`the web view cannot listen: ${reason}`), { code: error.code })
+}
+
+// one serialization of an event, however many pages are reading
+const serialized = new WeakMap<object, string>()
+function eventText(type: string, data: object) {
+  let text = serialized.get(data)
+  if (text === undefined) serialized.set(data, (text = `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`))
+  return text
+}
 
 function send(res: ServerResponse, status: number, body: unknown) {
   res.writeHead(status, { ...HEADERS, 'content-type': 'application/json; charset=utf-8' })
@@ -95,27 +125,62 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
   const wildcard = WILDCARD.test(host)
   if (options.token !== undefined && !/^[\w-]{16,}$/.test(options.token)) throw new TypeError('the web view token must be at least 16 letters, digits, - or _')
   const token = options.token ?? (loopback ? undefined : randomBytes(24).toString('base64url'))
+  const backlog = options.backlogBytes ?? MAX_BACKLOG
   const assets = new Map(Object.entries(ASSETS).map(([path, [file, type]]) => [path, { body: readFileSync(new URL(file, ASSET_DIR)), type }]))
   const feed = new LiveFeed(ctx, inspector)
   const streams = new Set<ServerResponse>()
   let allowed = new Set<string>()
 
-  const authorized = (url: URL, req: IncomingMessage) => {
-    if (token === undefined) return true
-    const given = url.searchParams.get('token') ?? req.headers['x-faber-token']
-    return typeof given === 'string' && timingSafeEqual(digest(given), digest(token))
-  }
+  // compared as digests: the same length whatever was given, in constant time
+  const tokenMatches = (given: unknown) => token === undefined || (typeof given === 'string' && timingSafeEqual(digest(given), digest(token)))
+  const authorized = (url: URL, req: IncomingMessage) => tokenMatches(url.searchParams.get('token') ?? req.headers['x-faber-token'])
 
   const stream = (req: IncomingMessage, res: ServerResponse) => {
+    if (streams.size >= MAX_STREAMS) return send(res, 503, { error: `the view serves at most ${MAX_STREAMS} pages at once: close one` })
     res.writeHead(200, { ...HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' })
-    const write = (type: string, data: unknown) => {
-      res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`)
-      if (res.writableLength > MAX_BACKLOG) res.destroy()
+    // the events a page has not read wait in memory up to `backlog` bytes; past that, the page misses events until
+    // it has caught up, and is then told how many and sent a fresh snapshot
+    let skipped = 0
+    let behindSince = 0
+    const snapshot = () => res.write(eventText('snapshot', { ...feed.snapshot(), answerer: !!feed.answerer() }))
+    // the events of one tick go out in one write (a program's nested calls come thousands at a time)
+    let queued: string[] = []
+    let queuedBytes = 0
+    const flush = () => {
+      const text = queued.join('')
+      queued = []
+      queuedBytes = 0
+      if (!res.destroyed) res.write(text)
     }
+    const write = (type: string, data: object) => {
+      if (behindSince) {
+        skipped++
+        if (Date.now() - behindSince > STALLED_MS) res.destroy()
+        return
+      }
+      const text = eventText(type, data)
+      if (!queued.length) setImmediate(flush)
+      queued.push(text)
+      queuedBytes += text.length
+      if (res.writableLength + queuedBytes > backlog) behindSince = Date.now()
+    }
+    res.on('drain', () => {
+      if (!behindSince) return
+      behindSince = 0
+      if (!skipped) return
+      res.write(eventText('lagged', { skipped, note: `this page read the stream too slowly: ${skipped} events were skipped; a fresh snapshot follows` }))
+      skipped = 0
+      snapshot()
+      if (res.writableLength > backlog) behindSince = Date.now()
+    })
     streams.add(res)
-    write('snapshot', { ...feed.snapshot(), answerer: !!feed.answerer() })
+    snapshot()
+    if (res.writableLength > backlog) behindSince = Date.now()
     const off = feed.subscribe((event: LiveEvent) => write(event.type, event))
-    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS)
+    const heartbeat = setInterval(() => {
+      if (behindSince && Date.now() - behindSince > STALLED_MS) res.destroy()
+      else if (!behindSince) res.write(': ping\n\n')
+    }, HEARTBEAT_MS)
     heartbeat.unref()
     const done = () => {
       off()
@@ -128,6 +193,8 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
 
   const answer = async (id: string, req: IncomingMessage, res: ServerResponse) => {
     // a cross-origin page can send a simple POST, never one with this origin, JSON and the token header
+    // the token only in its header: a URL can be given to a form or a link, a header only by the page's own script
+    if (token !== undefined && !tokenMatches(req.headers['x-faber-token'])) return send(res, 401, { error: 'an answer needs the token in X-Faber-Token' })
     const origin = req.headers.origin
     if (origin !== `http://${req.headers.host}`) return send(res, 403, { error: 'answers are accepted from the view itself only (Origin does not match)' })
     if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return send(res, 415, { error: 'send the answer as application/json' })
@@ -184,10 +251,10 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
     })
   }).catch((error) => {
     feed.dispose()
-    throw error
+    throw listenFailure(error, host, options.port ?? 0)
   })
   const port = (server.address() as AddressInfo).port
-  allowed = new Set(['127.0.0.1', 'localhost', '[::1]', ...(loopback || wildcard ? [] : [bracket(host).toLowerCase()])].map((name) => `${name}:${port}`))
+  allowed = new Set(['127.0.0.1', 'localhost', '[::1]', ...(wildcard ? [] : [bracket(host).toLowerCase()])].map((name) => `${name}:${port}`))
   const shown = wildcard ? hostname() : bracket(host)
   const url = `http://${shown}:${port}/${token ? `?token=${token}` : ''}`
 
