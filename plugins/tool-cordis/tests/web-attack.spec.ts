@@ -216,7 +216,7 @@ describe('the live web view under attack', function () {
     const id = await page.locator('#approvals .approval[data-approval]').first().getAttribute('data-approval', { timeout: WAIT })
     const url = `${base}/api/approvals/${id}`
     const body = JSON.stringify({ decision: 'allow' })
-    const tries = [
+    const tries: Record<string, string>[] = [
       // a form posted from another site: a simple content type, its own origin
       { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://evil.example' },
       { 'content-type': 'text/plain', origin: 'http://evil.example' },
