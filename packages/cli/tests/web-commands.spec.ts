@@ -4,12 +4,14 @@
 // following its stream.
 
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { expect } from 'chai'
 import { type ModelServer, modelServer } from '../../agent/tests/model-servers.ts'
 import { BIN, faber } from './helpers.ts'
@@ -35,14 +37,18 @@ function start(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv 
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
   /** the view's address, from the line the command prints */
+  let mcpFound!: (url: string) => void
+  const mcp = new Promise<string>((resolve) => (mcpFound = resolve))
   const url = new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout }).on('line', (line) => {
       const found = /the live web view is at (http:\/\/\S+)/.exec(line)
       if (found) resolve(found[1])
+      const served = /at (http:\/\/\S+\/mcp)/.exec(line)
+      if (served) mcpFound(served[1])
     })
     exited.then((code) => reject(new Error(`faber ${args[0]} exited with ${code} before serving the view: ${stderr}`)))
   })
-  return { child, url, exited, stderr: () => stderr }
+  return { child, url, mcp, exited, stderr: () => stderr }
 }
 
 /** the stream's first event, the snapshot; the stream is left open */
@@ -128,6 +134,28 @@ describe('--web on the commands that work', function () {
       () => 'refused',
     )
     expect(after).to.equal('refused')
+  })
+
+  it('faber mcp deploy.yml --http PORT --web PORT: an MCP client\'s calls show in the view', async () => {
+    await mkdir(join(dir, 'ws'))
+    await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
+    await writeFile(join(dir, 'deploy.yml'), "mode: native\nplugins:\n  '@faber/plugin-tools-fs': { root: '${dir}/ws' }\n")
+    const served = start(['mcp', 'deploy.yml', '--http', '0', '--web', '0'], { cwd: dir })
+    child = served.child
+    const [url, endpoint] = await Promise.all([served.url, served.mcp])
+    const client = new Client({ name: 'test', version: '1.0.0' })
+    await client.connect(new StreamableHTTPClientTransport(new URL(endpoint)))
+    try {
+      const result = await client.callTool({ name: 'read', arguments: { path: 'notes.txt' } })
+      expect(result.isError ?? false).to.equal(false)
+    } finally {
+      await client.close()
+    }
+    const { snapshot, cancel } = await snapshotOf(url)
+    expect(snapshot.calls.map((call) => [call.name, call.outcome])).to.deep.include(['read', 'ok'])
+    await cancel()
+    served.child.kill('SIGINT')
+    expect(await served.exited, served.stderr()).to.equal(0)
   })
 
   it('faber inspect --web with a port in use: one line, exit code 2, no stack', async () => {

@@ -94,7 +94,7 @@ interface Reply {
 
 function http(url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Reply> {
   return new Promise((done, fail) => {
-    const req = request(url, { method: options.method ?? 'GET', headers: options.headers }, (res) => {
+    const req = request(url, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
       let body = ''
       res.setEncoding('utf8')
       // a stream is cut after its first event
@@ -341,6 +341,28 @@ describe('the live web view under attack', function () {
       expect(error?.message).to.equal(`the web view cannot listen: 127.0.0.1:${busy} is already in use: pick another port, or 0 for a free one`)
     } finally {
       taken.close()
+    }
+  })
+
+  it('closes when the inspector is disposed, without stopping the deployment', async () => {
+    const local = new Context()
+    local.plugin(ToolRuntime, { mode: 'native' })
+    const fork = local.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
+    await local.start()
+    try {
+      const view = local.inspector.web!
+      const at = view.port
+      expect((await http(`http://127.0.0.1:${at}/api/report`)).status).to.equal(200)
+      fork.dispose()
+      await view.closed
+      const refused = await http(`http://127.0.0.1:${at}/`).then(
+        () => 'answered',
+        (error: NodeJS.ErrnoException) => error.code,
+      )
+      expect(refused).to.equal('ECONNREFUSED')
+      expect(local.get('tools')).to.not.equal(undefined)
+    } finally {
+      await local.stop()
     }
   })
 
