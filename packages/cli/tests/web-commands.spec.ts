@@ -136,7 +136,7 @@ describe('--web on the commands that work', function () {
     expect(after).to.equal('refused')
   })
 
-  it('faber mcp deploy.yml --http PORT --web PORT: an MCP client\'s calls show in the view', async () => {
+  it("faber mcp deploy.yml --http PORT --web PORT: an MCP client's calls show in the view", async () => {
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
     await writeFile(join(dir, 'deploy.yml'), "mode: native\nplugins:\n  '@faber/plugin-tools-fs': { root: '${dir}/ws' }\n")
