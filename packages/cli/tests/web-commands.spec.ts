@@ -136,6 +136,42 @@ describe('--web on the commands that work', function () {
     expect(after).to.equal('refused')
   })
 
+  it("faber chat --web PORT (piped): the model's program shows while it runs; it exits 0 at the end of the input", async () => {
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let asked!: () => void
+    const secondRequest = new Promise<void>((resolve) => (asked = resolve))
+    server = await modelServer('openai', [
+      { toolCalls: [{ name: 'run_code', arguments: { code: "return (await tools.read({ path: 'NOTES.md' })).totalLines", description: 'count' } }] },
+      {
+        raw: async (res) => {
+          asked()
+          await gate
+          res.writeHead(200, { 'content-type': 'text/event-stream' })
+          res.write(
+            `data: ${JSON.stringify({ id: 'c2', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'Done.' }, finish_reason: 'stop' }] })}\n\n`,
+          )
+          res.end('data: [DONE]\n\n')
+        },
+      },
+    ])
+    const chat = start(['chat', '--web', '0', '--base-url', server.url, '--model', 'local-model', '--root', join(dir, 'workspace')], {
+      cwd: dir,
+      env: { FABER_API_KEY: 'sk-local' },
+    })
+    child = chat.child
+    chat.child.stdin.end('count the lines of the notes\n')
+    const url = await chat.url
+    await secondRequest
+    const { snapshot, closed } = await snapshotOf(url)
+    const program = snapshot.calls.find((call) => call.name === 'run_code' && !call.nested)
+    expect(program?.outcome).to.equal('ok')
+    expect(snapshot.calls.filter((call) => call.outerCallId === program!.callId).map((call) => [call.name, call.outcome])).to.deep.equal([['read', 'ok']])
+    release()
+    expect(await chat.exited, chat.stderr()).to.equal(0)
+    await closed
+  })
+
   it("faber mcp deploy.yml --http PORT --web PORT: an MCP client's calls show in the view", async () => {
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
