@@ -2,9 +2,11 @@
 // scripted binding calls, in a fixed order, through the core's real run_code bridge (one test also runs a real
 // program in @faber/sandbox)
 
+import { existsSync } from 'node:fs'
 import type { BridgeReply, CodeRunOutcome, CodeRunRequest, CodeRuntime, Mode } from '@faber/core'
 import * as kit from '@faber/core/testing'
 import { Logger } from 'cordis'
+import { type Browser, chromium, type Page } from 'playwright-core'
 import Inspector from '../src/index.ts'
 
 Logger.levels.base = 0
@@ -27,4 +29,16 @@ export class ScriptedCodeRuntime implements CodeRuntime {
     for (const { name, args } of this.calls) replies.push(await request.call(name, JSON.stringify(args)))
     return { ok: true, logs: [], result: JSON.stringify(replies) }
   }
+}
+
+const CHROMIUM = process.env.FABER_CHROMIUM ?? '/usr/bin/chromium'
+
+/** Debian's Chromium, headless, on a laptop-sized page of the web view at `url`, once its live stream is connected */
+export async function openPage(url: string, wait: number): Promise<{ browser: Browser; page: Page }> {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (scripts/bootstrap does, as root) or set FABER_CHROMIUM`)
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] })
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } })
+  await page.goto(url)
+  await page.waitForSelector('#status.ok', { timeout: wait })
+  return { browser, page }
 }

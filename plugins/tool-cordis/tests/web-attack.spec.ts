@@ -4,7 +4,6 @@
 // stops reading the stream costs bounded memory; a program of thousands of calls is shown cut; the view closes
 // with the deployment; a port in use is one clear error.
 
-import { existsSync } from 'node:fs'
 import { request } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
 import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
@@ -12,12 +11,12 @@ import Approval, { WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import { Context, Logger } from 'cordis'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import Inspector from '../src/index.ts'
+import { openPage } from './helpers.ts'
 
 Logger.levels.base = 0
 
-const CHROMIUM = process.env.FABER_CHROMIUM ?? '/usr/bin/chromium'
 const WAIT = 60_000
 
 // each sets window.pwned if it ever runs as markup or script
@@ -143,14 +142,10 @@ describe('the live web view under attack', function () {
   let port: number
 
   before(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium) or set FABER_CHROMIUM`)
     ctx = await deployment()
     port = ctx.inspector.web!.port
     base = `http://127.0.0.1:${port}`
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] })
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } })
-    await page.goto(ctx.inspector.web!.url)
-    await page.waitForSelector('#status.ok', { timeout: WAIT })
+    ;({ browser, page } = await openPage(ctx.inspector.web!.url, WAIT))
   })
 
   after(async () => {

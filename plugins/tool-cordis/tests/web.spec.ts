@@ -2,7 +2,7 @@
 // loads, renders the plugin tree and an agent's tools, shows a call made here with its nested calls and a denial's
 // reason, and an approval answered on the page reaches the waiting call. screenshots go to artifacts/web/.
 
-import { existsSync, mkdirSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import { request } from 'node:http'
 import { resolve } from 'node:path'
 import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
@@ -10,10 +10,10 @@ import Approval, { type ApprovalDecided, WebAnswerer } from '@faber/plugin-appro
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import { Context } from 'cordis'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import Inspector, { MASK } from '../src/index.ts'
+import { openPage } from './helpers.ts'
 
-const CHROMIUM = process.env.FABER_CHROMIUM ?? '/usr/bin/chromium'
 const ARTIFACTS = resolve(import.meta.dirname, '../../../artifacts/web')
 // CI machines are slow and shared: wait for the DOM, with room to spare
 const WAIT = 30_000
@@ -110,15 +110,10 @@ describe('the live web view in Chromium', function () {
   let url: string
 
   before(async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium, as .ci/run does) or set FABER_CHROMIUM`)
     mkdirSync(ARTIFACTS, { recursive: true })
     ctx = await deployment()
     url = ctx.inspector.web!.url
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] })
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } })
-    await page.goto(url)
-    await page.waitForSelector('#status.ok', { timeout: WAIT })
+    ;({ browser, page } = await openPage(url, WAIT))
   })
 
   after(async () => {

@@ -16,21 +16,13 @@ const MAX_PROGRAMS = 200
 const MAX_PROGRAM_CHARS = 4_000_000
 const MAX_REASON = 2000
 
-function cutText(text: string, max: number, what: string) {
-  return text.length > max ? `${text.slice(0, max)}\n… (${what} cut: ${text.length - max} more characters)` : text
+/** `text` kept to `max` characters, with a line saying what was cut; `marker` starts that line (`// …` keeps a program a program) */
+function cutText(text: string, max: number, what: string, marker = '…') {
+  return text.length > max ? `${text.slice(0, max)}\n${marker} (${what ? `${what} ` : ''}cut: ${text.length - max} more characters)` : text
 }
 
-/** a call that reached policy and has not ended */
-export interface LiveStart {
-  callId: string
-  name: string
-  agent: string | null
-  nested: boolean
-  outerCallId?: string
-  rootCallId: string
-  arguments: string
-  startedAt: number
-}
+/** a call that reached policy and has not ended: the fields of its record known so far */
+export type LiveStart = Pick<CallRecord, 'callId' | 'name' | 'agent' | 'nested' | 'outerCallId' | 'rootCallId' | 'arguments' | 'startedAt'>
 
 /** a run_code program: key is `<agent>/<callId>`, agent empty for the global layer */
 export interface LiveProgram {
@@ -79,7 +71,7 @@ function programOf(exec: Execution): LiveProgram | undefined {
   const args = exec.arguments as { code?: Json; description?: Json } | null
   if (typeof args?.code !== 'string') return
   const agent = exec.agent?.name ?? null
-  const code = args.code.length > MAX_PROGRAM ? `${args.code.slice(0, MAX_PROGRAM)}\n// … (cut: ${args.code.length - MAX_PROGRAM} more characters)` : args.code
+  const code = cutText(args.code, MAX_PROGRAM, '', '// …')
   const description = typeof args.description === 'string' ? cutText(args.description, MAX_REASON, 'description') : ''
   return { key: programKey(agent, exec.callId), callId: exec.callId, agent, description, code }
 }
