@@ -386,7 +386,7 @@ export const SDK_HELPERS =
  */
 export function renderSdk(tools: readonly SdkTool[]): string {
   const list = sdkTools(tools).map(renderTool)
-  const shared = sharedProperties(list)
+  const aliases = sharedProperties(list)
   const uses = new Map<string, number>()
   for (const tool of list) {
     for (const text of [tool.args, tool.output]) if (text.includes('\n')) uses.set(text, (uses.get(text) ?? 0) + 1)
@@ -411,7 +411,7 @@ export function renderSdk(tools: readonly SdkTool[]): string {
     const base = pascal(tool.name)
     bindings += member(tool, '  ', nameFor(tool.args, `${base}Args`), nameFor(tool.output, `${base}Output`))
   }
-  for (const alias of shared.aliases) types += alias
+  for (const alias of aliases) types += alias
   return `${TOOL_CALL_ERROR}\n${types ? `${types}\n` : ''}declare const tools: {\n${SDK_HELPERS}${bindings}}\n`
 }
 
@@ -444,7 +444,7 @@ const RESERVED = new Set([
  * words. rewrites the tools' argument and output texts in place and returns the alias declarations, in first-use
  * order (the tools are sorted, so this is deterministic).
  */
-function sharedProperties(list: RenderedTool[]): { aliases: string[] } {
+function sharedProperties(list: RenderedTool[]): string[] {
   const seen = new Map<string, { key: string; type: string; doc: string; count: number }>()
   for (const tool of list) {
     for (const text of [tool.args, tool.output]) {
@@ -471,7 +471,7 @@ function sharedProperties(list: RenderedTool[]): { aliases: string[] } {
     alias.set(id, name)
     aliases.push(declaration)
   }
-  if (alias.size === 0) return { aliases }
+  if (alias.size === 0) return aliases
   const rewrite = (text: string) =>
     text.replace(PROPERTY_LINE, (line, indent: string, key: string, optional: string, type: string, doc: string) => {
       const name = alias.get(`${type} // ${doc}`)
@@ -481,7 +481,7 @@ function sharedProperties(list: RenderedTool[]): { aliases: string[] } {
     tool.args = rewrite(tool.args)
     tool.output = rewrite(tool.output)
   }
-  return { aliases }
+  return aliases
 }
 
 /** the complete declarations of these tools, each standing alone (what `tools.$describe` answers) */
