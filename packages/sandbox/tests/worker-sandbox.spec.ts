@@ -13,13 +13,17 @@ describe('worker-vm: spinning hand-off', function () {
   let sandbox: WorkerSandbox
   let late = 0
   let settled = false
+  let waiting: (() => void) | undefined
   before(() => {
     sandbox = new WorkerSandbox({ poolSize: 1, limits: hazardLimits, spinMs: 1 })
   })
   after(() => sandbox.close())
   const call = async (name: string, json: string): Promise<BridgeReply> => {
     if (settled) late++
-    if (name === 'never') return new Promise(() => {})
+    if (name === 'never') {
+      waiting?.()
+      return new Promise(() => {})
+    }
     if (name === 'fail') return { ok: false, message: 'no', code: 'E_NO' }
     return { ok: true, value: json }
   }
@@ -47,8 +51,11 @@ describe('worker-vm: spinning hand-off', function () {
 
   it('ends a run that waits on the host when aborted, and serves the next', async () => {
     const controller = new AbortController()
+    const asked = new Promise<void>((resolve) => (waiting = resolve))
     const outcome = run('await tools.echo({})\nawait tools.never({})', controller.signal)
-    setTimeout(() => controller.abort(), 20)
+    // aborted once the run waits on the host's answer to never
+    await asked
+    controller.abort()
     expect(kind(await outcome)).to.equal('abort')
     expect(kind(await run('return (await tools.echo({ a: 1 })).a'))).to.equal('ok 1')
     expect(late).to.equal(0)
