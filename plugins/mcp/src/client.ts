@@ -1,16 +1,6 @@
 // the MCP client: each configured server's tools become Faber tools, called through the normal pipeline.
 
-import {
-  type Agent,
-  defineConfig,
-  type Execution,
-  errorResult,
-  type Json,
-  type JsonSchema,
-  type ToolAnnotations,
-  type ToolDefinition,
-  ToolResultError,
-} from '@faber/core'
+import { type Agent, defineConfig, type Execution, errorResult, type Json, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -132,8 +122,8 @@ export class McpConnection {
 
   constructor(
     private ctx: Context,
-    readonly config: McpClient.Server,
-    private options: McpClient.Config,
+    readonly config: McpServerConfig,
+    private options: Config,
     private logger: Logger,
   ) {}
 
@@ -426,7 +416,7 @@ export class McpConnection {
       description: tool.description ?? tool.title ?? '',
       parameters: input.schema,
       output: {
-        schema: output?.schema ?? ({} as JsonSchema),
+        schema: output?.schema ?? {},
         render: (args, value) => {
           const entry = typeof args === 'object' && args !== null ? this.rendered.get(args) : undefined
           if (entry && entry.value === JSON.stringify(value)) return entry.text
@@ -626,22 +616,25 @@ export interface McpRestart {
   stableMs: number
 }
 
-export declare namespace McpClient {
-  type Server = Omit<McpClientServer, 'auth'> & { timeoutMs: number; connectTimeoutMs: number; auth?: McpAuth }
-  /** what a deployer writes: every key optional */
-  interface ConfigInput {
-    servers?: McpClientServer[]
-    restart?: Partial<McpRestart>
-    concurrentReadOnly?: boolean
-    sampling?: Partial<McpSampling> & { model: string }
-  }
-  interface Config {
-    servers: Server[]
-    restart: McpRestart
-    concurrentReadOnly: boolean
-    sampling?: McpSampling
-  }
+/** a server as `apply` gets it, defaults filled in */
+export type McpServerConfig = Omit<McpClientServer, 'auth'> & { timeoutMs: number; connectTimeoutMs: number; auth?: McpAuth }
+
+/** what a deployer writes: every key optional */
+export interface ConfigInput {
+  servers?: McpClientServer[]
+  restart?: Partial<McpRestart>
+  concurrentReadOnly?: boolean
+  sampling?: Partial<McpSampling> & { model: string }
 }
+
+export interface Config {
+  servers: McpServerConfig[]
+  restart: McpRestart
+  concurrentReadOnly: boolean
+  sampling?: McpSampling
+}
+
+const RESTART: McpRestart = { initialDelayMs: 500, maxDelayMs: 30000, maxAttempts: 5, stableMs: 60000 }
 
 const AuthSchema = Schema.object({
   grant: Schema.union(['authorization_code', 'client_credentials'] as const)
@@ -675,15 +668,15 @@ const ServerSchema = Schema.object({
   auth: Schema.union([Schema.const(undefined), AuthSchema]).description('OAuth for a streamable HTTP server that requires it'),
 })
 
-export const Config = defineConfig<McpClient.Config, McpClient.ConfigInput>()(
+export const Config = defineConfig<Config, ConfigInput>()(
   Schema.object({
     servers: Schema.array(ServerSchema).default([]),
     restart: Schema.object({
-      initialDelayMs: Schema.natural().min(1).default(500),
-      maxDelayMs: Schema.natural().min(1).default(30000),
-      maxAttempts: Schema.natural().default(5).description('restarts in a row before a server is given up'),
-      stableMs: Schema.natural().min(1).default(60000).description('uptime after which a server counts as recovered'),
-    }).default({} as McpRestart),
+      initialDelayMs: Schema.natural().min(1).default(RESTART.initialDelayMs),
+      maxDelayMs: Schema.natural().min(1).default(RESTART.maxDelayMs),
+      maxAttempts: Schema.natural().default(RESTART.maxAttempts).description('restarts in a row before a server is given up'),
+      stableMs: Schema.natural().min(1).default(RESTART.stableMs).description('uptime after which a server counts as recovered'),
+    }).default(RESTART),
     concurrentReadOnly: Schema.boolean().default(true).description('let calls to tools hinted readOnly overlap inside run_code'),
     // absent unless written: then sampling is not offered, and a server that asks is refused
     sampling: Schema.union([
@@ -701,8 +694,7 @@ export const Config = defineConfig<McpClient.Config, McpClient.ConfigInput>()(
   }),
 )
 
-export async function apply(ctx: Context, input: McpClient.ConfigInput = {}) {
-  const config = Config(input)
+export async function apply(ctx: Context, config: Config) {
   const logger = ctx.logger('mcp')
   const names = new Set<string>()
   for (const server of config.servers) {

@@ -11,7 +11,7 @@ import * as mcp from '../src/index.ts'
 import { serverScript } from './fixtures/servers.ts'
 import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, signal, stopAll, tempDir, whenDispatched } from './helpers.ts'
 
-async function load(ctx: Context, config: mcp.McpClient.ConfigInput) {
+async function load(ctx: Context, config: mcp.ConfigInput) {
   const fork = ctx.plugin(mcp, config)
   await assertStarted(ctx)
   return fork

@@ -4,7 +4,7 @@ import * as mcp from '../src/index.ts'
 import { callId, deployment, fixtureServer, signal, stopAll } from './helpers.ts'
 
 /** the asking server (its `sample` tool asks the client for `hi` in at most 10 tokens) imported with `sampling` set */
-async function sampling(config: mcp.McpClient.ConfigInput['sampling']) {
+async function sampling(config: mcp.ConfigInput['sampling']) {
   const ctx = await deployment()
   const audit: mcp.McpSampled[] = []
   ctx.on('mcp/sampled', (event) => void audit.push(event))

@@ -47,9 +47,9 @@ const SANDBOX: SandboxConfig = {
   protect: ['.git/hooks', '.git/config', '.faber'],
 }
 
-const ENV = {
+const ENV: Config['env'] = {
   allow: ['PATH', 'LANG', 'LANGUAGE', 'LC_*', 'TERM', 'TZ', 'USER', 'LOGNAME', 'HOME', 'SHELL'],
-  set: {} as Record<string, string>,
+  set: {},
 }
 
 export const Config = defineConfig<Config, ConfigInput>()(
