@@ -1,25 +1,10 @@
-import { RunBridge } from '@faber/sandbox/bridge'
-import { defaultMaxConcurrent, Gate } from '@faber/sandbox/gate'
-import { argumentBytes, failure, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
+import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
+import { type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
-import {
-  type CodeFailureKind,
-  type CodeRunLimits,
-  type CodeRunOutcome,
-  type CodeRunRequest,
-  type CodeRuntime,
-  type CodeRuntimeLoad,
-  defaultCodeLimits,
-} from './types.ts'
+import type { CodeRunOutcome } from './types.ts'
 
-export interface IsolateSandboxOptions {
-  /** warm isolates kept waiting; overlapping runs beyond it get an isolate made on demand */
-  poolSize?: number
-  /** fills in any limit a request leaves out; `memoryMb` is also the memory limit of the pooled isolates */
-  limits?: Partial<CodeRunLimits>
-  /** programs running at once; runs beyond it wait in order (default: two per core, at least 2) */
-  maxConcurrent?: number
+export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerIsolate?: number
   /**
@@ -45,13 +30,6 @@ interface Slot {
 
 const MB = 1024 * 1024
 
-const warmUp: CodeRunRequest = {
-  code: 'await tools.warm({})\nreturn 1',
-  tools: ['warm'],
-  call: async () => ({ ok: true, value: 'null' }),
-  signal: new AbortController().signal,
-}
-
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
 // run in each program's context around the prelude: the bridge is a plain call into the host once the program runs on
@@ -73,63 +51,23 @@ const sliceMessage = (sliceMs: number) =>
  * a CodeRuntime on isolated-vm: each run gets a fresh context on a warm isolate, one run per isolate at a time.
  * an isolate that hit a limit, was aborted or misbehaved is disposed and replaced, never reused.
  */
-export class IsolateSandbox implements CodeRuntime {
+export class IsolateSandbox extends SandboxPool<Slot> {
   readonly backend = 'isolated-vm'
-  readonly poolSize: number
-  readonly limits: CodeRunLimits
   readonly maxRunsPerIsolate: number
   readonly sliceMs: number
   /** isolates whose thread V8's out-of-memory handler parked: their memory is lost until the process ends */
   parked = 0
-  private gate: Gate
-  private idle: Slot[] = []
-  private running = new Set<(outcome: CodeRunOutcome) => void>()
-  private closed = false
-  private filling: Promise<void> | undefined
+  protected readonly createFailure = 'could not create an isolate'
 
   constructor(options: IsolateSandboxOptions = {}) {
-    this.poolSize = options.poolSize ?? 2
-    this.limits = { ...defaultCodeLimits, ...options.limits }
-    this.maxRunsPerIsolate = options.maxRunsPerIsolate ?? 200
+    super({ ...options, maxRuns: options.maxRunsPerIsolate })
+    this.maxRunsPerIsolate = this.maxRuns
     this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
-    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
-    this.fill()
   }
 
-  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
-    const limits = { ...this.limits, ...request.limits }
-    if (this.closed) return failure('crash', 'the sandbox is closed')
-    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-    const leave = await this.gate.acquire(request.signal)
-    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
-    try {
-      let slot: Slot
-      try {
-        slot = (limits.memoryMb === this.limits.memoryMb && this.idle.pop()) || this.create(limits.memoryMb)
-      } catch (error) {
-        return failure('crash', `could not create an isolate: ${messageOf(error)}`)
-      }
-      return await this.execute(slot, request, limits)
-    } finally {
-      leave()
-    }
-  }
-
-  load(): CodeRuntimeLoad {
-    return this.gate.load()
-  }
-
-  /** disposes every isolate; runs in progress end with kind `abort` */
-  async close() {
-    this.closed = true
-    this.gate.drain()
-    for (const stop of [...this.running]) stop(failure('abort', 'the sandbox was closed during the run'))
-    for (const slot of this.idle) slot.isolate.dispose()
-    this.idle = []
-  }
-
-  private execute(slot: Slot, request: CodeRunRequest, limits: CodeRunLimits) {
+  protected start(slot: Slot, run: Run) {
     const { isolate } = slot
+    const { request, limits, bridge, fail, stop } = run
     let settled = false
     // what the program reported; it stands once the isolate is idle (nothing of the program still queued)
     let reported: CodeRunOutcome | undefined
@@ -141,8 +79,6 @@ export class IsolateSandbox implements CodeRuntime {
     const inbox: unknown[][] = []
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
-    let cpuTimer: NodeJS.Timeout | undefined
-    let wallTimer: NodeJS.Timeout | undefined
     let cpuStart = 0n
     const startedAt = performance.now()
     // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
@@ -151,178 +87,147 @@ export class IsolateSandbox implements CodeRuntime {
       handles.push(handle)
       return handle
     }
-    slot.runs++
+    // disposing from inside a step (a bridge callback) ends the program's execution at once
+    const finish = (outcome: CodeRunOutcome, healthy: boolean) => run.finish(outcome, healthy ? this.heap(slot) : undefined)
+    run.cleanup = (reuse) => {
+      settled = true
+      slot.onParked = undefined
+      if (reuse) for (const handle of handles) handle.release()
+    }
+    run.deliver = (call, reply) => answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
 
-    return new Promise<CodeRunOutcome>((resolve) => {
-      const finish = (outcome: CodeRunOutcome, healthy: boolean) => {
-        if (settled) return
-        settled = true
-        clearTimeout(cpuTimer)
-        clearTimeout(wallTimer)
-        request.signal.removeEventListener('abort', onAbort)
-        this.running.delete(stop)
-        slot.onParked = undefined
-        // disposing from inside a step (a bridge callback) ends the program's execution at once
-        if (healthy && this.reusable(slot)) {
-          for (const handle of handles) handle.release()
-          this.release(slot)
-        } else {
-          this.discard(slot)
-        }
-        resolve(outcome)
-      }
-      const stop = (outcome: CodeRunOutcome) => finish(outcome, false)
-      const fail = (kind: CodeFailureKind, message: string) => stop({ ok: false, kind, message, logs: bridge.logs })
-      const bridge = new RunBridge(
-        request,
-        limits,
-        () => settled,
-        fail,
-        (call, reply) => answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code]),
-      )
-      const report = (outcome: CodeRunOutcome) => {
-        reported = outcome
-        if (!busy && !stepping) finish(outcome, true)
-      }
+    const report = (outcome: CodeRunOutcome) => {
+      reported = outcome
+      if (!busy && !stepping) finish(outcome, true)
+    }
 
-      // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
-      const answer = (args: unknown[]) => {
-        if (busy || stepping) return void inbox.push(args)
-        step(args)
-        while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
-      }
+    // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
+    const answer = (args: unknown[]) => {
+      if (busy || stepping) return void inbox.push(args)
+      step(args)
+      while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+    }
 
-      const step = (args: unknown[]) => {
-        const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
-        const wallLeft = limits.wallMs - (performance.now() - startedAt)
-        const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
-        stepping = true
-        try {
-          deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
-        } catch (error) {
-          stepping = false
-          if (settled) return
-          if (isolate.isDisposed || !/timed out/.test(messageOf(error))) return onRejected(error)
-          if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
-          if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
-          return fail('timeout', sliceMessage(this.sliceMs))
-        }
+    const step = (args: unknown[]) => {
+      const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
+      const wallLeft = limits.wallMs - (performance.now() - startedAt)
+      const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
+      stepping = true
+      try {
+        deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
+      } catch (error) {
         stepping = false
-        idle()
+        if (settled) return
+        if (isolate.isDisposed || !/timed out/.test(messageOf(error))) return onRejected(error)
+        if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
+        if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
+        return fail('timeout', sliceMessage(this.sliceMs))
       }
+      stepping = false
+      idle()
+    }
 
-      // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
-      const idle = () => {
+    // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
+    const idle = () => {
+      if (settled) return
+      if (reported) return finish(reported, true)
+      for (const [call, name, json] of outbox.splice(0)) bridge.call(call, name, json)
+    }
+
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+      if (settled || reported) return false
+      switch (kind) {
+        case 'call':
+          if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+          // the pipeline runs once the step returned, not inside it: it would spend the program's slice
+          if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
+          if (stepping) outbox.push([a, b, c])
+          else bridge.call(a, b, c)
+          return true
+        case 'log':
+          return typeof a === 'string' && bridge.log(a)
+        case 'done': {
+          const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
+          return void (outcome && report(outcome))
+        }
+        case 'throw':
+          return void report(
+            bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
+          )
+        case 'limit':
+          return void bridge.overOutput()
+        case 'memory':
+          return void bridge.refused(a)
+      }
+      return false
+    }
+    // the program's only way out. on this thread it is a plain call; from the isolate's thread (the first stretch) an
+    // ignored callback, so the program never waits on the host's thread
+    const onHost = new ivm.Callback(onBridge, { sync: true })
+    const offHost = new ivm.Callback((kind: unknown, a: unknown, b: unknown, c: unknown) => void onBridge(kind, a, b, c), { ignored: true })
+
+    const onRejected = (error: unknown) => {
+      if (settled) return
+      const message = messageOf(error)
+      // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
+      if (/memory limit/.test(message) || isolate.isDisposed) fail('memory', limitMessages.memory(limits))
+      else stop({ ok: false, kind: 'exception', message: error instanceof Error ? `${error.name}: ${message}` : message, logs: bridge.logs })
+    }
+
+    let script: ivm.Script
+    let start: ivm.Reference
+    try {
+      context = hold(isolate.createContextSync())
+      const setup = hold(slot.prelude.runSync(context, { reference: true }))
+      const args = [
+        onHost,
+        offHost,
+        setup.derefInto(),
+        JSON.stringify(request.tools),
+        limits.outputBytes,
+        limits.memoryMb * MB,
+        argumentBytes(limits),
+        maxPendingCalls,
+      ]
+      const driver = hold(slot.driver.runSync(context, { reference: true }))
+      const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
+      start = hold(api.getSync('start', { reference: true }))
+      deliver = hold(api.getSync('deliver', { reference: true }))
+    } catch (error) {
+      return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
+    }
+    try {
+      script = hold(isolate.compileScriptSync(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }))
+    } catch (error) {
+      const text = messageOf(error)
+      const match = syntaxLocation.exec(text)
+      const at = match ? { line: Number(match[1]), column: Number(match[2]) } : {}
+      const where = match ? ` (line ${match[1]}, column ${match[2]})` : ''
+      return finish({ ok: false, kind: 'exception', message: `SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, logs: bridge.logs, ...at }, true)
+    }
+
+    slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
+    cpuStart = isolate.cpuTime
+    run.arm(() => {
+      try {
+        return Number(isolate.cpuTime - cpuStart) / 1e6
+      } catch {}
+    })
+    // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
+    // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
+    script
+      .run(context, { reference: true })
+      .then((main) => start.apply(undefined, [hold(main).derefInto()]))
+      .then(() => context!.eval('0'))
+      .then(() => {
+        busy = false
         if (settled) return
         if (reported) return finish(reported, true)
-        for (const [call, name, json] of outbox.splice(0)) bridge.call(call, name, json)
-      }
-
-      const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-        if (settled || reported) return false
-        switch (kind) {
-          case 'call':
-            if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-            // the pipeline runs once the step returned, not inside it: it would spend the program's slice
-            if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
-            if (stepping) outbox.push([a, b, c])
-            else bridge.call(a, b, c)
-            return true
-          case 'log':
-            return typeof a === 'string' && bridge.log(a)
-          case 'done': {
-            const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
-            return void (outcome && report(outcome))
-          }
-          case 'throw':
-            return void report(
-              bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
-            )
-          case 'limit':
-            return void bridge.overOutput()
-          case 'memory':
-            return void bridge.refused(a)
-        }
-        return false
-      }
-      // the program's only way out. on this thread it is a plain call; from the isolate's thread (the first stretch) an
-      // ignored callback, so the program never waits on the host's thread
-      const onHost = new ivm.Callback(onBridge, { sync: true })
-      const offHost = new ivm.Callback((kind: unknown, a: unknown, b: unknown, c: unknown) => void onBridge(kind, a, b, c), { ignored: true })
-
-      const onAbort = () => fail('abort', 'the run was aborted')
-      const checkCpu = () => {
-        let used: number
-        try {
-          used = Number(isolate.cpuTime - cpuStart) / 1e6
-        } catch {
-          return
-        }
-        if (used >= limits.cpuMs) return fail('timeout', limitMessages.cpu(limits))
-        cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))
-      }
-      const onRejected = (error: unknown) => {
-        if (settled) return
-        const message = messageOf(error)
-        // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
-        if (/memory limit/.test(message) || isolate.isDisposed) fail('memory', limitMessages.memory(limits))
-        else stop({ ok: false, kind: 'exception', message: error instanceof Error ? `${error.name}: ${message}` : message, logs: bridge.logs })
-      }
-
-      let script: ivm.Script
-      let start: ivm.Reference
-      try {
-        context = hold(isolate.createContextSync())
-        const setup = hold(slot.prelude.runSync(context, { reference: true }))
-        const args = [
-          onHost,
-          offHost,
-          setup.derefInto(),
-          JSON.stringify(request.tools),
-          limits.outputBytes,
-          limits.memoryMb * MB,
-          argumentBytes(limits),
-          maxPendingCalls,
-        ]
-        const driver = hold(slot.driver.runSync(context, { reference: true }))
-        const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
-        start = hold(api.getSync('start', { reference: true }))
-        deliver = hold(api.getSync('deliver', { reference: true }))
-      } catch (error) {
-        return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
-      }
-      try {
-        script = hold(isolate.compileScriptSync(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }))
-      } catch (error) {
-        const text = messageOf(error)
-        const match = syntaxLocation.exec(text)
-        const at = match ? { line: Number(match[1]), column: Number(match[2]) } : {}
-        const where = match ? ` (line ${match[1]}, column ${match[2]})` : ''
-        return finish({ ok: false, kind: 'exception', message: `SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, logs: bridge.logs, ...at }, true)
-      }
-
-      request.signal.addEventListener('abort', onAbort, { once: true })
-      this.running.add(stop)
-      slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
-      cpuStart = isolate.cpuTime
-      cpuTimer = setTimeout(checkCpu, limits.cpuMs)
-      wallTimer = setTimeout(() => fail('timeout', limitMessages.wall(limits)), limits.wallMs)
-      // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
-      // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
-      script
-        .run(context, { reference: true })
-        .then((main) => start.apply(undefined, [hold(main).derefInto()]))
-        .then(() => context!.eval('0'))
-        .then(() => {
-          busy = false
-          if (settled) return
-          if (reported) return finish(reported, true)
-          while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
-        }, onRejected)
-    })
+        while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+      }, onRejected)
   }
 
-  private create(memoryMb: number): Slot {
+  protected create(memoryMb: number): Slot {
     const slot: Slot = { memoryMb, runs: 0 } as Slot
     // without this handler such an out-of-memory aborts the whole process; with it isolated-vm parks the isolate's
     // thread for good instead, and the isolate is abandoned (never disposed: its thread still holds it)
@@ -338,48 +243,18 @@ export class IsolateSandbox implements CodeRuntime {
     return slot
   }
 
-  // an isolate whose heap stays half full after a run would leave the next program less than its memoryMb
-  private reusable(slot: Slot) {
-    if (slot.parked || slot.runs >= this.maxRunsPerIsolate || slot.isolate.isDisposed) return false
-    try {
-      return slot.isolate.getHeapStatisticsSync().used_heap_size < (slot.memoryMb * MB) / 2
-    } catch {
-      return false
-    }
-  }
-
-  private release(slot: Slot) {
-    if (this.closed || slot.memoryMb !== this.limits.memoryMb || this.idle.length >= this.poolSize) slot.isolate.dispose()
-    else this.idle.push(slot)
-  }
-
-  private discard(slot: Slot) {
+  protected dispose(slot: Slot) {
+    // a parked isolate is abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
-    // off the path of the run that is settling
-    setImmediate(() => this.fill())
   }
 
-  /** resolves once the pool holds its warm isolates (or could not make them): a run then costs what a warm one does */
-  ready(): Promise<void> {
-    return this.filling ?? Promise.resolve()
-  }
-
-  // in the background, one isolate per turn of the event loop, each warmed by a trivial run with one tool call (the
-  // first real run then finds the prelude, the bridge and the driver compiled): making the sandbox costs its caller nothing
-  private fill() {
-    if (this.filling) return
-    const filling = (async () => {
-      while (!this.closed && this.idle.length < this.poolSize) {
-        await new Promise((resolve) => setImmediate(resolve))
-        if (this.closed || this.idle.length >= this.poolSize) break
-        const outcome = await this.execute(this.create(this.limits.memoryMb), warmUp, this.limits)
-        if (!outcome.ok) break
-      }
-    })()
-      .catch(() => {})
-      .finally(() => {
-        if (this.filling === filling) this.filling = undefined
-      })
-    this.filling = filling
+  // what the isolate's heap holds after a clean run, or undefined when it may not serve another
+  private heap(slot: Slot) {
+    if (slot.parked || slot.isolate.isDisposed) return undefined
+    try {
+      return slot.isolate.getHeapStatisticsSync().used_heap_size
+    } catch {
+      return undefined
+    }
   }
 }

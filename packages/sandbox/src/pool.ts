@@ -1,0 +1,343 @@
+// the machinery every backend shares, so that a backend supplies only what differs (how a unit is made and ended, how a
+// program starts in it, how a reply enters it):
+// - `GatedRuntime`: the run prologue: limits filled in from the defaults, a closed sandbox or an aborted run refused, the
+//   cap on runs at once (`Gate`), `load()`. the process tier uses it alone; it keeps no pool of its own.
+// - `SandboxPool`: a warm pool of units (workers, isolates) on top: made in the background one at a time and warmed by a
+//   trivial run, `ready()`, acquire (a warm one, one being made, or one made on demand), release or discard after a run,
+//   close on stop.
+// - `Run`: one run's host side: the bridge, the abort, wall-clock and cpu budgets, and the epilogue (the outcome once,
+//   then the unit released when it may serve again, discarded otherwise).
+
+import { RunBridge } from './bridge.ts'
+import { defaultMaxConcurrent, Gate } from './gate.ts'
+import { failure, limitMessages, messageOf } from './outcome.ts'
+import {
+  type BridgeReply,
+  type CodeFailureKind,
+  type CodeRunLimits,
+  type CodeRunOutcome,
+  type CodeRunRequest,
+  type CodeRuntime,
+  type CodeRuntimeLoad,
+  defaultCodeLimits,
+} from './types.ts'
+
+const MB = 1024 * 1024
+
+export interface GatedOptions {
+  /** fills in any limit a request leaves out; `memoryMb` also sizes the pooled units (fixed when one is made) */
+  limits?: Partial<CodeRunLimits>
+  /** programs running at once; runs beyond it wait in order (default: two per core, at least 2) */
+  maxConcurrent?: number
+}
+
+/** a CodeRuntime's run prologue: limits, refusals before the start, and the cap on runs at once */
+export abstract class GatedRuntime implements CodeRuntime {
+  abstract readonly backend: string
+  readonly limits: CodeRunLimits
+  protected readonly gate: Gate
+  protected closed = false
+
+  constructor(options: GatedOptions) {
+    this.limits = { ...defaultCodeLimits, ...options.limits }
+    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
+  }
+
+  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
+    const limits = { ...this.limits, ...request.limits }
+    if (this.closed) return failure('crash', 'the sandbox is closed')
+    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    const leave = await this.gate.acquire(request.signal)
+    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
+    try {
+      return await this.admit(request, limits)
+    } finally {
+      leave()
+    }
+  }
+
+  load(): CodeRuntimeLoad {
+    return this.gate.load()
+  }
+
+  abstract close(): Promise<void>
+
+  /** runs a request that got its place under the cap */
+  protected abstract admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome>
+}
+
+export interface PoolOptions extends GatedOptions {
+  /** units (workers, isolates) kept made, warm and waiting; overlapping runs beyond it get one made on demand */
+  poolSize?: number
+  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
+  maxRuns?: number
+}
+
+/** what the pool keeps of a unit: the memory limit it was made with, and the runs it served */
+export interface Unit {
+  readonly memoryMb: number
+  runs: number
+}
+
+interface Making<U> {
+  unit: Promise<U>
+  claimed: boolean
+}
+
+// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled
+const warmUp: CodeRunRequest = {
+  code: 'await tools.warm({})\nreturn 1',
+  tools: ['warm'],
+  call: async () => ({ ok: true, value: 'null' }),
+  signal: new AbortController().signal,
+}
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+
+/**
+ * a CodeRuntime on a warm pool of units, one run per unit at a time. a backend supplies `create`, `dispose` and `start`
+ * (and `createFailure`, what a run says when no unit could be made); the pool does the rest.
+ */
+export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
+  readonly poolSize: number
+  readonly maxRuns: number
+  /** the start of what a run that got no unit reports, e.g. `could not start a sandbox worker` */
+  protected abstract readonly createFailure: string
+  private idle: U[] = []
+  private making: Making<U>[] = []
+  private running = new Set<Run>()
+  // a unit made in the background failed: no more are made in a loop; the next run makes one and reports the error
+  private makeFailed = false
+  // ready() callers, answered once the pool is full (or cannot fill)
+  private waiters: (() => void)[] = []
+
+  constructor(options: PoolOptions) {
+    super(options)
+    this.poolSize = options.poolSize ?? 2
+    this.maxRuns = options.maxRuns ?? 200
+    // the first unit is made on the next turn: the subclass is constructed by then
+    this.fill()
+  }
+
+  /** makes a unit whose programs get `memoryMb`; a throw (or rejection) is what the run that wanted it reports */
+  protected abstract create(memoryMb: number): U | Promise<U>
+  /** ends a unit for good */
+  protected abstract dispose(unit: U): unknown
+  /**
+   * starts `run`'s program on `unit`: wires what the unit reports to `run.bridge` and `run.finish` (or `run.fail`),
+   * sets `run.deliver` (and `run.cleanup`), and calls `run.arm` as the program starts
+   */
+  protected abstract start(unit: U, run: Run): void
+
+  /** resolves once the pool's units are made and warmed (or could not be): a run then costs what a warm one does */
+  ready(): Promise<void> {
+    if (this.full()) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push(resolve))
+  }
+
+  /** ends every unit; runs in progress end with kind `abort` */
+  async close() {
+    this.closed = true
+    this.gate.drain()
+    this.answerWaiters()
+    for (const run of [...this.running]) run.stop(failure('abort', 'the sandbox was closed during the run'))
+    await Promise.all(this.idle.splice(0).map((unit) => this.dispose(unit)))
+  }
+
+  protected async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
+    let unit: U | undefined
+    try {
+      unit = await this.acquire(limits.memoryMb, request.signal)
+    } catch (error) {
+      return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
+    }
+    if (unit === undefined) return failure('abort', 'the run was aborted before it started')
+    if (this.closed) {
+      this.release(unit)
+      return failure('abort', 'the sandbox was closed before the run started')
+    }
+    return await this.execute(unit, request, limits)
+  }
+
+  /** an idle unit died (its thread exited): it leaves the pool, and another is made */
+  protected lost(unit: U) {
+    const index = this.idle.indexOf(unit)
+    if (index === -1) return
+    this.idle.splice(index, 1)
+    this.fill()
+  }
+
+  // `settle` gets the unit once the run is over, and whether it may serve again
+  private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse)) {
+    unit.runs++
+    return new Promise<CodeRunOutcome>((resolve) => {
+      const run: Run = new Run(request, limits, this.running, (outcome, heap) => {
+        // a unit whose heap stays half full after a run would leave the next program less than its memoryMb
+        const reuse = heap !== undefined && unit.runs < this.maxRuns && heap < (unit.memoryMb * MB) / 2
+        run.cleanup?.(reuse)
+        settle(unit, reuse)
+        resolve(outcome)
+      })
+      this.start(unit, run)
+    })
+  }
+
+  private settle(unit: U, reuse: boolean) {
+    if (reuse) this.release(unit)
+    else this.discard(unit)
+  }
+
+  private async acquire(memoryMb: number, signal: AbortSignal): Promise<U | undefined> {
+    const pooled = memoryMb === this.limits.memoryMb
+    const ready = pooled ? this.idle.pop() : undefined
+    if (ready) return ready
+    let pending: Promise<U>
+    const making = pooled ? this.making.find((making) => !making.claimed) : undefined
+    if (making) {
+      making.claimed = true
+      pending = making.unit
+    } else {
+      pending = this.make(memoryMb)
+    }
+    this.fill()
+    let onAbort!: () => void
+    const aborted = new Promise<undefined>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve(undefined)), { once: true }))
+    try {
+      const unit = await Promise.race([pending, aborted])
+      if (unit === undefined)
+        void pending.then(
+          (unit) => this.release(unit),
+          () => {},
+        )
+      return unit
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  // a unit made in the background is warmed before any program gets it, and stays out of the pool until then
+  private async make(memoryMb: number, warm = false): Promise<U> {
+    if (warm && this.closed) throw new Error('the sandbox was closed')
+    const unit = await this.create(memoryMb)
+    this.makeFailed = false
+    if (!warm) return unit
+    let kept = false
+    const outcome = await this.execute(unit, warmUp, this.limits, (unit, reuse) => {
+      if (reuse) kept = true
+      else this.discard(unit)
+    })
+    if (kept && outcome.ok && !this.closed) return unit
+    if (kept) void this.dispose(unit)
+    throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
+  }
+
+  private release(unit: U) {
+    const waiting = this.making.filter((making) => !making.claimed).length
+    if (this.closed || unit.memoryMb !== this.limits.memoryMb || this.idle.length + waiting >= this.poolSize) void this.dispose(unit)
+    else this.idle.push(unit)
+  }
+
+  private discard(unit: U) {
+    void this.dispose(unit)
+    this.fill()
+  }
+
+  private full() {
+    return this.makeFailed || this.closed || (this.making.length === 0 && this.idle.length >= this.poolSize)
+  }
+
+  private answerWaiters() {
+    if (this.full()) for (const resolve of this.waiters.splice(0)) resolve()
+  }
+
+  // keeps `poolSize` units made, in the background, one at a time and each on a turn of the event loop of its own:
+  // concurrent makes slow each other down on a small machine, and making the sandbox costs its caller nothing
+  private fill() {
+    if (this.makeFailed || this.closed || this.making.length > 0 || this.idle.length >= this.poolSize) return this.answerWaiters()
+    const making: Making<U> = { unit: nextTurn().then(() => this.make(this.limits.memoryMb, true)), claimed: false }
+    this.making.push(making)
+    making.unit.then(
+      (unit) => {
+        this.making.splice(this.making.indexOf(making), 1)
+        if (!making.claimed) this.release(unit)
+        this.fill()
+      },
+      () => {
+        this.making.splice(this.making.indexOf(making), 1)
+        // a failing make is not retried in a loop; the next run makes one on demand and reports the error
+        if (making.claimed) this.fill()
+        else this.makeFailed = true
+        this.answerWaiters()
+      },
+    )
+  }
+}
+
+/**
+ * one run's host side, the same for every pooled backend: the bridge, the budgets it is armed with, and its end. the
+ * backend ends it with `finish` (the program reported; `heap` is what the unit holds after it, to tell whether it may
+ * serve again), `fail` or `stop` (the unit is discarded).
+ */
+export class Run {
+  readonly bridge: RunBridge
+  settled = false
+  /** hands a bounded reply to the program; the backend sets it before the program starts */
+  deliver: (call: number, reply: BridgeReply) => void = () => {}
+  /** the backend's part of the epilogue, once, as the run settles: `reuse` says whether the unit serves another run */
+  cleanup: ((reuse: boolean) => void) | undefined
+  private cpuTimer: NodeJS.Timeout | undefined
+  private wallTimer: NodeJS.Timeout | undefined
+
+  constructor(
+    readonly request: CodeRunRequest,
+    readonly limits: CodeRunLimits,
+    private running: Set<Run>,
+    private end: (outcome: CodeRunOutcome, heap: number | undefined) => void,
+  ) {
+    this.bridge = new RunBridge(
+      request,
+      limits,
+      () => this.settled,
+      this.fail,
+      (call, reply) => this.deliver(call, reply),
+    )
+  }
+
+  /** ends the run as failed with what it printed so far; the unit is discarded */
+  readonly fail = (kind: CodeFailureKind, message: string) => this.stop({ ok: false, kind, message, logs: this.bridge.logs })
+
+  /** ends the run with `outcome`; the unit is discarded */
+  readonly stop = (outcome: CodeRunOutcome) => this.finish(outcome)
+
+  /** ends the run with `outcome`, once; `heap` is the unit's heap after a clean end (left out: it serves no more runs) */
+  finish(outcome: CodeRunOutcome, heap?: number) {
+    if (this.settled) return
+    this.settled = true
+    clearTimeout(this.cpuTimer)
+    clearTimeout(this.wallTimer)
+    this.request.signal.removeEventListener('abort', this.onAbort)
+    this.running.delete(this)
+    this.end(outcome, heap)
+  }
+
+  /**
+   * the program starts now: an abort or the sandbox closing ends it, and so do its wall-clock budget and its cpu budget.
+   * `cpuUsed` says how many ms of cpu the program spent so far (undefined: it cannot tell any more, and polling stops)
+   */
+  arm(cpuUsed: () => number | undefined) {
+    const { limits } = this
+    const checkCpu = () => {
+      const used = cpuUsed()
+      if (used === undefined) return
+      if (used >= limits.cpuMs) return this.fail('timeout', limitMessages.cpu(limits))
+      // cpu time grows no faster than the clock, so nothing can be over budget before then
+      this.cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))
+    }
+    this.request.signal.addEventListener('abort', this.onAbort, { once: true })
+    this.running.add(this)
+    this.cpuTimer = setTimeout(checkCpu, limits.cpuMs)
+    this.wallTimer = setTimeout(() => this.fail('timeout', limitMessages.wall(limits)), limits.wallMs)
+  }
+
+  private onAbort = () => this.fail('abort', 'the run was aborted')
+}
