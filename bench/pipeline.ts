@@ -1,6 +1,6 @@
 // per-call cost of ctx.tools.execute for a trivial tool, against calling the tool body directly in the same process.
 
-import ToolRuntime, { defineTool, t, untraced } from '@faber/core'
+import ToolRuntime, { createAgent, defineTool, listenersFor, t, untraced } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { isMain, row, timeOp } from './harness.ts'
 
@@ -39,6 +39,21 @@ export async function benchPipeline() {
   listened.tools.listen('tools/pre-execute', (exec) => (exec.name === 'add' ? { kind: 'allow' } : undefined))
   listened.tools.guard((exec) => (exec.name === 'rm' ? 'no' : undefined))
 
+  // an agent's call heard by global and agent-scoped listeners on every pipeline event, some of them another agent's:
+  // which listeners apply is decided per event and agent, not per call
+  const scoped = new Context()
+  scoped.plugin(ToolRuntime, { mode: 'native' })
+  await scoped.start()
+  scoped.tools.register(add)
+  const worker = createAgent(scoped, { name: 'worker' })
+  const other = createAgent(scoped, { name: 'other' })
+  for (const layer of [scoped, worker.ctx, other.ctx]) {
+    layer.tools.listen('tools/pre-execute', () => undefined)
+    layer.tools.listen('tools/execute', (_exec, next) => next())
+    layer.tools.listen('tools/post-execute', () => undefined)
+    layer.tools.listen('tools/result', () => undefined)
+  }
+
   const code = new Context()
   code.plugin(ToolRuntime, { mode: 'code' })
   await code.start()
@@ -46,7 +61,7 @@ export async function benchPipeline() {
 
   // the floors cordis 3.18 itself sets: any call through the ctx.tools proxy, and any call of a bound listener
   policed.on('bench/noop' as never, (() => undefined) as never)
-  const bound = (policed.lifecycle as unknown as { _hooks: Record<string, { callback: (x: unknown) => unknown }[]> })._hooks['bench/noop'][0]
+  const [bound] = listenersFor(policed, 'bench/noop', undefined)
   const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
   const held = plain.tools
   const accessFloor = await timeOp(() => plain.tools, ITERATIONS)
@@ -56,6 +71,10 @@ export async function benchPipeline() {
   const none = await timeOp(() => tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   const policedTools = policed.tools
   const withPolicy = await timeOp(() => policedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  // the step itself: the listeners of one event that hear the agent (each call takes this for five events)
+  const selection = await timeOp(() => listenersFor(scoped, 'tools/pre-execute', worker), ITERATIONS)
+  const scopedTools = untraced(scoped.tools)
+  const onAgent = await timeOp(() => scopedTools.execute({ callId: 'c', name: 'add', arguments: args, agent: worker, signal }), ITERATIONS)
   const codeTools = code.tools
   const collapsed = await timeOp(() => codeTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
@@ -81,6 +100,8 @@ export async function benchPipeline() {
   row('untraced, one pre-execute listener + one guard', rawPolicy, direct, '≤ 5 µs')
   row('untraced, one tools.listen listener + one guard', rawListened, direct, '≤ 5 µs')
   row('untraced, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
+  row('untraced, an agent, 12 tools.listen on 4 events', onAgent, direct)
+  row("that agent's listeners of one event (listenersFor)", selection, direct)
   return {
     directUs: direct,
     accessFloorUs: accessFloor,
@@ -93,6 +114,8 @@ export async function benchPipeline() {
     untracedListenerAndGuardUs: rawPolicy,
     untracedListenedAndGuardUs: rawListened,
     untracedCollapsedUs: rawCollapsed,
+    untracedAgentScopedListenersUs: onAgent,
+    listenerSelectionUs: selection,
     collapsedUs: collapsed,
   }
 }

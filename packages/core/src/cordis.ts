@@ -43,17 +43,7 @@ export function ownerOf(listener: Listener): { agent?: Agent; plugin: string } {
   return owner
 }
 
-const NONE: Listener[] = []
-
-/**
- * the pipeline's fast path (every call, direct and nested, reads four events): the listeners on `event` that hear
- * `agent`, filtered with owners read once per listener rather than through cordis' filter on each dispatch
- */
-export function hotListeners(table: HookTable, event: string, agent: Agent | undefined): Listener[] {
-  const hooks = table[event]
-  if (!hooks?.length) return NONE
-  return hooks.filter((hook) => applies(ownerOf(hook).agent, agent))
-}
+const NONE: readonly Listener[] = Object.freeze([])
 
 // Koishi's session-filter pattern: cordis asks `thisArg[Context.filter](listenerCtx)` for each listener of a dispatch
 class AgentScope {
@@ -75,15 +65,79 @@ export function scopeOf(agent: Agent | undefined): AgentScope {
   return scope
 }
 
+type Lifecycle = Context['lifecycle']
+
+interface EventLists {
+  version: number
+  global?: readonly Listener[]
+  agents: WeakMap<Agent, readonly Listener[]>
+}
+
 /**
- * the listeners on `event` that hear `agent` (global ones and those of its chain), in order, selected by cordis' own
- * filter mechanism. callers that need each listener's answer, or must isolate one that throws, loop over these
- * rather than `ctx.emit(scopeOf(agent), ...)`, which discards answers and stops at the first throw.
+ * which listeners hear an agent's events, kept per event and agent until the hook table changes. cordis 3.18 adds
+ * and removes every listener through its lifecycle's `register` and `unregister` (a plugin's load, dispose and
+ * reload, `ctx.on`, a disposer called inside a dispatch, `once`) and `addListener` writes the table itself: each
+ * bumps `version`, and a list built under an older one is built again when next read. a list is frozen, and a
+ * change makes a new one, so a dispatch in progress keeps walking the listeners it started with, as cordis' own does.
  */
-export function listenersFor(ctx: Context, event: string, agent: Agent | undefined): Listener[] {
-  const hooks = hookTable(ctx)[event]
-  if (!hooks?.length) return NONE
-  return ctx.root.lifecycle.filterHooks(hooks as Hook[], scopeOf(agent)) as Listener[]
+export class ListenerIndex {
+  version = 0
+  private events = new Map<string, EventLists>()
+
+  constructor(
+    private lifecycle: Lifecycle,
+    private table: HookTable,
+  ) {
+    const { register, unregister } = lifecycle
+    const index = this
+    lifecycle.register = function (this: Lifecycle, ...args) {
+      index.version++
+      return register.apply(this, args)
+    }
+    lifecycle.unregister = function (this: Lifecycle, ...args) {
+      index.version++
+      return unregister.apply(this, args)
+    }
+  }
+
+  for(event: string, agent: Agent | undefined): readonly Listener[] {
+    let lists = this.events.get(event)
+    if (lists?.version !== this.version) this.events.set(event, (lists = { version: this.version, agents: new WeakMap() }))
+    if (!agent) return (lists.global ??= this.build(event, undefined))
+    let list = lists.agents.get(agent)
+    if (!list) lists.agents.set(agent, (list = this.build(event, agent)))
+    return list
+  }
+
+  private build(event: string, agent: Agent | undefined): readonly Listener[] {
+    const hooks = this.table[event]
+    if (!hooks?.length) return NONE
+    return Object.freeze(this.lifecycle.filterHooks(hooks as Hook[], scopeOf(agent)) as Listener[])
+  }
+}
+
+const indexes = new WeakMap<Context, ListenerIndex>()
+
+/** the listener index of `ctx`'s deployment (its root context), made on first use */
+export function listenerIndex(ctx: Context): ListenerIndex {
+  const root = ctx.root
+  let index = indexes.get(root)
+  if (!index) {
+    const lifecycle = untraced(root.lifecycle) as Lifecycle
+    indexes.set(root, (index = new ListenerIndex(lifecycle, hookTable(root))))
+  }
+  return index
+}
+
+/**
+ * the listeners on `event` that hear `agent` (global ones and those of its chain), in order, as cordis' filter
+ * mechanism selects them (`Context.filter`, which honours `{ global: true }`). built once per event and agent and
+ * kept until a listener is added or removed anywhere in the deployment. callers that need each listener's answer, or
+ * must isolate one that throws, loop over these rather than `ctx.emit(scopeOf(agent), ...)`, which discards answers
+ * and stops at the first throw.
+ */
+export function listenersFor(ctx: Context, event: string, agent: Agent | undefined): readonly Listener[] {
+  return listenerIndex(ctx).for(event, agent)
 }
 
 /**
@@ -94,13 +148,16 @@ export function addListener(ctx: Context, event: string, callback: (...args: any
   // a function handed to a method through cordis' service proxy arrives wrapped in a tracing proxy of its own
   const hook = { ctx, callback: untraced(callback), ...options } as unknown as Listener
   const table = hookTable(ctx)
+  const listeners = listenerIndex(ctx)
   return ctx.effect(() => {
     const list = (table[event] ??= [])
     if (options.prepend) list.unshift(hook)
     else list.push(hook)
+    listeners.version++
     return () => {
       const index = list.indexOf(hook)
       if (index >= 0) list.splice(index, 1)
+      listeners.version++
     }
   })
 }

@@ -5,7 +5,7 @@
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { hotListeners, type Listener, ownerOf } from './cordis.ts'
+import { type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
@@ -24,7 +24,8 @@ export interface PipelineHost {
   deadlines(): { preExecuteMs: number; approvalMs: number }
   /** the UNKNOWN_TOOL message of a collapsed call: the route through run_code */
   routeMessage(name: string, declared: boolean): string
-  readonly hookTable: Record<string, Listener[] | undefined>
+  /** the deployment's listeners, per event and agent */
+  readonly listeners: ListenerIndex
 }
 
 export interface PipelineView {
@@ -278,8 +279,8 @@ export class Pipeline {
   }
 
   /** the listeners on `event` that apply to this agent: global ones and those of its chain */
-  private hooks(event: string, agent: Agent | undefined): Listener[] {
-    return hotListeners(this.host.hookTable, event, agent)
+  private hooks(event: string, agent: Agent | undefined): readonly Listener[] {
+    return this.host.listeners.for(event, agent)
   }
 
   private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
@@ -294,7 +295,7 @@ export class Pipeline {
   }
 
   /** 3. tools/pre-execute: decisions only tighten (deny over ask over allow); the first ask goes on to approval */
-  private async preExecute(exec: Execution, hooks: Listener[], trace: StageRecord[]): Promise<ToolFailure | Ask | undefined> {
+  private async preExecute(exec: Execution, hooks: readonly Listener[], trace: StageRecord[]): Promise<ToolFailure | Ask | undefined> {
     let ask: Ask | undefined
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
@@ -432,7 +433,7 @@ export class Pipeline {
   }
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
-  private dispatch(exec: Execution, wrappers: Listener[], trace: StageRecord[]): Promise<ToolResult> {
+  private dispatch(exec: Execution, wrappers: readonly Listener[], trace: StageRecord[]): Promise<ToolResult> {
     const trusted = new WeakSet<ToolResult>()
     const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
       if (index === wrappers.length) {
@@ -557,7 +558,7 @@ export class Pipeline {
   }
 
   /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
-  private async postExecute(exec: Execution, hooks: Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
+  private async postExecute(exec: Execution, hooks: readonly Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
       const what = `a tools/post-execute listener of plugin "${plugin}"`

@@ -8,7 +8,7 @@ import { type CodeMode, createRunCode } from './code-mode.ts'
 import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRuntime } from './code-runtime.ts'
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
-import { addListener, hookTable, type Listener, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
+import { addListener, hookTable, type Listener, listenerIndex, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { Pipeline } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
@@ -173,7 +173,7 @@ class ToolRuntime extends Service {
       log: () => this.log(),
       deadlines: () => this.deadlines,
       routeMessage: (name, declared) => this.codeMode.routeMessage(name, declared),
-      hookTable: this.hooks,
+      listeners: listenerIndex(ctx),
     })
     const pipeline = this.pipeline
     this.executor = Object.freeze({

@@ -19,7 +19,7 @@ interface Config {
 }
 
 /** the listeners on an event that hear an agent's calls (core's listenersFor, bound to the deployment) */
-export type ListenersFor = (event: string, agent: Agent | undefined) => Listener[]
+export type ListenersFor = (event: string, agent: Agent | undefined) => readonly Listener[]
 
 function messageOf(error: unknown) {
   return error instanceof Error ? error.message : String(error)
