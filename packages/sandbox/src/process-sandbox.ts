@@ -4,36 +4,25 @@
 
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { argumentBytes, boundReply, failure, limitMessages, messageOf } from './outcome.ts'
+import { RunBridge } from './bridge.ts'
+import { failure, limitMessages } from './outcome.ts'
+import { type GatedOptions, GatedRuntime } from './pool.ts'
 import type { ChildMessage, HostMessage } from './process-serve.ts'
-import {
-  type BridgeReply,
-  type CodeRunLimits,
-  type CodeRunOutcome,
-  type CodeRunRequest,
-  type CodeRuntime,
-  type CodeRuntimeLoad,
-  defaultCodeLimits,
-} from './types.ts'
+import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
 
 const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
 
-export interface ProcessSandboxOptions {
+export interface ProcessSandboxOptions extends GatedOptions {
   /** the in-process backend the sandbox process runs: the URL of its module and the name of the class it exports */
   backend: { module: string; exportName: string; name: string }
   /** workers or isolates the sandbox process keeps waiting */
   poolSize?: number
-  /** fills in any limit a request leaves out */
-  limits?: Partial<CodeRunLimits>
-  /** programs running at once, across the process; runs beyond it wait in order (default: two per core, at least 2) */
-  maxConcurrent?: number
 }
 
 interface Active {
-  request: CodeRunRequest
+  /** the host's side of the run's bridge: it checks each call the process forwards again, and bounds the reply */
+  bridge: RunBridge
   limits: CodeRunLimits
-  tools: Set<string>
   settle(outcome: CodeRunOutcome): void
 }
 
@@ -64,24 +53,19 @@ const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap
  * a CodeRuntime whose programs run in a supervised child process. what it adds to the in-process backend inside it:
  * a host that survives anything a program does to that process, and a fresh process after it died.
  */
-export class ProcessSandbox implements CodeRuntime {
+export class ProcessSandbox extends GatedRuntime {
   readonly backend: string
-  readonly limits: CodeRunLimits
   /** sandbox processes started so far, the first included */
   started = 0
-  private gate: Gate
   private child: Child | undefined
-  private closed = false
   private seq = 0
   private key: string
   private init: Extract<HostMessage, { t: 'init' }>
 
   constructor(options: ProcessSandboxOptions) {
+    super(options)
     this.backend = options.backend.name
-    this.limits = { ...defaultCodeLimits, ...options.limits }
-    const maxConcurrent = options.maxConcurrent ?? defaultMaxConcurrent()
-    this.gate = new Gate(maxConcurrent)
-    const inner = { poolSize: options.poolSize ?? 2, limits: this.limits, maxConcurrent }
+    const inner = { poolSize: options.poolSize ?? 2, limits: this.limits, maxConcurrent: this.gate.maxConcurrent }
     this.init = { t: 'init', module: options.backend.module, exportName: options.backend.exportName, options: inner }
     this.key = JSON.stringify(this.init)
     const spare = spares.get(this.key)
@@ -95,33 +79,20 @@ export class ProcessSandbox implements CodeRuntime {
     }
   }
 
-  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
-    const limits = { ...this.limits, ...request.limits }
-    if (this.closed) return failure('crash', 'the sandbox is closed')
-    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-    const leave = await this.gate.acquire(request.signal)
-    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
-    try {
-      if (!this.child || this.child.exited || this.child.retiring) this.child = this.spawn()
-      const child = this.child
-      this.busy(child)
-      const problem = await child.ready
-      if (child.runs.size === 0) this.idle(child)
-      if (problem !== undefined) {
-        if (this.child === child) this.child = undefined
-        return failure('crash', `the sandbox process could not start: ${problem}`)
-      }
-      if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
-      if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-      if (child.exited) return failure('crash', 'the sandbox process exited before the run started; run it again')
-      return await this.execute(child, request, limits)
-    } finally {
-      leave()
+  protected async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
+    if (!this.child || this.child.exited || this.child.retiring) this.child = this.spawn()
+    const child = this.child
+    this.busy(child)
+    const problem = await child.ready
+    if (child.runs.size === 0) this.idle(child)
+    if (problem !== undefined) {
+      if (this.child === child) this.child = undefined
+      return failure('crash', `the sandbox process could not start: ${problem}`)
     }
-  }
-
-  load(): CodeRuntimeLoad {
-    return this.gate.load()
+    if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
+    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    if (child.exited) return failure('crash', 'the sandbox process exited before the run started; run it again')
+    return await this.execute(child, request, limits)
   }
 
   /** resolves once the sandbox process serves runs from a warm pool (or could not start) */
@@ -156,53 +127,47 @@ export class ProcessSandbox implements CodeRuntime {
   private execute(child: Child, request: CodeRunRequest, limits: CodeRunLimits) {
     const id = ++this.seq
     return new Promise<CodeRunOutcome>((resolve) => {
+      let settled = false
       let backstop: NodeJS.Timeout | undefined
       const onAbort = () => {
         this.send(child, { t: 'abort', id })
         // the process answers an abort at once; one that does not is not trusted with another run
         backstop = setTimeout(() => this.retire(child, 'did not answer an abort'), 2000)
       }
-      const active: Active = {
+      const settle = (outcome: CodeRunOutcome) => {
+        if (!child.runs.delete(id)) return
+        settled = true
+        clearTimeout(backstop)
+        clearTimeout(wall)
+        request.signal.removeEventListener('abort', onAbort)
+        if (child.runs.size === 0) this.idle(child)
+        resolve(outcome)
+      }
+      // what the process forwards is checked again here, as the in-process bridge checks what a program asks for: a call
+      // past the budgets ends the run, and the process is told to end it too
+      const bridge = new RunBridge(
         request,
         limits,
-        tools: new Set(request.tools),
-        settle: (outcome) => {
-          if (!child.runs.delete(id)) return
-          clearTimeout(backstop)
-          clearTimeout(wall)
-          request.signal.removeEventListener('abort', onAbort)
-          if (child.runs.size === 0) this.idle(child)
-          resolve(outcome)
+        () => settled,
+        (kind, message) => {
+          this.send(child, { t: 'abort', id })
+          settle(failure(kind, message))
         },
-      }
+        (call, reply) => this.send(child, { t: 'reply', id, call, reply }),
+      )
       // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering
       const wall = setTimeout(() => this.retire(child, 'stopped answering'), limits.wallMs + 5000)
-      child.runs.set(id, active)
+      child.runs.set(id, { bridge, limits, settle })
       this.busy(child)
       request.signal.addEventListener('abort', onAbort, { once: true })
       this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits })
     })
   }
 
-  private async forward(child: Child, id: number, call: number, name: string, json: string) {
-    const active = child.runs.get(id)
-    if (!active) return
-    let reply: BridgeReply
-    try {
-      if (!active.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
-      else if (json.length > argumentBytes(active.limits)) reply = { ok: false, message: limitMessages.refused(active.limits, 'argument') }
-      else reply = await active.request.call(name, json)
-    } catch (error) {
-      reply = { ok: false, message: messageOf(error) }
-    }
-    if (child.runs.get(id) !== active) return
-    this.send(child, { t: 'reply', id, call, reply: boundReply(reply, active.limits, name) })
-  }
-
   private onMessage(child: Child, message: ChildMessage) {
     switch (message.t) {
       case 'call':
-        return void this.forward(child, message.id, message.call, message.name, message.json)
+        return child.runs.get(message.id)?.bridge.call(message.call, message.name, message.json)
       case 'done':
         if (message.retire) child.retiring = true
         child.runs.get(message.id)?.settle(message.outcome)
