@@ -127,7 +127,7 @@ async function perCall(runtime: CodeRuntime, code: string, calls: number) {
 const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
 const sandboxes: [string, () => Closable][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
-  ['worker, in-process, spinning hand-off (spinMs 0.05)', () => new WorkerSandbox({ limits, spinMs: 0.05 })],
+  ['worker, in-process, hand-off never spinning (spinMs 0)', () => new WorkerSandbox({ limits, spinMs: 0 })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
   ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
   [

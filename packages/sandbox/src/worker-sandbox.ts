@@ -15,9 +15,9 @@ export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerWorker?: number
   /**
-   * the longest either side of a nested call spins for the other's answer before it sleeps in its event loop; it spins
-   * only while answers came back faster than that lately. default 0, never: on a 2-core machine shared with other work
-   * spinning made sequential calls slower and dearer (see the README); try 0.05 where a core is free for it
+   * the longest either side of a nested call spins for the other's answer before it sleeps in its event loop (default
+   * 0.05; 0 never spins). it spins only while answers came back faster than that lately, and a spin that caught nothing
+   * makes the next 1, 3, 7 … 255 hand-offs sleep at once: a slow tool or a busy machine soon costs no spinning (README)
    */
   spinMs?: number
 }
@@ -34,6 +34,9 @@ interface Slot {
   seq: Int32Array
   /** how long the worker took lately to post again after a reply, in ms: the host spins only when that is short */
   gapMs: number
+  /** spins in a row that caught nothing, and the replies after which the host does not spin because of them */
+  misses: number
+  skip: number
   /** ms the worker spent spinning for replies: active time on its event loop that is not the program's */
   waited: Float64Array
 }
@@ -60,7 +63,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
   constructor(options: WorkerSandboxOptions = {}) {
     super({ ...options, maxRuns: options.maxRunsPerWorker })
     this.maxRunsPerWorker = this.maxRuns
-    this.spinMs = options.spinMs ?? 0
+    this.spinMs = options.spinMs ?? 0.05
   }
 
   protected start(slot: Slot, run: Run) {
@@ -93,12 +96,20 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     const expect = (mark: number) => {
       const spin = slot.gapMs < this.spinMs ? Math.min(this.spinMs, 2 * slot.gapMs + 0.005) : 0
       if (spin === 0) return
+      if (slot.skip > 0) return void slot.skip--
       const from = performance.now()
       if (burst === undefined) {
         burst = from
         setImmediate(() => (burst = undefined))
       } else if (from - burst > maxBurstMs) return
-      while (Atomics.load(slot.seq, 1) === mark) if (performance.now() - from >= spin) return
+      while (Atomics.load(slot.seq, 1) === mark) {
+        if (performance.now() - from < spin) continue
+        // as in worker.mjs: after a miss the next 1, 3, 7 … 255 replies do not spin
+        slot.misses = Math.min(slot.misses + 1, 8)
+        slot.skip = (1 << slot.misses) - 1
+        return
+      }
+      slot.misses = 0
       for (let taken = 0; taken < 64 && !settled; taken++) {
         const message = receiveMessageOnPort(slot.inbox)
         if (message === undefined) return
@@ -182,7 +193,18 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     worker.unref()
     // a worker can still fail after its run settled (out of memory while being terminated): never throw in the host
     worker.on('error', () => {})
-    const slot: Slot = { worker, memoryMb, runs: 0, replies, inbox, seq: new Int32Array(handoff, 0, 2), gapMs: 0, waited: new Float64Array(handoff, 8, 1) }
+    const slot: Slot = {
+      worker,
+      memoryMb,
+      runs: 0,
+      replies,
+      inbox,
+      seq: new Int32Array(handoff, 0, 2),
+      gapMs: 0,
+      misses: 0,
+      skip: 0,
+      waited: new Float64Array(handoff, 8, 1),
+    }
     // an idle worker that dies leaves the pool
     worker.once('exit', () => {
       replies.close()

@@ -19,6 +19,10 @@ const waited = new Float64Array(handoff, 8, 1)
 let recentMs = 0
 let calledAt = 0
 let scheduled = false
+// a spin that caught no reply makes the next hand-offs sleep at once: 1, 3, 7 … 255 of them after 1, 2, 3 … 8 misses in a
+// row. on a busy machine the host is often not running while this thread spins, and then spinning only takes its core
+let misses = 0
+let skip = 0
 
 // a rejection the program left unhandled belongs to the program, not to the worker
 process.on('unhandledRejection', () => {})
@@ -116,6 +120,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 // runs once the program's microtasks are done (an immediate) when it has calls waiting on the host
 function spinForReplies() {
   if (scheduled || !(recentMs < maxSpinMs)) return
+  if (skip > 0) return void skip--
   scheduled = true
   setImmediate(() => {
     scheduled = false
@@ -127,6 +132,8 @@ function spinForReplies() {
     let now = started
     while (Atomics.load(seq, 0) === mark && (now = performance.now()) - started < budget) {}
     waited[0] += now - started
+    if (Atomics.load(seq, 0) !== mark) misses = 0
+    else skip = (1 << (misses = Math.min(misses + 1, 8))) - 1
     for (let message = receiveMessageOnPort(replies); message !== undefined; message = receiveMessageOnPort(replies)) reply(message.message)
   })
 }

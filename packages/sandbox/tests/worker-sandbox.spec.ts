@@ -6,7 +6,7 @@ describeHazards('worker-vm', () => new WorkerSandbox({ poolSize: 2, limits: haza
 describePool('worker-vm', (poolSize, maxConcurrent) => new WorkerSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), WorkerSandboxService)
 describeHostile('worker-vm')
 
-// the spinning hand-off (off by default), with a generous spinMs so that both sides spin on a loaded machine too: the
+// the spinning hand-off (on by default), with a generous spinMs so that both sides spin on a loaded machine too: the
 // hazards that involve a nested call, where the spin happens
 describe('worker-vm: spinning hand-off', function () {
   this.timeout(20000)
