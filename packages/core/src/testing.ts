@@ -2,6 +2,7 @@
 // ships with koishi — a started deployment whose plugin failures throw instead of being only logged, one-line
 // calls, and the small tools tests keep writing. it uses no test framework, so any runner can use it.
 
+import { readFile } from 'node:fs/promises'
 import { Context } from 'cordis'
 import type { Agent } from './agent.ts'
 import { assertStarted } from './context.ts'
@@ -114,4 +115,33 @@ export function deferred<T = void>() {
     reject = rej
   })
   return { promise, resolve, reject }
+}
+
+/**
+ * whether the process `pid` is gone (a zombie counts: it runs nothing) or goes within `withinMs`. it polls: nothing
+ * announces the end of a process that is not this one's own child handle
+ */
+export async function gone(pid: number, withinMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    if (!running(pid) || (await zombie(pid))) return true
+    if (Date.now() >= deadline) return false
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+function running(pid: number) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+// Linux says so in /proc/<pid>/stat; elsewhere a zombie looks alive until it is reaped
+async function zombie(pid: number) {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')
+  const state = stat.replace(/^.*\) /s, '')[0]
+  return state === 'Z' || state === 'X'
 }

@@ -4,12 +4,13 @@ import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { mock } from 'node:test'
 import { assertStarted, createAgent, type ToolResult } from '@faber/core'
+import { call, deployment, disposeAll, gone } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
 import { serverScript } from './fixtures/servers.ts'
-import { alive, callId, deployment, fixtureServer, nextStatus, npmServer, signal, stopAll, tempDir, whenDispatched } from './helpers.ts'
+import { fixtureServer, nextStatus, npmServer, tempDir, whenDispatched } from './helpers.ts'
 
 async function load(ctx: Context, config: mcp.ConfigInput) {
   const fork = ctx.plugin(mcp, config)
@@ -24,11 +25,11 @@ describe('mcp client: the npm servers', function () {
   let ctx: Context
 
   before(async () => {
-    ctx = await deployment('both')
+    ctx = await deployment({ mode: 'both' })
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
     await load(ctx, { servers: [npmServer('everything', dir), npmServer('filesystem', dir, { prefix: 'fs.' }), npmServer('memory', dir)] })
   })
-  after(stopAll)
+  after(disposeAll)
 
   it('registers every tool under a per-server prefix', () => {
     const names = ctx.tools.schemas().map((s) => s.name)
@@ -61,25 +62,25 @@ describe('mcp client: the npm servers', function () {
   })
 
   it('calls tools natively, rendering the MCP content', async () => {
-    const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'hi' }, signal: signal() })
+    const echo = await call(ctx, 'everything__echo', { message: 'hi' })
     expect(echo).to.include({ isError: false, value: 'Echo: hi', content: 'Echo: hi' })
     const file = join(dir, 'a.txt')
-    const write = await ctx.tools.execute({ callId: callId(), name: 'fs.write_file', arguments: { path: file, content: 'hello' }, signal: signal() })
+    const write = await call(ctx, 'fs.write_file', { path: file, content: 'hello' })
     expect(write.isError).to.equal(false)
     expect(readFileSync(file, 'utf8')).to.equal('hello')
-    const read = await ctx.tools.execute({ callId: callId(), name: 'fs.read_text_file', arguments: { path: file }, signal: signal() })
+    const read = await call(ctx, 'fs.read_text_file', { path: file })
     expect(read).to.deep.include({ value: { content: 'hello' }, content: 'hello' })
-    const image = await ctx.tools.execute({ callId: callId(), name: 'everything__get-tiny-image', arguments: {}, signal: signal() })
+    const image = await call(ctx, 'everything__get-tiny-image', {})
     expect(image.content).to.match(/\[image image\/png, \d+ bytes\]/)
   })
 
   it('validates arguments against the imported schema before the server sees them', async () => {
-    const result = await ctx.tools.execute({ callId: callId(), name: 'everything__get-sum', arguments: { a: 1 }, signal: signal() })
+    const result = await call(ctx, 'everything__get-sum', { a: 1 })
     expect(result.isError && result.error.code).to.equal('INVALID_ARGUMENTS')
   })
 
   it('turns a tool error into TOOL_FAILED with the server text', async () => {
-    const result = await ctx.tools.execute({ callId: callId(), name: 'fs.read_text_file', arguments: { path: '/etc/hostname' }, signal: signal() })
+    const result = await call(ctx, 'fs.read_text_file', { path: '/etc/hostname' })
     expect(result.isError && result.error).to.include({ code: 'TOOL_FAILED', toolCode: 'MCP_TOOL_ERROR' })
     expect(result.content).to.match(/Access denied - path outside allowed directories/)
   })
@@ -92,7 +93,7 @@ describe('mcp client: the npm servers', function () {
       'const graph = await tools.memory__search_nodes({ query: "faber" })',
       'return { sum, text: file.content, entities: graph.entities.map((e) => e.name) }',
     ].join('\n')
-    const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code, description: 'uses three servers' }, signal: signal() })
+    const result = await call(ctx, 'run_code', { code, description: 'uses three servers' })
     expect(result.isError === false && result.value, result.content).to.deep.equal({
       logs: [],
       result: { sum: 'The sum of 2 and 3 is 5.', text: 'from code', entities: ['faber'] },
@@ -101,22 +102,22 @@ describe('mcp client: the npm servers', function () {
 })
 
 describe('mcp client: policies', () => {
-  afterEach(stopAll)
+  afterEach(disposeAll)
 
   it('applies guards and listeners to server tools, direct and nested', async () => {
     const dir = tempDir()
-    const ctx = await deployment('both')
+    const ctx = await deployment({ mode: 'both' })
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
     ctx.tools.guard((exec) => (exec.tool.annotations.destructive ? `"${exec.name}" is destructive` : undefined))
     ctx.on('tools/pre-execute', (exec) => (exec.name === 'filesystem__list_allowed_directories' ? { kind: 'deny', reason: 'not today' } : undefined))
     await load(ctx, { servers: [npmServer('filesystem', dir)] })
     const file = join(dir, 'x.txt')
-    const direct = await ctx.tools.execute({ callId: callId(), name: 'filesystem__write_file', arguments: { path: file, content: 'x' }, signal: signal() })
+    const direct = await call(ctx, 'filesystem__write_file', { path: file, content: 'x' })
     expect(direct.isError && direct.error).to.deep.include({ code: 'DENIED', message: '"filesystem__write_file" is destructive' })
-    const listed = await ctx.tools.execute({ callId: callId(), name: 'filesystem__list_allowed_directories', arguments: {}, signal: signal() })
+    const listed = await call(ctx, 'filesystem__list_allowed_directories', {})
     expect(listed.isError && listed.error.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'root' })
     const code = `try { await tools.filesystem__write_file({ path: ${JSON.stringify(file)}, content: 'x' }) } catch (e) { return e.message }`
-    const nested = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code, description: 'tries a write' }, signal: signal() })
+    const nested = await call(ctx, 'run_code', { code, description: 'tries a write' })
     expect(nested.isError === false && nested.value).to.deep.equal({ logs: [], result: '"filesystem__write_file" is destructive' })
   })
 })
@@ -127,13 +128,13 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
   let ctx: Context
 
   before(async () => {
-    ctx = await deployment('native')
+    ctx = await deployment({ mode: 'native' })
     await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts', { timeoutMs })] })
   })
-  after(stopAll)
+  after(disposeAll)
 
   async function stats(): Promise<{ started: number; cancelled: number }> {
-    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__stats', arguments: {}, signal: signal() })
+    const result = await call(ctx, 'odd__stats', {})
     if (result.isError) throw new Error(result.content)
     return JSON.parse(result.value as string)
   }
@@ -158,12 +159,12 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     expect(properties.code).to.deep.equal({})
     expect(properties.tree).to.deep.equal({})
     expect(ctx.tools.sdkDeclarations()).to.include('Promise<{ echoed: unknown }>')
-    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__odd_schema', arguments: { at: { x: 1, y: 2 }, not_five: 6 }, signal: signal() })
+    const result = await call(ctx, 'odd__odd_schema', { at: { x: 1, y: 2 }, not_five: 6 })
     expect(result.isError === false && result.value).to.deep.equal({ echoed: { at: { x: 1, y: 2 }, not_five: 6 } })
   })
 
   it('rewrites names Faber does not allow', async () => {
-    const result = await ctx.tools.execute({ callId: callId(), name: 'odd__has_space_', arguments: {}, signal: signal() })
+    const result = await call(ctx, 'odd__has_space_', {})
     expect(result.isError === false && result.value).to.equal('"has space!"')
   })
 
@@ -172,8 +173,8 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     const dispose = ctx.on('mcp/status', (status) => void seen.push(status))
     const grown = nextStatus(ctx, 'odd', (s) => s.tools.includes('odd__extra_6'))
     // both announcements are re-listed in the order they came, so the first is settled when the second reports
-    await ctx.tools.execute({ callId: callId(), name: 'odd__announce', arguments: {}, signal: signal() })
-    await ctx.tools.execute({ callId: callId(), name: 'odd__grow', arguments: {}, signal: signal() })
+    await call(ctx, 'odd__announce', {})
+    await call(ctx, 'odd__grow', {})
     await grown
     dispose()
     expect(ctx.tools.get('odd__extra_6')?.description).to.equal('Added at run time.')
@@ -183,7 +184,7 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
   it('cancels the MCP request when the call is aborted', async () => {
     const before = await stats()
     const controller = new AbortController()
-    const pending = ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: controller.signal })
+    const pending = call(ctx, 'odd__hang', {}, { signal: controller.signal })
     await hangStarted(before.started)
     controller.abort()
     const result = await pending
@@ -199,7 +200,7 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     mock.timers.enable({ apis: ['setTimeout'] })
     let result: ToolResult
     try {
-      const pending = ctx.tools.execute({ callId: callId(), name: 'odd__hang', arguments: {}, signal: signal() })
+      const pending = call(ctx, 'odd__hang', {})
       await hangStarted(before.started)
       mock.timers.tick(timeoutMs)
       result = await pending
@@ -209,7 +210,7 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_TIMEOUT' })
     expect(result.content).to.include(`did not answer within ${timeoutMs} ms`)
     // the ping sent on the timeout is answered before this call, so the server was kept if this call runs on it
-    const after = await ctx.tools.execute({ callId: callId(), name: 'odd__has_space_', arguments: {}, signal: signal() })
+    const after = await call(ctx, 'odd__has_space_', {})
     expect(after.isError).to.equal(false)
     dispose()
     expect(seen).to.deep.equal([])
@@ -217,11 +218,11 @@ describe('mcp client: schemas outside the subset, names, list changes, timeouts'
 })
 
 describe('mcp client: a server that dies', () => {
-  afterEach(stopAll)
+  afterEach(disposeAll)
 
   it('fails the call in flight clearly and restarts the server', async () => {
     const dir = tempDir()
-    const ctx = await deployment()
+    const ctx = await deployment({ mode: 'native' })
     const seen: mcp.McpStatus[] = []
     ctx.on('mcp/status', (status) => void seen.push(status))
     const ready = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
@@ -229,15 +230,10 @@ describe('mcp client: a server that dies', () => {
     const { pid } = await ready
     expect(pid).to.be.a('number')
     const sent = whenDispatched(ctx, 'everything__trigger-long-running-operation')
-    const call = ctx.tools.execute({
-      callId: callId(),
-      name: 'everything__trigger-long-running-operation',
-      arguments: { duration: 5, steps: 5 },
-      signal: signal(),
-    })
+    const long = call(ctx, 'everything__trigger-long-running-operation', { duration: 5, steps: 5 })
     await sent
     // answered after the server took the long call, which is now in flight
-    const before = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'before' }, signal: signal() })
+    const before = await call(ctx, 'everything__echo', { message: 'before' })
     expect(before.isError === false && before.value).to.equal('Echo: before')
 
     const killedAt = seen.length
@@ -246,9 +242,9 @@ describe('mcp client: a server that dies', () => {
     expect(await restarting).to.deep.include({ attempt: 1, pid: undefined })
     // asked in the turn that reported the loss: the restart is at least a timer and a process start away
     const back = nextStatus(ctx, 'everything', (s) => s.state === 'ready')
-    const down = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'x' }, signal: signal() })
+    const down = await call(ctx, 'everything__echo', { message: 'x' })
     expect(down.isError && down.error.toolCode).to.equal('MCP_SERVER_UNAVAILABLE')
-    const result = await call
+    const result = await long
     expect(result.isError && result.error).to.deep.include({ code: 'TOOL_FAILED', toolCode: 'MCP_SERVER_EXITED' })
     expect(result.content).to.include('MCP server "everything" exited while the call ran; it is being restarted')
 
@@ -257,7 +253,7 @@ describe('mcp client: a server that dies', () => {
     expect(restarted.attempt).to.equal(1)
     // nothing reported after the kill speaks for the dead process
     expect(seen.slice(killedAt).map((s) => s.pid)).not.to.include(pid)
-    const echo = await ctx.tools.execute({ callId: callId(), name: 'everything__echo', arguments: { message: 'again' }, signal: signal() })
+    const echo = await call(ctx, 'everything__echo', { message: 'again' })
     expect(echo.isError === false && echo.value).to.equal('Echo: again')
   })
 
@@ -272,7 +268,7 @@ describe('mcp client: a server that dies', () => {
       "  if (m.method === 'initialize') process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'dies', version: '1' } } }) + '\\n')",
       '})',
     ].join('\n')
-    const ctx = await deployment()
+    const ctx = await deployment({ mode: 'native' })
     const seen: mcp.McpStatus[] = []
     ctx.on('mcp/status', (status) => void seen.push(status))
     const failed = nextStatus(ctx, 'dies', (s) => s.state === 'failed')
@@ -292,7 +288,7 @@ describe('mcp client: a server that dies', () => {
   })
 
   it('gives up after the configured attempts, without throwing', async () => {
-    const ctx = await deployment()
+    const ctx = await deployment({ mode: 'native' })
     const failed = nextStatus(ctx, 'broken', (s) => s.state === 'failed')
     await load(ctx, {
       servers: [{ name: 'broken', command: process.execPath, args: ['-e', 'process.exit(3)'] }],
@@ -305,7 +301,7 @@ describe('mcp client: a server that dies', () => {
 })
 
 describe('mcp client: streamable HTTP', () => {
-  afterEach(stopAll)
+  afterEach(disposeAll)
 
   it('imports and calls the tools of a server at a URL', async () => {
     const port = await new Promise<number>((resolve) => {
@@ -327,9 +323,9 @@ describe('mcp client: streamable HTTP', () => {
         })
         child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${stderr}`)))
       })
-      const ctx = await deployment()
+      const ctx = await deployment({ mode: 'native' })
       await load(ctx, { servers: [{ name: 'web', url: `http://127.0.0.1:${port}/mcp` }] })
-      const echo = await ctx.tools.execute({ callId: callId(), name: 'web__echo', arguments: { message: 'over http' }, signal: signal() })
+      const echo = await call(ctx, 'web__echo', { message: 'over http' })
       expect(echo.isError === false && echo.value).to.equal('Echo: over http')
     } finally {
       child.kill()
@@ -338,11 +334,11 @@ describe('mcp client: streamable HTTP', () => {
 })
 
 describe('mcp client: scopes and disposal', () => {
-  afterEach(stopAll)
+  afterEach(disposeAll)
 
   it('loads per agent, each agent seeing only its servers', async () => {
     const dir = tempDir()
-    const ctx = await deployment()
+    const ctx = await deployment({ mode: 'native' })
     const a = createAgent(ctx, { name: 'a' })
     const b = createAgent(ctx, { name: 'b' })
     a.ctx.plugin(mcp, { servers: [npmServer('memory', dir)] })
@@ -356,16 +352,14 @@ describe('mcp client: scopes and disposal', () => {
 
   it('closes the servers and removes their tools when disposed', async () => {
     const dir = tempDir()
-    const ctx = await deployment()
+    const ctx = await deployment({ mode: 'native' })
     const ready = nextStatus(ctx, 'memory', (s) => s.state === 'ready')
     const fork = await load(ctx, { servers: [npmServer('memory', dir)] })
     const { pid } = await ready
     expect(ctx.tools.schemas()).to.have.length(9)
     fork.dispose()
     expect(ctx.tools.schemas()).to.have.length(0)
-    // not our child to wait on: poll, with a deadline well past the SDK's own (stdin closed, 2 s, SIGTERM, 2 s, SIGKILL)
-    const deadline = Date.now() + 10000
-    while (alive(pid!) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
-    expect(alive(pid!)).to.equal(false)
+    // a deadline well past the SDK's own (stdin closed, 2 s, SIGTERM, 2 s, SIGKILL)
+    expect(await gone(pid!, 10000)).to.equal(true)
   })
 })

@@ -1,36 +1,34 @@
+import { mock } from 'node:test'
+import { call, deferred, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ElicitationAnswer, type ElicitationDecided, type ElicitationQuery } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
-import { callId, deployment, fixtureServer, signal, stopAll } from './helpers.ts'
+import { fixtureServer } from './helpers.ts'
 
 type Answerer = (query: ElicitationQuery) => ElicitationAnswer | undefined | Promise<ElicitationAnswer | undefined>
 
 /** a deployment importing the asking server, with the approval service and one form answerer */
 async function asking(answer: Answerer | undefined, options: { mode?: 'native' | 'code'; timeoutMs?: number; elicitationTimeoutMs?: number } = {}) {
-  const ctx = await deployment(options.mode ?? 'native')
-  if (options.mode === 'code') ctx.plugin(WorkerSandbox, { poolSize: 1 })
-  ctx.plugin(Approval, { require: [], elicitationTimeoutMs: options.elicitationTimeoutMs })
   const asked: ElicitationQuery[] = []
   const decided: ElicitationDecided[] = []
-  if (answer)
-    ctx.plugin({
-      name: 'form-answerer',
-      apply: (inner: Context) =>
-        inner.on('approval/elicit', (query) => {
-          asked.push(query)
-          return answer(query)
-        }),
-    })
-  ctx.on('approval/elicited', (event) => void decided.push(event))
-  ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts', { timeoutMs: options.timeoutMs })] })
-  await ctx.start()
-  const call = async (name: string, args: Record<string, unknown> = {}) => {
-    const result = await ctx.tools.execute({ callId: callId(), name, arguments: args, signal: signal() })
-    return result
-  }
-  return { ctx, asked, decided, call }
+  const ctx = await deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+    if (options.mode === 'code') ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.plugin(Approval, { require: [], elicitationTimeoutMs: options.elicitationTimeoutMs })
+    if (answer)
+      ctx.plugin({
+        name: 'form-answerer',
+        apply: (inner: Context) =>
+          inner.on('approval/elicit', (query) => {
+            asked.push(query)
+            return answer(query)
+          }),
+      })
+    ctx.on('approval/elicited', (event) => void decided.push(event))
+    ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts', { timeoutMs: options.timeoutMs })] })
+  })
+  return { ctx, asked, decided, call: (name: string, args: Record<string, unknown> = {}) => call(ctx, name, args) }
 }
 
 describe('mcp client: elicitation and sampling from imported servers', function () {
@@ -44,7 +42,7 @@ describe('mcp client: elicitation and sampling from imported servers', function 
       deployed.asked.length = 0
       deployed.decided.length = 0
     })
-    after(stopAll)
+    after(disposeAll)
 
     it("applies the schema's defaults when the answerer accepts without changes, and audits the answer", async () => {
       answer = () => ({ action: 'accept' })
@@ -99,7 +97,7 @@ describe('mcp client: elicitation and sampling from imported servers', function 
   })
 
   describe('deployments of their own', () => {
-    afterEach(stopAll)
+    afterEach(disposeAll)
 
     it('cancels at the deadline and withdraws the question from the answerer', async () => {
       let withdrawn = false
@@ -119,33 +117,35 @@ describe('mcp client: elicitation and sampling from imported servers', function 
     })
 
     it('inside run_code, the nested call waits for the answer like an approval, its time budget paused', async () => {
-      let release!: () => void
-      const answered = new Promise<void>((resolve) => (release = resolve))
-      let asked!: () => void
-      const question = new Promise<void>((resolve) => (asked = resolve))
-      // the server's budget is 1 s; the answer comes after it (real time must pass), and the call must not time out meanwhile
+      const answered = deferred()
+      const question = deferred()
       const { call } = await asking(
         async () => {
-          asked()
-          await answered
+          question.resolve()
+          await answered.promise
           return { action: 'accept', content: { name: 'Grace' } }
         },
         { mode: 'code', timeoutMs: 1000 },
       )
-      const program = call('run_code', { code: 'const r = await tools.asking__ask({}); return r', description: 'asks who' })
-      await question
-      await new Promise((resolve) => setTimeout(resolve, 1300))
-      release()
-      const result = await program
-      expect(result.isError, result.content).to.equal(false)
-      expect(result.content).to.include('"name":"Grace"')
+      // the server's budget (1 s) runs on fake timers from the call's start: the answer comes after it, and the call
+      // must not time out meanwhile
+      mock.timers.enable({ apis: ['setTimeout'] })
+      try {
+        const program = call('run_code', { code: 'const r = await tools.asking__ask({}); return r', description: 'asks who' })
+        await question.promise
+        mock.timers.tick(1300)
+        answered.resolve()
+        const result = await program
+        expect(result.isError, result.content).to.equal(false)
+        expect(result.content).to.include('"name":"Grace"')
+      } finally {
+        mock.timers.reset()
+      }
     })
 
     it('cancels when no approval service is loaded', async () => {
-      const ctx = await deployment('native')
-      ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts')] })
-      await ctx.start()
-      const result = await ctx.tools.execute({ callId: callId(), name: 'asking__ask', arguments: {}, signal: signal() })
+      const ctx = await deployment({ mode: 'native' }, (ctx) => ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts')] }))
+      const result = await call(ctx, 'asking__ask', {})
       expect(JSON.parse(result.content)).to.deep.equal({ action: 'cancel' })
     })
   })

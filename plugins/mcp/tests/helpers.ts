@@ -1,10 +1,9 @@
-// test helpers: deployments with the client plugin, the servers under test, and waiting for a server's state
+// test helpers beyond @faber/core/testing (deployments, calls): the servers under test, and waiting for a server's state
 
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import ToolRuntime, { type Mode } from '@faber/core'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import type * as mcp from '../src/index.ts'
 import { type ServerName, serverScript } from './fixtures/servers.ts'
 
@@ -26,23 +25,6 @@ export function npmServer(name: ServerName, dir: string, extra: Partial<mcp.McpC
 /** the config of a TypeScript fixture server run through tsx */
 export function fixtureServer(name: string, file: string, extra: Partial<mcp.McpClientServer> = {}) {
   return { name, command: process.execPath, args: ['--import', 'tsx', join(import.meta.dirname, 'fixtures', file)], cwd: repoRoot, ...extra }
-}
-
-const live = new Set<Context>()
-
-/** stops every deployment a test made, passed or failed, so no server process outlives it */
-export async function stopAll() {
-  const contexts = [...live]
-  live.clear()
-  await Promise.all(contexts.map((ctx) => ctx.stop()))
-}
-
-export async function deployment(mode: Mode = 'native') {
-  const ctx = new Context()
-  live.add(ctx)
-  ctx.plugin(ToolRuntime, { mode })
-  await ctx.start()
-  return ctx
 }
 
 /** resolves with the next status of `server` that satisfies `test` */
@@ -93,18 +75,4 @@ export function whenDispatched(ctx: Context, name: string) {
       return result
     })
   })
-}
-
-let calls = 0
-export const callId = () => `call-${++calls}`
-export const signal = () => new AbortController().signal
-
-/** true while a process with this id exists */
-export function alive(pid: number) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }

@@ -1,10 +1,11 @@
 import { join } from 'node:path'
+import { call, deployment, disposeAll } from '@faber/core/testing'
 import DeploymentStore, { Store } from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
 import { startOAuthServer } from './fixtures/oauth-server.ts'
-import { callId, deployment, signal, stopAll, tempDir } from './helpers.ts'
+import { tempDir } from './helpers.ts'
 
 type Fixture = Awaited<ReturnType<typeof startOAuthServer>>
 
@@ -20,13 +21,13 @@ function browser(ctx: Context) {
 }
 
 async function deploy(server: Fixture, store: string | undefined, auth: Partial<mcp.McpAuth>, person = true) {
-  const ctx = await deployment()
-  if (store) ctx.plugin(DeploymentStore, { path: store })
-  const seen = person ? browser(ctx) : undefined
-  ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth }], restart: { maxAttempts: 0 } })
-  await ctx.start()
-  const call = (name: string) => ctx.tools.execute({ callId: callId(), name: `secure__${name}`, arguments: {}, signal: signal() })
-  return { ctx, seen, call }
+  let seen: ReturnType<typeof browser> | undefined
+  const ctx = await deployment({ mode: 'native' }, (ctx) => {
+    if (store) ctx.plugin(DeploymentStore, { path: store })
+    seen = person ? browser(ctx) : undefined
+    ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth }], restart: { maxAttempts: 0 } })
+  })
+  return { ctx, seen, call: (name: string) => call(ctx, `secure__${name}`, {}) }
 }
 
 function saved(path: string) {
@@ -42,7 +43,7 @@ describe('mcp client: OAuth for imported servers', function () {
   this.timeout(30000)
   let server: Fixture
   afterEach(async () => {
-    await stopAll()
+    await disposeAll()
     await server?.close()
   })
 
@@ -69,7 +70,7 @@ describe('mcp client: OAuth for imported servers', function () {
     server = await startOAuthServer()
     const store = join(tempDir(), 'faber.db')
     await deploy(server, store, { interactive: true })
-    await stopAll()
+    await disposeAll()
     const { call } = await deploy(server, store, {}, false)
     expect((await call('whoami')).isError).to.equal(false)
     expect(server.seen.authorizations).to.have.length(1)
@@ -106,11 +107,11 @@ describe('mcp client: OAuth for imported servers', function () {
 
   it('reports the login command in the server status when authorization is needed', async () => {
     server = await startOAuthServer()
-    const ctx = await deployment()
     const statuses: mcp.McpStatus[] = []
-    ctx.on('mcp/status', (status) => void statuses.push(status))
-    ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth: {} }], restart: { maxAttempts: 3 } })
-    await ctx.start()
+    await deployment({ mode: 'native' }, (ctx) => {
+      ctx.on('mcp/status', (status) => void statuses.push(status))
+      ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth: {} }], restart: { maxAttempts: 3 } })
+    })
     expect(statuses).to.have.length(1)
     expect(statuses[0].state).to.equal('failed')
     expect(statuses[0].error).to.include('faber mcp login secure')
@@ -120,13 +121,13 @@ describe('mcp client: OAuth for imported servers', function () {
     server = await startOAuthServer()
     const store = join(tempDir(), 'faber.db')
     await deploy(server, store, { interactive: true })
-    await stopAll()
+    await disposeAll()
     const { call } = await deploy(server, store, {}, false)
     const refused = await call('write')
     expect(refused.isError).to.equal(true)
     expect(refused.content).to.include('needs authorization (scope "mcp:read mcp:write"): run `faber mcp login secure`')
     expect((await call('whoami')).isError, 'the smaller grant still serves').to.equal(false)
-    await stopAll()
+    await disposeAll()
     const login = await mcp.login({ server: { name: 'secure', url: server.url, auth: {} }, store, open: (url) => void fetch(url) })
     expect(login.ok, login.error).to.equal(true)
     expect(server.seen.authorizations.map((a) => a.scope)).to.deep.equal(['mcp:read', 'mcp:read mcp:write'])

@@ -1,16 +1,17 @@
+import { call, deployment, disposeAll } from '@faber/core/testing'
 import { expect } from 'chai'
 import { type ModelServer, modelServer } from '../../../packages/agent/tests/model-servers.ts'
 import * as mcp from '../src/index.ts'
-import { callId, deployment, fixtureServer, signal, stopAll } from './helpers.ts'
+import { fixtureServer } from './helpers.ts'
 
 /** the asking server (its `sample` tool asks the client for `hi` in at most 10 tokens) imported with `sampling` set */
 async function sampling(config: mcp.ConfigInput['sampling']) {
-  const ctx = await deployment()
   const audit: mcp.McpSampled[] = []
-  ctx.on('mcp/sampled', (event) => void audit.push(event))
-  ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts')], sampling: config })
-  await ctx.start()
-  const result = await ctx.tools.execute({ callId: callId(), name: 'asking__sample', arguments: {}, signal: signal() })
+  const ctx = await deployment({ mode: 'native' }, (ctx) => {
+    ctx.on('mcp/sampled', (event) => void audit.push(event))
+    ctx.plugin(mcp, { servers: [fixtureServer('asking', 'asking-server.ts')], sampling: config })
+  })
+  const result = await call(ctx, 'asking__sample', {})
   return { result, audit }
 }
 
@@ -18,7 +19,7 @@ describe('mcp client: sampling with a configured model', function () {
   this.timeout(30000)
   let server: ModelServer | undefined
   afterEach(async () => {
-    await stopAll()
+    await disposeAll()
     await server?.close()
     server = undefined
   })

@@ -1,8 +1,8 @@
 import { checkSchema, compileSchema } from '@faber/core'
+import { deployment, disposeAll } from '@faber/core/testing'
 import { expect } from 'chai'
 import fc from 'fast-check'
 import { importSchema } from '../src/index.ts'
-import { deployment } from './helpers.ts'
 
 describe('importSchema', () => {
   it('keeps what the subset says and drops $schema', () => {
@@ -55,10 +55,10 @@ describe('importSchema', () => {
       '$.properties.odd: unsupported type "decimal"; use one of string, number, integer, boolean, null, array, object',
       '$.properties.nullable: unsupported keyword "nullable"',
     ])
-    const ctx = await deployment('code')
+    const ctx = await deployment({ mode: 'code' })
     ctx.tools.register({ name: 'x', description: '', parameters: schema, output: { schema: {} }, execute: () => null })
     expect(ctx.tools.sdkDeclarations()).to.include('either?: unknown')
-    await ctx.stop()
+    await disposeAll()
   })
 
   it('makes an input schema an object schema whatever the server sent', () => {

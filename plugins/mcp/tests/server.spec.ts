@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { createAgent, defineTool, t } from '@faber/core'
+import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval from '@faber/plugin-approval'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -8,7 +9,7 @@ import { type ElicitRequest, ElicitRequestSchema, type ElicitResult, ToolListCha
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { serveMcp } from '../src/index.ts'
-import { deployment, repoRoot, stopAll, tempDir, within } from './helpers.ts'
+import { repoRoot, tempDir, within } from './helpers.ts'
 
 type Elicit = (request: ElicitRequest) => ElicitResult
 
@@ -189,7 +190,7 @@ describe('mcp server: both and agent views', function () {
 })
 
 describe('mcp server: in process', () => {
-  afterEach(stopAll)
+  afterEach(disposeAll)
 
   async function linked(ctx: Context, agent?: string, elicit?: Elicit) {
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
@@ -209,7 +210,7 @@ describe('mcp server: in process', () => {
   })
 
   it('lists exactly what wire(agent) shows', async () => {
-    const ctx = await deployment('both')
+    const ctx = await deployment({ mode: 'both' })
     ctx.tools.register(ping)
     const agent = createAgent(ctx, { name: 'x' })
     agent.ctx.tools.presentAs('native')
@@ -221,7 +222,7 @@ describe('mcp server: in process', () => {
   })
 
   it('notifies the client when the served view changes', async () => {
-    const ctx = await deployment('native')
+    const ctx = await deployment({ mode: 'native' })
     const { client, serving } = await linked(ctx)
     expect((await client.listTools()).tools).to.deep.equal([])
     const changed = new Promise<void>((resolve) => client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()))
@@ -232,7 +233,7 @@ describe('mcp server: in process', () => {
   })
 
   it('aborts the execution when the client cancels the request', async () => {
-    const ctx = await deployment('native')
+    const ctx = await deployment({ mode: 'native' })
     let running!: () => void
     const started = new Promise<void>((resolve) => (running = resolve))
     let stopped!: () => void
@@ -269,9 +270,9 @@ describe('mcp server: in process', () => {
   })
 
   it("answers @faber/plugin-approval's requests by elicitation, after its rules", async () => {
-    const ctx = await deployment('native')
-    ctx.plugin(Approval, { require: ['ping', 'pong'], rules: [{ tool: 'pong', decision: 'reject' }] })
-    await ctx.start()
+    const ctx = await deployment({ mode: 'native' }, (ctx) =>
+      ctx.plugin(Approval, { require: ['ping', 'pong'], rules: [{ tool: 'pong', decision: 'reject' }] }),
+    )
     ctx.tools.register(ping)
     ctx.tools.register({ ...ping, name: 'pong' })
     const decided: string[] = []
@@ -292,7 +293,7 @@ describe('mcp server: in process', () => {
   })
 
   it('without an approval service, asks each client about its own calls', async () => {
-    const ctx = await deployment('native')
+    const ctx = await deployment({ mode: 'native' })
     ctx.tools.register(ping)
     ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'every call asks' }))
     const asked: string[] = []
@@ -305,13 +306,13 @@ describe('mcp server: in process', () => {
     expect(text(await a.client.callTool({ name: 'ping', arguments: {} }))).to.equal('pong')
     expect(text(await b.client.callTool({ name: 'ping', arguments: {} }))).to.match(/was rejected by the approver/)
     expect(asked).to.deep.equal(['a', 'b'])
-    const direct = await ctx.tools.execute({ callId: 'local', name: 'ping', arguments: {}, signal: new AbortController().signal })
+    const direct = await call(ctx, 'ping', {})
     expect(direct.isError && direct.error.code).to.equal('DENIED')
     expect(asked).to.have.length(2)
   })
 
   it('refuses an unknown agent by name', async () => {
-    const ctx = await deployment('native')
+    const ctx = await deployment({ mode: 'native' })
     const error = await serveMcp(ctx, { agent: 'nobody', transport: InMemoryTransport.createLinkedPair()[1] }).catch((e: Error) => e)
     expect((error as Error).message).to.equal('serveMcp: no agent named "nobody"; agents: none')
   })

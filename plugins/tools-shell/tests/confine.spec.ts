@@ -2,10 +2,10 @@ import { existsSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:net'
 import path from 'node:path'
-import { value } from '@faber/core/testing'
+import { gone, value } from '@faber/core/testing'
 import { expect } from 'chai'
 import { findCgroups } from '../src/confine.ts'
-import { cleanup, deployment, gone, linesOf, requireBubblewrap, tempDir } from './helpers.ts'
+import { cleanup, deployment, linesOf, requireBubblewrap, tempDir } from './helpers.ts'
 
 afterEach(cleanup)
 

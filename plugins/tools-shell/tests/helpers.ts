@@ -75,22 +75,6 @@ export function requireBubblewrap(context: Mocha.Context) {
   context.skip()
 }
 
-/** whether a process is gone (a zombie counts as gone: it runs nothing); polls briefly, the kernel reaps asynchronously */
-export async function gone(pid: number, withinMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + withinMs
-  for (;;) {
-    let state: string | undefined
-    try {
-      state = (await readFile(`/proc/${pid}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]
-    } catch {
-      return true
-    }
-    if (state === 'Z' || state === 'X') return true
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
-
 /** waits until a file in the workspace has at least `lines` lines; returns them */
 export async function linesOf(file: string, lines: number, withinMs = 5000): Promise<string[]> {
   const deadline = Date.now() + withinMs

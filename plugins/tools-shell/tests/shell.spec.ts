@@ -1,11 +1,11 @@
 import { AgentSession, ScriptedModel } from '@faber/agent'
 import ToolRuntime, { assertStarted, createAgent } from '@faber/core'
-import { value } from '@faber/core/testing'
+import { gone, value } from '@faber/core/testing'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import * as ToolsShell from '../src/index.ts'
 import { Capture, commandEnv } from '../src/index.ts'
-import { cleanup, deployment, gone, linesOf, tempDir } from './helpers.ts'
+import { cleanup, deployment, linesOf, tempDir } from './helpers.ts'
 
 // these run unconfined (confine: false) so they hold wherever the tests run; confine.spec.ts covers bubblewrap
 const unconfined = { confine: false }
