@@ -1,7 +1,8 @@
-// the one place that reads cordis 3.18 internals: the registry's scopes, the service store and the
-// listener lists. everything else in this package reads what these functions return, so a cordis
-// upgrade touches this file and its spec only.
+// the one place in this package that reads cordis 3.18 internals, for what only an inspector needs: the registry's
+// scopes, the service store and the whole listener table. which listeners hear an agent, and whose a listener is,
+// come from core's adapter (listenersFor, ownerOf), so a cordis upgrade touches this file, core's and their specs.
 
+import { type Agent, type Listener, ownerOf } from '@faber/core'
 import { Context } from 'cordis'
 
 export type PluginState = 'pending' | 'loading' | 'active' | 'failed' | 'disposed'
@@ -36,9 +37,11 @@ export interface ServiceSlot {
 
 export interface ListenerEntry {
   event: string
+  /** the listener, as core's listenersFor hands it out */
+  listener: Listener
   plugin: string
-  /** the context that registered it, to find the agent it belongs to */
-  context: Context
+  /** the agent whose context registered it; undefined for a global one */
+  agent?: Agent
   prepend: boolean
   global: boolean
 }
@@ -160,14 +163,17 @@ export function serviceSlots(ctx: Context): ServiceSlot[] {
   return slots.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : Number(a.isolated) - Number(b.isolated)))
 }
 
-/** every registered listener, per event, in dispatch order */
+/** every registered listener, per event, in dispatch order, with its owner as core reads it */
 export function listeners(ctx: Context): ListenerEntry[] {
-  const hooks = (ctx.root.lifecycle as unknown as { _hooks: Record<string | symbol, { ctx: Context; prepend?: boolean; global?: boolean }[]> })._hooks
+  const hooks = (ctx.root.lifecycle as unknown as { _hooks: Record<string | symbol, (Listener & { prepend?: boolean; global?: boolean })[]> })._hooks
   const entries: ListenerEntry[] = []
   for (const event of Reflect.ownKeys(hooks)) {
     if (typeof event !== 'string') continue
     for (const hook of hooks[event] ?? []) {
-      entries.push({ event, plugin: pluginOf(hook.ctx), context: hook.ctx, prepend: !!hook.prepend, global: !!hook.global })
+      const { agent, plugin } = ownerOf(hook)
+      const entry: ListenerEntry = { event, listener: hook, plugin, prepend: !!hook.prepend, global: !!hook.global }
+      if (agent) entry.agent = agent
+      entries.push(entry)
     }
   }
   return entries

@@ -218,9 +218,7 @@ function agent(report: Report, name?: string, caller?: string): Selection {
     return { what: 'agent', name, data: report.agents, text: lines.join('\n') }
   }
   const layer = report.tools.find((l) => l.agent === found.name)!
-  const listeners = report.events
-    .map((e) => ({ event: e.event, listeners: e.listeners.filter((l) => l.agent !== undefined && found.chain.includes(l.agent)) }))
-    .filter((e) => e.listeners.length)
+  const listeners = found.listeners
   const ring = report.calls.filter((c) => c.agent === found.name)
   const lines = [`agent ${agentLine(found)}`]
   layerLines(layer, lines, 'tools')

@@ -1,7 +1,7 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, type Json, RUN_CODE, type ToolRuntime } from '@faber/core'
+import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, type Json, type Listener, listenersFor, RUN_CODE, type ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
 import { maskConfig } from './mask.ts'
@@ -98,6 +98,8 @@ export interface AgentReport {
   chain: string[]
   /** the plugin that created it */
   createdBy: string
+  /** per event, the listeners registered through agents that hear this agent's calls (its own and its ancestors'), in dispatch order */
+  listeners: EventReport[]
 }
 
 export interface Report {
@@ -180,27 +182,37 @@ export function toolsOf(tools: ToolRuntime, agent: Agent | undefined): ToolsRepo
   return report
 }
 
-function agentReport(agent: Agent): AgentReport {
+function agentReport(root: Context, agent: Agent, events: Map<string, Map<Listener, ListenerReport>>): AgentReport {
+  const listeners: EventReport[] = []
+  for (const [event, reports] of events) {
+    // core decides which listeners hear the agent; the global layer's are listed once, under events
+    const scoped = listenersFor(root, event, agent).flatMap((hook) => {
+      const report = reports.get(hook)
+      return report?.agent === undefined ? [] : [report]
+    })
+    if (scoped.length) listeners.push({ event, listeners: scoped })
+  }
+  listeners.sort((a, b) => (a.event < b.event ? -1 : 1))
   return {
     name: agent.name,
     parent: agent.parent?.name ?? null,
     chain: agent.chain().map((a) => a.name),
     createdBy: pluginOf(agent.ctx),
+    listeners,
   }
 }
 
 /** the whole report, built now from the live runtime */
 export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
   const root = ctx.root
-  const events = new Map<string, ListenerReport[]>()
+  const events = new Map<string, Map<Listener, ListenerReport>>()
   for (const entry of listeners(root)) {
     const listener: ListenerReport = { plugin: entry.plugin }
-    const agent = agentOf(entry.context)
-    if (agent) listener.agent = agent.name
+    if (entry.agent) listener.agent = entry.agent.name
     if (entry.prepend) listener.prepend = true
     let list = events.get(entry.event)
-    if (!list) events.set(entry.event, (list = []))
-    list.push(listener)
+    if (!list) events.set(entry.event, (list = new Map()))
+    list.set(entry.listener, listener)
   }
   const tools = untraced(root.get('tools'))
   if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
@@ -222,10 +234,10 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
       return service
     }),
     events: [...events]
-      .filter(([, list]) => list.length)
-      .map(([event, list]) => ({ event, listeners: list }))
+      .filter(([, list]) => list.size)
+      .map(([event, list]) => ({ event, listeners: [...list.values()] }))
       .sort((a, b) => (a.event < b.event ? -1 : 1)),
-    agents: agents.map(agentReport),
+    agents: agents.map((agent) => agentReport(root, agent, events)),
     tools: [undefined, ...agents].map((agent) => (sources.tools ? sources.tools(agent) : toolsOf(tools, agent))),
     calls: sources.calls ?? [],
     tracing: sources.calls !== undefined,

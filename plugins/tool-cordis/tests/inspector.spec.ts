@@ -92,9 +92,15 @@ describe('report: what is loaded', () => {
     expect(listenersOf(report, 'tools/pre-execute')).to.deep.equal([{ plugin: 'inspector', prepend: true }, { plugin: 'policy' }])
     expect(listenersOf(report, 'tools/post-execute')).to.deep.equal([{ plugin: 'coder-kit', agent: 'coder' }])
     expect(report.agents).to.deep.equal([
-      { name: 'preset', parent: null, chain: ['preset'], createdBy: 'team' },
-      { name: 'coder', parent: 'preset', chain: ['coder', 'preset'], createdBy: 'team' },
-      { name: 'reviewer', parent: null, chain: ['reviewer'], createdBy: 'team' },
+      { name: 'preset', parent: null, chain: ['preset'], createdBy: 'team', listeners: [] },
+      {
+        name: 'coder',
+        parent: 'preset',
+        chain: ['coder', 'preset'],
+        createdBy: 'team',
+        listeners: [{ event: 'tools/post-execute', listeners: [{ plugin: 'coder-kit', agent: 'coder' }] }],
+      },
+      { name: 'reviewer', parent: null, chain: ['reviewer'], createdBy: 'team', listeners: [] },
     ])
   })
 
@@ -391,6 +397,20 @@ describe('the cordis_inspect tool', () => {
     const byName = await call(ctx, 't2', 'cordis_inspect', { what: 'tools', name: 'coder' }, reviewer)
     expect(byName.content).to.contain("agent coder: mode code (inherited from preset's presentAs)")
     expect(byName.content).to.contain('collapsed for direct calls (reach them inside run_code): cordis_inspect, echo')
+  })
+
+  it("an agent's listeners are the ones core hands its calls: its own and its ancestors', not a sibling's, until unloaded", async () => {
+    const ctx = await teamDeployment()
+    const fork = agent(ctx, 'preset').ctx.plugin({ name: 'preset-kit', reusable: true, apply: (c: Context) => void c.on('tools/result', () => undefined) })
+    await assertStarted(ctx)
+    const scoped = (name: string) => ctx.inspector.report().agents.find((a) => a.name === name)!.listeners
+    expect(scoped('coder')).to.deep.equal([
+      { event: 'tools/post-execute', listeners: [{ plugin: 'coder-kit', agent: 'coder' }] },
+      { event: 'tools/result', listeners: [{ plugin: 'preset-kit', agent: 'preset' }] },
+    ])
+    expect(scoped('reviewer')).to.deep.equal([])
+    fork.dispose()
+    expect(scoped('coder').map((e) => e.event)).to.deep.equal(['tools/post-execute'])
   })
 
   it('covers every section, and narrows by name', async () => {
