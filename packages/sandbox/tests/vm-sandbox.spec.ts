@@ -1,0 +1,29 @@
+// the node:vm test backend (vm-sandbox.ts) against the shared suites: that a backend supplying only create, dispose and
+// start on SandboxPool gets the pool, the cap, the budgets and the bridge right. what it cannot claim is skipped
+import { SandboxService } from '../src/index.ts'
+import { describeHazards, describePool, hazardLimits } from '../src/testing/index.ts'
+import { VmSandbox } from './vm-sandbox.ts'
+
+describeHazards('node-vm', () => new VmSandbox({ poolSize: 2, limits: hazardLimits }), {
+  skip: [
+    // no memory limit: a memory bomb would take the host down
+    'memory',
+    // node:vm in the host's realm is no boundary (node's answer to import() alone reaches the host)
+    'escapes',
+    // the program computes on the host's thread: an abort is heard only when the stretch ends, at its cpu budget
+    'ends a spinning run promptly',
+  ],
+})
+
+class VmSandboxService extends SandboxService {
+  readonly backend = 'node-vm'
+  static Config = SandboxService.Config
+
+  constructor(ctx: SandboxService['ctx'], config: SandboxService.ConfigInput = {}) {
+    // under the default process tier the sandbox process loads this backend from its source, through tsx
+    const backend = { module: new URL('./vm-sandbox.ts', import.meta.url).href, exportName: 'VmSandbox', name: 'node-vm' }
+    super(ctx, config, backend, (config) => new VmSandbox(config))
+  }
+}
+
+describePool('node-vm', (poolSize, maxConcurrent) => new VmSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), VmSandboxService)

@@ -1,0 +1,119 @@
+// a third backend, for tests only: what a backend on `SandboxPool` (src/pool.ts) has to supply, written out. programs
+// run in `node:vm` contexts on the host's own thread.
+//
+// node:vm is NOT a security boundary, and this is no sandbox for programs anyone else wrote: the program shares the
+// host's process, heap and thread. there is no memory limit (a memory bomb takes the host down), an abort is heard only
+// once the program's current stretch of computation ends, and node answers `import()` with an error of the host's
+// realm. its spec runs the parts of the shared hazard suite that apply to it, and skips the rest, saying why.
+
+import vm from 'node:vm'
+import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
+import { type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
+import { preludeSource, wrapProgram } from '../src/prelude.ts'
+import type { CodeRunOutcome } from '../src/types.ts'
+
+const prelude = new vm.Script(preludeSource, { filename: 'faber-prelude.js' })
+// the program's code runs only inside a step: `$faberStep` starts it or hands it the replies that came, and the context
+// runs its microtasks before the step returns ('afterEvaluate'), all under the step's timeout. a `let` at the top of a
+// script is a binding of the context's scripts, not a property of its global object
+const driver = new vm.Script(`let $faberStep
+;((setup, ...args) => {
+  const { start, deliver } = setup(...args)
+  let main
+  const replies = []
+  $faberStep = () => {
+    if (main !== undefined) start(main)
+    main = undefined
+    while (replies.length > 0) deliver(...replies.shift())
+  }
+  return { begin: (program) => void (main = program), reply: (call, ok, text, code) => void replies.push([call, ok, text, code]) }
+})`)
+const step = new vm.Script('$faberStep()')
+
+export class VmSandbox extends SandboxPool<Unit> {
+  readonly backend = 'node-vm'
+  protected readonly createFailure = 'could not make a vm unit'
+
+  constructor(options: PoolOptions = {}) {
+    super(options)
+  }
+
+  // nothing to keep warm: every run gets a fresh context
+  protected create(memoryMb: number): Unit {
+    return { memoryMb, runs: 0 }
+  }
+
+  protected dispose() {}
+
+  protected start(unit: Unit, run: Run) {
+    const { request, limits, bridge, fail } = run
+    const startedAt = performance.now()
+    let spent = 0
+    let stepping = false
+    let reported: CodeRunOutcome | undefined
+    const outbox: [number, string, string][] = []
+    // what the program reported stands once a step returned: its microtasks have all run
+    const report = (outcome: CodeRunOutcome | undefined) => void (outcome && (reported = outcome))
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+      if (run.settled || reported) return false
+      if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') {
+        if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
+        return outbox.push([a, b, c]) > 0
+      }
+      if (kind === 'log') return typeof a === 'string' && bridge.log(a)
+      if (kind === 'done') return report(bridge.returned(typeof a === 'string' ? a : undefined))
+      const line = typeof b === 'number' ? b : undefined
+      if (kind === 'throw') return report(bridge.threw(typeof a === 'string' ? a : 'the program threw', line, typeof c === 'number' ? c : undefined))
+      if (kind === 'limit') return void bridge.overOutput()
+      if (kind === 'memory') return void bridge.refused(a)
+      return false
+    }
+    const context = vm.createContext(Object.create(null), { name: 'faber-program', microtaskMode: 'afterEvaluate' })
+    const setup = prelude.runInContext(context)
+    const api = driver.runInContext(context)(
+      setup,
+      onBridge,
+      JSON.stringify(request.tools),
+      limits.outputBytes,
+      limits.memoryMb * 1024 * 1024,
+      argumentBytes(limits),
+      maxPendingCalls,
+    )
+
+    // runs the program until it waits on the host, bounded by what is left of both budgets
+    const advance = () => {
+      const cpuLeft = limits.cpuMs - spent
+      const wallLeft = limits.wallMs - (performance.now() - startedAt)
+      const from = performance.now()
+      stepping = true
+      try {
+        step.runInContext(context, { timeout: Math.max(1, Math.ceil(Math.min(cpuLeft, wallLeft))) })
+      } catch (error) {
+        if (!/timed out/.test(messageOf(error))) return fail('crash', `the vm step failed: ${messageOf(error)}`)
+        return fail('timeout', cpuLeft <= wallLeft ? limitMessages.cpu(limits) : limitMessages.wall(limits))
+      } finally {
+        stepping = false
+        spent += performance.now() - from
+      }
+      // the calls made before the program returned reach the host even when it returned in the same step
+      for (const [call, name, json] of outbox.splice(0)) if (!run.settled) bridge.call(call, name, json)
+      if (reported) run.finish(reported, 0)
+    }
+    run.deliver = (call, reply) => {
+      api.reply(call, reply.ok, reply.ok ? reply.value : reply.message, reply.ok ? undefined : reply.code)
+      if (!stepping) advance()
+    }
+
+    let main: unknown
+    try {
+      main = new vm.Script(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }).runInContext(context)
+    } catch (error) {
+      const match = /program\.js:(\d+)(?::(\d+))?/.exec(String((error as Error).stack))
+      const at = match ? { line: Number(match[1]), column: match[2] ? Number(match[2]) : undefined } : {}
+      return run.finish({ ok: false, kind: 'exception', message: `${(error as Error).name}: ${messageOf(error)}`, logs: [], ...at }, 0)
+    }
+    run.arm(() => spent)
+    api.begin(main)
+    advance()
+  }
+}
