@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { AgentSession, type Model, type ModelRequest, ScriptedModel, type ScriptStep } from '@faber/agent'
+import { AgentSession, type Model, type ModelRequest, type ScriptedCall, ScriptedModel, type ScriptStep } from '@faber/agent'
 import ToolRuntime, { type Agent, Catalog, createAgent, type JsonSchema, type SdkPresentation, type ToolDefinition } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { encode } from 'gpt-tokenizer/encoding/o200k_base'
@@ -261,11 +261,21 @@ async function replay(mode: 'native' | 'code', script: ScriptStep[]) {
   }
 }
 
+/** a run_code call without the program's comment lines */
+function unnarrated(call: ScriptedCall): ScriptedCall {
+  const args = call.arguments as { code: string; description: string }
+  return { ...call, arguments: { ...args, code: args.code.replace(/^[ \t]*\/\/.*\n/gm, '') } }
+}
+
 export async function benchDemoTask() {
   Logger.levels.base = 0
   const native = await replay('native', NATIVE_SCRIPT)
-  // the task itself is the program and the summary; the demo's script opens with a deliberate direct call
-  const task = await replay('code', DEMO_SCRIPT.slice(1))
+  // the task itself is the program and the summary, without the narration the demo adds for people watching (its
+  // text and the program's comment lines: the native steps carry none); the demo's script also opens with a
+  // deliberate direct call
+  const [, program, summary] = DEMO_SCRIPT
+  if (typeof program === 'function' || !program.toolCalls) throw new Error("the demo's second step is no longer its program")
+  const task = await replay('code', [{ toolCalls: program.toolCalls.map(unnarrated) }, summary])
   const demo = await replay('code', DEMO_SCRIPT)
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0)
   const line = (label: string, requests: number[], target = '') =>

@@ -120,7 +120,7 @@ for (const backend of ['worker', 'isolate'] as const) {
 
     it('has exactly the globals the prompt names', async () => {
       const usage = ctx.tools.wire().sections.find((s) => s.id === SDK_SECTION)!.text
-      for (const name of [...PROGRAM_GLOBALS.slice(0, 7), ...ABSENT_GLOBALS]) expect(usage).to.include(name)
+      for (const name of ['`tools`', '`console`', '`ToolCallError`', 'the JS built-ins', ...ABSENT_GLOBALS]) expect(usage).to.include(name)
       const names = JSON.stringify([...PROGRAM_GLOBALS, ...ABSENT_GLOBALS])
       const result = await runCode(ctx, `return ${names}.map((name) => typeof globalThis[name] !== 'undefined')`)
       expect(succeeded(result).result).to.deep.equal([...PROGRAM_GLOBALS.map(() => true), ...ABSENT_GLOBALS.map(() => false)])
@@ -148,6 +148,25 @@ for (const backend of ['worker', 'isolate'] as const) {
         expect(value.result).to.deep.equal([])
         const error = failed(await runCode(ctx, "await tools.$describe('issue_create')", agent))
         expect(error.message).to.include('uncaught ToolCallError UNKNOWN_TOOL from tools.$describe').and.include('`issue_create` is not a tool')
+        // a shadow: the agent's own read is the one found and described, for it and an agent below it shown both
+        agent.ctx.tools.register(
+          defineTool({
+            name: 'read',
+            description: 'Read a note from the notebook. Only this agent has it.',
+            parameters: t.object({ note: t.string() }),
+            output: { schema: t.string() },
+            execute: () => 'a note',
+          }),
+        )
+        const below = createAgent(ctx, { name: `below-${backend}`, parent: agent })
+        below.ctx.tools.presentAs('both')
+        for (const who of [agent, below]) {
+          const found = succeeded(await runCode(ctx, "return [await tools.$search('notebook'), await tools.$describe('read')]", who))
+          expect(found.result).to.deep.equal([
+            [{ name: 'read', summary: 'Read a note from the notebook.' }],
+            '// Read a note from the notebook. Only this agent has it.\nread(args: { note: string }): Promise<string>\n',
+          ])
+        }
       } finally {
         agent.ctx.scope.dispose()
       }

@@ -9,7 +9,7 @@ import { type Json, JsonError, snapshot } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import { Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
-import { argNames, renderIndex, type SdkTool, sdkUsage } from './sdk.ts'
+import { argNames, renderIndex, type SdkTool, sdkUsage, withoutHelpers } from './sdk.ts'
 import { stripTypes } from './strip.ts'
 import { type CompiledTool, defineTool, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
@@ -38,9 +38,11 @@ declare module 'cordis' {
 
 export interface CodeMode {
   definition: ToolDefinition
-  codeOnlyRule(collapsed: readonly CompiledTool[]): string
+  /** the rule; `indexed` when the SDK section is an index, so the rule shows how to discover and describe tools */
+  codeOnlyRule(collapsed: readonly CompiledTool[], indexed: boolean): string
   routeMessage(name: string, declared: boolean): string
-  sdkSection(agent: Agent | undefined): string
+  /** the SDK section; `ruled` when the code-only rule precedes it (and says how to discover tools if need be) */
+  sdkSection(agent: Agent | undefined, ruled: boolean): { text: string; indexed: boolean }
 }
 
 /** what run_code needs of the registry */
@@ -65,6 +67,10 @@ export interface CodeModeHost {
 }
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
+
+// how a program finds and reads the tools an index leaves out, with the shapes of both answers
+const DISCOVERY =
+  "`await tools.$search('what you need', limit?)` returns `{ name, summary }[]`, best first; `await tools.$describe('name', ...)` returns those tools' full declarations as a string."
 
 function binding(name: string) {
   return IDENTIFIER.test(name) ? `tools.${name}` : `tools[${JSON.stringify(name)}]`
@@ -281,10 +287,10 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
   const definition = defineTool({
     name: RUN_CODE,
     // said so that it holds wherever the SDK is given: in a system prompt, or appended to this description over MCP
-    description: 'Run a TypeScript program that calls tools as `await tools.<name>(args)` (typed by the tools SDK). Only what it returns or logs comes back.',
+    description: 'Run a TypeScript program that calls tools as `await tools.<name>(args)`; only what it returns or logs comes back.',
     parameters: t.object({
       code: t.string({ minLength: 1 }).describe('the body of an async function'),
-      description: t.string({ minLength: 1 }).describe('one line on what it does, for people who approve or audit it'),
+      description: t.string({ minLength: 1 }).describe('one line on what it does, for approval and audit'),
     }),
     output: {
       schema: t.object({ logs: t.array(t.string()), result: t.unknown().optional(), cancelled: t.array(t.string()).optional() }),
@@ -301,38 +307,37 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       }
       return `unknown tool "${name}": under code mode only ${RUN_CODE} can be called directly; call ${binding(name)}(...) inside a ${RUN_CODE} program`
     },
-    codeOnlyRule(collapsed) {
+    codeOnlyRule(collapsed, indexed) {
       const example = representative(collapsed)
       return [
         '## How to call tools here',
-        `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`const result = await ${example}\`; a direct call of any other tool, wherever it is named, fails with UNKNOWN_TOOL.`,
-        "`tools.$search('what you need')` finds tools; `tools.$describe('name')` gives their full types.",
+        `Call tools only inside a \`${RUN_CODE}\` program, e.g. \`await ${example}\`; calling any other tool directly fails with UNKNOWN_TOOL, wherever it is named.`,
+        ...(indexed ? [DISCOVERY] : []),
       ].join('\n')
     },
-    sdkSection(agent) {
+    sdkSection(agent, ruled) {
       const tools = runtime.sdkTools(agent)
-      const full = () => ['## The tools SDK (for run_code programs)', sdkUsage(), '', '```ts', runtime.sdkDeclarations(agent), '```'].join('\n')
+      const full = () => ['## The tools SDK', sdkUsage(), '', '```ts', withoutHelpers(runtime.sdkDeclarations(agent)).trimEnd(), '```'].join('\n')
       const index = (level: 'index' | 'names') =>
         [
-          '## The tools SDK (for run_code programs): an index',
+          '## The tools SDK: an index',
           sdkUsage(),
+          ...(ruled ? [] : [DISCOVERY]),
           level === 'index'
             ? 'Index below: `name(arguments) first sentence` (`?`: optional); `$describe` a tool before its first use.'
-            : "Index below: the tool names, grouped; `tools.$search` finds the right one and `tools.$describe('a', 'b')` gives full types.",
+            : 'Index below: the tool names, grouped.',
           ...(tools.some((tool) => !IDENTIFIER.test(tool.name)) ? ['Call `a-b` as `tools["a-b"](args)`.'] : []),
           '',
           renderIndex(tools, level).trimEnd(),
         ].join('\n')
       const presentation = runtime.sdkPresentation(agent)
-      if (presentation === 'full') return full()
-      if (presentation === 'index') return index('index')
+      if (presentation === 'full') return { text: full(), indexed: false }
+      if (presentation === 'index') return { text: index('index'), indexed: true }
       // auto: the most that fits the budget
-      const budget = runtime.config.sdkBudget
-      for (const text of [full, () => index('index')]) {
-        const rendered = text()
-        if (estimateTokens(rendered) <= budget) return rendered
-      }
-      return index('names')
+      const whole = full()
+      if (estimateTokens(whole) <= runtime.config.sdkBudget) return { text: whole, indexed: false }
+      const indexed = index('index')
+      return { text: estimateTokens(indexed) <= runtime.config.sdkBudget ? indexed : index('names'), indexed: true }
     },
   }
 }

@@ -459,9 +459,15 @@ class ToolRuntime extends Service {
     const tools = schemas.filter((s) => !collapses(s.name, view.mode, false))
     const sections: PromptSection[] = []
     const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
-    const rule = collapsed.length ? self.codeMode.codeOnlyRule(collapsed.map((name) => view.tools.get(name)!)) : ''
+    const sdk = view.mode !== 'native' ? self.codeMode.sdkSection(agent, collapsed.length > 0) : undefined
+    const rule = collapsed.length
+      ? self.codeMode.codeOnlyRule(
+          collapsed.map((name) => view.tools.get(name)!),
+          sdk?.indexed ?? false,
+        )
+      : ''
     sections.push({ id: CODE_ONLY_SECTION, order: CODE_ONLY_ORDER, text: rule })
-    if (view.mode !== 'native') sections.push({ id: SDK_SECTION, order: SDK_ORDER, text: self.codeMode.sdkSection(agent) })
+    if (sdk) sections.push({ id: SDK_SECTION, order: SDK_ORDER, text: sdk.text })
     view.wire = Object.freeze({ mode: view.mode, tools: Object.freeze(tools), sections: Object.freeze(sections.map((s) => Object.freeze(s))) })
     return view.wire
   }

@@ -129,6 +129,13 @@ function union(members: string[]): string {
   return distinct.length === 0 ? 'never' : distinct.join(' | ')
 }
 
+/** a small object without comments reads as well on one line, and costs the model fewer tokens */
+function inline(members: string[]): string | undefined {
+  if (members.length > ONE_LINE_MEMBERS || members.some((m) => m.includes('//') || m.includes('\n'))) return undefined
+  const line = `{ ${members.map((m) => m.trim()).join('; ')} }`
+  return line.length <= ONE_LINE_WIDTH ? line : undefined
+}
+
 class Renderer {
   // the schemas on the current path, to cut cycles in hand-built objects
   private path: object[] = []
@@ -282,13 +289,7 @@ class Renderer {
       body += `${inner}[key: string]: ${index}\n`
     } else if (count === 0) return this.atom(additionalProperties === false ? 'Record<string, never>' : 'Record<string, unknown>')
     else if (additionalProperties === true) body += `${inner}[key: string]: unknown\n`
-    // a small object without comments reads as well on one line, and costs the model fewer tokens
-    const members = body.slice(0, -1).split(`\n${inner}`)
-    if (!body.includes('//') && members.length <= ONE_LINE_MEMBERS) {
-      const line = `{ ${members.map((m) => m.trim()).join('; ')} }`
-      if (line.length <= ONE_LINE_WIDTH && !line.includes('\n')) return this.atom(line)
-    }
-    return this.atom(`{\n${body}${indent}}`)
+    return this.atom(inline(body.slice(0, -1).split(`\n${inner}`)) ?? `{\n${body}${indent}}`)
   }
 }
 
@@ -373,11 +374,19 @@ function member(tool: RenderedTool, indent: string, args: string, output: string
   return docComment(tool.description, indent) + signature
 }
 
-const TOOL_CALL_ERROR = 'declare class ToolCallError extends Error { readonly toolName: string; readonly code?: string }\n'
+const TOOLS_OPEN = 'declare const tools: {\n'
+const TOOL_CALL_ERROR = 'declare class ToolCallError extends Error { toolName: string; code?: string }\n'
 
 /** the two helpers every program has next to the tools; they are not tools and make no call through the pipeline */
 export const SDK_HELPERS =
   '  $search(query: string, limit?: number): Promise<{ name: string; summary: string }[]>\n' + '  $describe(...names: string[]): Promise<string>\n'
+
+/** a top-level object whose comments all went into aliases of shared properties may now fit on one line */
+function flat(text: string) {
+  if (!text.startsWith('{\n') || !text.endsWith('\n}')) return text
+  const lines = text.slice(2, -2).split('\n')
+  return lines.some((line) => !/^ {2}\S/.test(line)) ? text : (inline(lines) ?? text)
+}
 
 /**
  * deterministic TypeScript declarations for a set of tools; never throws. argument and output types are written
@@ -395,14 +404,14 @@ export function renderSdk(tools: readonly SdkTool[]): string {
   const taken = new Set<string>()
   let types = ''
   const nameFor = (text: string, base: string) => {
-    if ((uses.get(text) ?? 0) < 2) return reindent(text, '  ')
+    if ((uses.get(text) ?? 0) < 2) return reindent(flat(text), '  ')
     let name = named.get(text)
     if (name === undefined) {
       name = base
       for (let n = 2; taken.has(name); n++) name = `${base}${n}`
       taken.add(name)
       named.set(text, name)
-      types += `type ${name} = ${text}\n`
+      types += `type ${name} = ${flat(text)}\n`
     }
     return name
   }
@@ -412,7 +421,13 @@ export function renderSdk(tools: readonly SdkTool[]): string {
     bindings += member(tool, '  ', nameFor(tool.args, `${base}Args`), nameFor(tool.output, `${base}Output`))
   }
   for (const alias of aliases) types += alias
-  return `${TOOL_CALL_ERROR}\n${types ? `${types}\n` : ''}declare const tools: {\n${SDK_HELPERS}${bindings}}\n`
+  return `${TOOL_CALL_ERROR}\n${types ? `${types}\n` : ''}${TOOLS_OPEN}${SDK_HELPERS}${bindings}}\n`
+}
+
+/** declarations as the prompt shows them in full: with every tool declared, the discovery helpers add nothing */
+export function withoutHelpers(sdk: string): string {
+  const at = sdk.indexOf(TOOLS_OPEN + SDK_HELPERS)
+  return at === -1 ? sdk : sdk.slice(0, at + TOOLS_OPEN.length) + sdk.slice(at + TOOLS_OPEN.length + SDK_HELPERS.length)
 }
 
 // a property line as the renderer writes it: `<indent><key><?>: <type> // <doc>`, for a one-line type without quotes
@@ -573,11 +588,7 @@ export const PROGRAM_GLOBALS = ['JSON', 'Math', 'Date', 'Intl', 'Promise', 'Map'
 /** globals a program might expect that it does not have */
 export const ABSENT_GLOBALS = ['setTimeout', 'setInterval', 'fetch', 'require', 'process', 'Buffer', 'URL']
 
-/** how to use the SDK, for the prompt section that precedes it */
+/** how to use the SDK, for the prompt section that precedes it; the calling convention and what comes back are in run_code's own description */
 export function sdkUsage(): string {
-  return [
-    'A program is the body of an async TypeScript function: call tools as `await tools.<name>(args)`, independent ones together in `Promise.all`.',
-    'A failed call throws a `ToolCallError`; catch it to recover. Only what you `return` or `console.log` comes back.',
-    `Globals: \`tools\`, \`ToolCallError\`, \`console\` and the built-ins (${PROGRAM_GLOBALS.slice(0, 7).join(', ')}, ...); no ${ABSENT_GLOBALS.join(', ')} or import.`,
-  ].join('\n')
+  return `Run independent calls together in \`Promise.all\`; a failed call throws \`ToolCallError\`. Besides \`tools\` and \`console\`, programs have the JS built-ins but no ${ABSENT_GLOBALS.join(', ')} or import.`
 }

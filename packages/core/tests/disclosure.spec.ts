@@ -1,7 +1,7 @@
 // progressive disclosure: how the SDK is presented (full, index, auto) per deployment and per agent, and what
 // tools.$search / tools.$describe answer; all limited to what the agent can see.
 
-import ToolRuntime, { Catalog, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
+import ToolRuntime, { Catalog, CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
 import { deployment } from '@faber/core/testing'
 import { expect } from 'chai'
 import { Context } from 'cordis'
@@ -31,8 +31,9 @@ describe('SDK presentation', () => {
     const small = new Context()
     small.plugin(ToolRuntime, { mode: 'code', sdkBudget: 200 })
     await small.start()
-    register(small, 'fs_read', 'Read a file. Returns its text.')
-    register(small, 'fs_write', 'Write a file. Creates it when missing.')
+    const more = ' Returns its text, whole, as one string.'.repeat(20)
+    register(small, 'fs_read', `Read a file.${more}`)
+    register(small, 'fs_write', `Write a file.${more}`)
     const index = sdkText(small)
     expect(index).to.include('an index').and.include('fs:\nfs_read(path) Read a file.\nfs_write(path) Write a file.')
     expect(index).not.to.include('Returns its text')
@@ -42,6 +43,45 @@ describe('SDK presentation', () => {
     register(tiny, 'fs_read', 'Read a file.')
     register(tiny, 'fs_write', 'Write a file.')
     expect(sdkText(tiny)).to.include('fs (2): fs_read, fs_write')
+  })
+
+  it('shows tools.$search and tools.$describe, with their answers, where the prompt is an index', async () => {
+    const rule = (ctx: Context) => ctx.tools.wire().sections.find((s) => s.id === CODE_ONLY_SECTION)!.text
+    const discovery = "`await tools.$search('what you need', limit?)` returns `{ name, summary }[]`"
+    for (const sdk of ['index', 'full'] as const) {
+      const ctx = await deployment({ mode: 'code', sdk } as never)
+      register(ctx, 'read', 'Read a file.')
+      // under code the rule says it once; a full SDK declares every tool, so the helpers would add nothing there
+      expect(rule(ctx).includes(discovery), sdk).to.equal(sdk === 'index')
+      expect(sdkText(ctx)).not.to.include('$search')
+      expect(ctx.tools.sdkDeclarations()).to.include('  $search(query: string, limit?: number)')
+    }
+    // under both there is no rule: the index says it
+    const both = await deployment({ mode: 'both', sdk: 'index' } as never)
+    register(both, 'read', 'Read a file.')
+    expect(sdkText(both)).to.include(discovery)
+  })
+
+  it('is auto by default: full below sdkBudget, an index above', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    register(ctx, 'fs_read', 'Read a file.')
+    expect(sdkText(ctx)).to.include('```ts')
+    // well past the default budget of 6,000 estimated tokens
+    for (let i = 0; i < 60; i++) register(ctx, `bulk_${i}`, `Bulk tool ${i}. ${'More words about it. '.repeat(25)}`)
+    expect(sdkText(ctx)).to.include('an index').and.include('bulk_7(path) Bulk tool 7.')
+  })
+
+  it("the code-only rule names the route through run_code, with a task tool's call as its example", async () => {
+    const ctx = await deployment({ mode: 'code' })
+    const tool = (name: string, readOnly: boolean, parameters: ReturnType<typeof t.object>) =>
+      ctx.tools.register(defineTool({ name, description: name, parameters, annotations: { readOnly }, output: { schema: t.boolean() }, execute: () => true }))
+    tool('cordis_inspect', true, t.object({ what: t.string().optional() }))
+    tool('append', false, t.object({ path: t.string(), text: t.string() }))
+    tool('read', true, t.object({ path: t.string(), limit: t.integer().optional() }))
+    tool('stat', true, t.object({ path: t.string(), deep: t.boolean() }))
+    const rule = ctx.tools.wire().sections.find((s) => s.id === CODE_ONLY_SECTION)!.text
+    expect(rule).to.include("Call tools only inside a `run_code` program, e.g. `await tools.read({ path: '...' })`")
+    expect(rule).to.include('fails with UNKNOWN_TOOL')
   })
 
   it('is set per deployment and per agent, the nearest presentSdk winning', async () => {

@@ -259,7 +259,7 @@ describe('renderSdk', () => {
     const sdk = renderSdk([tool('read', { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] }, { type: 'string' }, 'Read a file')])
     expect(sdk).to.equal(
       [
-        'declare class ToolCallError extends Error { readonly toolName: string; readonly code?: string }',
+        'declare class ToolCallError extends Error { toolName: string; code?: string }',
         '',
         'declare const tools: {',
         '  $search(query: string, limit?: number): Promise<{ name: string; summary: string }[]>',
@@ -299,6 +299,20 @@ describe('renderSdk', () => {
     expect(describeTools([withPath('read', true), withPath('list', false)]).split(where)).to.have.length(5)
     // the same whatever the registration order
     expect(renderSdk([withPath('stat', true), withPath('read', true), withPath('list', false)])).to.equal(sdk)
+  })
+
+  it('puts an object on one line once its comments went into aliases', () => {
+    const where = 'a path relative to the workspace root (an absolute path must lie inside the root)'
+    const args: JsonSchema = { type: 'object', properties: { path: { type: 'string', description: where } }, required: ['path'] }
+    const output: JsonSchema = { type: 'object', properties: { path: { type: 'string', description: where }, size: { type: 'number' } } }
+    const sdk = renderSdk([
+      tool('read', args, output, 'Read.'),
+      tool('stat', { ...args, properties: { ...args.properties, deep: { type: 'boolean' } } }, output, 'Stat.'),
+    ])
+    expect(sdk).to.include('  read(args: { path: Path }): Promise<ReadOutput>\n')
+    expect(sdk).to.include('  stat(args: { path: Path; deep?: boolean }): Promise<ReadOutput>\n')
+    expect(sdk).to.include('type ReadOutput = { path?: Path; size?: number }\n')
+    expect(check(sdk, "const { path } = await tools.read({ path: 'x' })\nawait tools.stat({ path: path ?? '', deep: true })")).to.deep.equal([])
   })
 
   it('leaves out run_code', () => {
@@ -462,8 +476,9 @@ describe('the rendered SDK type-checks', () => {
 })
 
 describe('sdkUsage', () => {
-  it('names the calling convention, the error and the way results return', () => {
+  it('names parallel calls, the error, the globals and what is absent', () => {
     const usage = sdkUsage()
-    for (const phrase of ['await tools.', 'ToolCallError', 'Promise.all', 'return', 'console.log']) expect(usage).to.include(phrase)
+    for (const phrase of ['Promise.all', 'ToolCallError', '`tools`', '`console`', 'built-ins', 'setTimeout', 'fetch', 'import'])
+      expect(usage).to.include(phrase)
   })
 })

@@ -71,7 +71,7 @@ describe('mcp server: through the MCP inspector CLI', function () {
     expect(tools[0].inputSchema).to.deep.include({ type: 'object', required: ['code', 'description'] })
     const description = tools[0].description
     expect(description).to.include('## How to call tools here')
-    expect(description).to.include('## The tools SDK (for run_code programs)')
+    expect(description).to.include('## The tools SDK')
     expect(description).to.match(/\n {2}add\(args: /)
     expect(description).to.include('memory__read_graph(args?: Record<string, unknown>): Promise<')
   })

@@ -114,7 +114,7 @@ describe('mcp server: code mode', function () {
     const description = tools[0].description!
     expect(description).to.match(/^Run a TypeScript program/)
     expect(description).to.include('## How to call tools here')
-    expect(description).to.include('## The tools SDK (for run_code programs)')
+    expect(description).to.include('## The tools SDK')
     expect(description).to.include('memory__read_graph(args?: Record<string, unknown>): Promise<')
     // self-contained for an MCP client: nothing points at a system prompt it does not have
     expect(description).not.to.match(/system prompt|this prompt/)
