@@ -1,11 +1,12 @@
 import { mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import { call as callTool, deployment, disposeAll, value } from '@faber/core/testing'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import * as FsObservation from '../src/index.ts'
 
 Logger.levels.base = 0
@@ -18,29 +19,33 @@ interface Setup {
 
 let root: string
 let ctx: Context
-let sequence = 0
+
+/** for each test of the calling describe: a fresh root, and whatever the test deployed stopped afterwards */
+function workspace() {
+  beforeEach(async () => {
+    root = await realpath(await mkdtemp(path.join(os.tmpdir(), 'faber-obs-')))
+  })
+  afterEach(async () => {
+    await disposeAll()
+    await rm(root, { recursive: true, force: true })
+  })
+}
 
 async function deploy(options: Setup = {}) {
-  ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: options.mode ?? 'native' })
-  ctx.plugin(ToolsFs, { root })
-  if (options.policy !== false) ctx.plugin(FsObservation, options.policy ?? {})
-  // the real @faber/sandbox: nested calls go through the real run_code bridge and the whole pipeline
-  if (options.sandbox) ctx.plugin(WorkerSandbox, { poolSize: 1 })
-  await ctx.start()
-  await assertStarted(ctx)
+  ctx = await deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+    ctx.plugin(ToolsFs, { root })
+    if (options.policy !== false) ctx.plugin(FsObservation, options.policy ?? {})
+    // the real @faber/sandbox: nested calls go through the real run_code bridge and the whole pipeline
+    if (options.sandbox) ctx.plugin(WorkerSandbox, { poolSize: 1 })
+  })
   return ctx
 }
 
-function call(name: string, args: unknown, agent?: Agent): Promise<ToolResult> {
-  return ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, signal: new AbortController().signal, agent })
-}
+const call = (name: string, args: unknown, agent?: Agent) => callTool(ctx, name, args, { agent })
 
 /** runs a program through run_code and returns what it returned */
 async function program(code: string, agent?: Agent) {
-  const result = await call('run_code', { code, description: 'test program' }, agent)
-  if (result.isError) throw new Error(`run_code failed: ${result.content}`)
-  return (result as { value: { result?: any } }).value.result
+  return value(await call('run_code', { code, description: 'test program' }, agent)).result
 }
 
 const file = (rel: string) => path.join(root, rel)
@@ -62,21 +67,9 @@ function stale(result: ToolResult) {
   return result.error.message
 }
 
-function ok(result: ToolResult) {
-  if (result.isError) expect.fail(`expected a success, got ${result.content}`)
-  return result.value as any
-}
-
-beforeEach(async () => {
-  root = await realpath(await mkdtemp(path.join(os.tmpdir(), 'faber-obs-')))
-})
-
-afterEach(async () => {
-  await ctx?.stop()
-  await rm(root, { recursive: true, force: true })
-})
-
 describe('fs-observation: deny paths', () => {
+  workspace()
+
   it('denies an edit of a file the agent has not read, before approval is asked', async () => {
     await deploy()
     let asked = 0
@@ -97,9 +90,9 @@ describe('fs-observation: deny paths', () => {
   it('read then edit succeeds, and the edit counts as having seen the new content', async () => {
     await deploy()
     await writeFile(file('a.txt'), 'one two')
-    ok(await call('read', { path: './a.txt' }))
-    ok(await call('edit', { path: 'a.txt', oldString: 'one', newString: '1' }))
-    ok(await call('edit', { path: path.join(root, 'a.txt'), oldString: 'two', newString: '2' }))
+    value(await call('read', { path: './a.txt' }))
+    value(await call('edit', { path: 'a.txt', oldString: 'one', newString: '1' }))
+    value(await call('edit', { path: path.join(root, 'a.txt'), oldString: 'two', newString: '2' }))
     expect(await text('a.txt')).to.equal('1 2')
   })
 
@@ -114,8 +107,8 @@ describe('fs-observation: deny paths', () => {
 
   it('lets a write create a new file without a read, and then edit it', async () => {
     await deploy()
-    expect(ok(await call('write', { path: 'src/new.ts', content: 'let a = 1\n' })).created).to.equal(true)
-    ok(await call('edit', { path: 'src/new.ts', oldString: '1', newString: '2' }))
+    expect(value(await call('write', { path: 'src/new.ts', content: 'let a = 1\n' })).created).to.equal(true)
+    value(await call('edit', { path: 'src/new.ts', oldString: '1', newString: '2' }))
     expect(await text('src/new.ts')).to.equal('let a = 2\n')
   })
 
@@ -135,30 +128,32 @@ describe('fs-observation: deny paths', () => {
     await writeFile(file('a.txt'), 'theirs')
     expect(denial(await call('write', { path: 'a.txt', content: 'mine' }))).to.equal('"a.txt" was created since you saw it absent — read it first, then retry')
     expect(await text('a.txt')).to.equal('theirs')
-    ok(await call('write', { path: 'b.txt', content: 'mine' }))
+    value(await call('write', { path: 'b.txt', content: 'mine' }))
     expect(await text('b.txt')).to.equal('mine')
   })
 })
 
 describe('fs-observation: freshness', () => {
+  workspace()
+
   it('an external change after the read makes edit and write stale', async () => {
     await deploy()
     await writeFile(file('a.txt'), 'v1')
-    ok(await call('read', { path: 'a.txt' }))
+    value(await call('read', { path: 'a.txt' }))
     await writeFile(file('a.txt'), 'v2 from elsewhere')
     const message = '"a.txt" changed since you read it — read it again, then retry'
     expect(denial(await call('edit', { path: 'a.txt', oldString: 'v2', newString: 'x' }))).to.equal(message)
     expect(denial(await call('write', { path: 'a.txt', content: 'mine' }))).to.equal(message)
     expect(await text('a.txt')).to.equal('v2 from elsewhere')
-    ok(await call('read', { path: 'a.txt' }))
-    ok(await call('write', { path: 'a.txt', content: 'mine' }))
+    value(await call('read', { path: 'a.txt' }))
+    value(await call('write', { path: 'a.txt', content: 'mine' }))
   })
 
   it('without the pre-execute check, the tools still refuse the stale write at write time', async () => {
     await deploy({ policy: { checkBeforeApproval: false } })
     await writeFile(file('a.txt'), 'v1')
     await writeFile(file('b.txt'), 'unread')
-    ok(await call('read', { path: 'a.txt' }))
+    value(await call('read', { path: 'a.txt' }))
     await writeFile(file('a.txt'), 'v2')
     expect(stale(await call('write', { path: 'a.txt', content: 'mine' }))).to.contain('"a.txt" changed since you read it — read it again, then retry')
     expect(stale(await call('edit', { path: 'a.txt', oldString: 'v2', newString: 'x' }))).to.contain('changed since you read it')
@@ -172,7 +167,7 @@ describe('fs-observation: freshness', () => {
     it(`a change racing between the check and the ${tool} is not overwritten`, async () => {
       await deploy()
       await writeFile(file('a.txt'), 'seen')
-      ok(await call('read', { path: 'a.txt' }))
+      value(await call('read', { path: 'a.txt' }))
       let raced = 0
       ctx.on('tools/pre-execute', async (exec) => {
         if (exec.name !== tool) return
@@ -197,15 +192,17 @@ describe('fs-observation: freshness', () => {
 })
 
 describe('fs-observation: agents and nested calls', () => {
+  workspace()
+
   it('keeps observations per agent', async () => {
     await deploy()
     const a = createAgent(ctx, { name: 'a' })
     const b = createAgent(ctx, { name: 'b' })
     await writeFile(file('x.txt'), 'x')
-    ok(await call('read', { path: 'x.txt' }, a))
+    value(await call('read', { path: 'x.txt' }, a))
     expect(denial(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, b))).to.contain('requires reading')
     expect(denial(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }))).to.contain('requires reading')
-    ok(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, a))
+    value(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, a))
   })
 
   it('loaded on one agent, it governs only that agent (and the others stay unguarded)', async () => {
@@ -216,9 +213,9 @@ describe('fs-observation: agents and nested calls', () => {
     await assertStarted(ctx)
     await writeFile(file('x.txt'), 'x')
     expect(denial(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, guarded))).to.contain('requires reading')
-    ok(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, free))
+    value(await call('edit', { path: 'x.txt', oldString: 'x', newString: 'y' }, free))
     // the free agent's write is unconditional: the guarded agent's (absent) expectation is not applied to it
-    ok(await call('write', { path: 'x.txt', content: 'z' }, free))
+    value(await call('write', { path: 'x.txt', content: 'z' }, free))
     expect(await text('x.txt')).to.equal('z')
   })
 
@@ -240,10 +237,10 @@ describe('fs-observation: agents and nested calls', () => {
     )
     expect(edited).to.deep.equal([false, 1])
     // the nested edit counted for agent a: a direct edit needs no new read; agent b has seen nothing
-    ok(await call('edit', { path: 'x.txt', oldString: 'beta', newString: 'B' }, a))
+    value(await call('edit', { path: 'x.txt', oldString: 'beta', newString: 'B' }, a))
     expect(denial(await call('edit', { path: 'x.txt', oldString: 'A', newString: 'a' }, b))).to.contain('requires reading')
     // a direct read satisfies a nested edit
-    ok(await call('read', { path: 'x.txt' }, b))
+    value(await call('read', { path: 'x.txt' }, b))
     expect(await program(`return (await tools.edit({ path: 'x.txt', oldString: 'A B', newString: 'done' })).replacements`, b)).to.equal(1)
     expect(await text('x.txt')).to.equal('done')
     // and freshness holds inside programs too
@@ -255,15 +252,17 @@ describe('fs-observation: agents and nested calls', () => {
 })
 
 describe('fs-observation: lifecycle and configuration', () => {
+  workspace()
+
   it('without the policy, the tools are unguarded', async () => {
     await deploy({ policy: false })
     await writeFile(file('a.txt'), 'theirs')
-    ok(await call('edit', { path: 'a.txt', oldString: 'theirs', newString: 'edited' }))
-    ok(await call('write', { path: 'a.txt', content: 'replaced unread' }))
+    value(await call('edit', { path: 'a.txt', oldString: 'theirs', newString: 'edited' }))
+    value(await call('write', { path: 'a.txt', content: 'replaced unread' }))
     ctx.on('tools/pre-execute', async () => {
       await writeFile(file('a.txt'), 'racing change')
     })
-    ok(await call('write', { path: 'a.txt', content: 'last writer wins' }))
+    value(await call('write', { path: 'a.txt', content: 'last writer wins' }))
     expect(await text('a.txt')).to.equal('last writer wins')
   })
 
@@ -272,7 +271,7 @@ describe('fs-observation: lifecycle and configuration', () => {
     await writeFile(file('a.txt'), 'a')
     const fork = ctx.plugin(FsObservation, {})
     await assertStarted(ctx)
-    ok(await call('read', { path: 'a.txt' }))
+    value(await call('read', { path: 'a.txt' }))
     fork.dispose()
     ctx.plugin(FsObservation, {})
     await assertStarted(ctx)
@@ -307,10 +306,10 @@ describe('fs-observation: lifecycle and configuration', () => {
     await assertStarted(ctx)
     notes.set('n1', 'hi')
     expect(denial(await call('note_put', { note: 'n1', text: 'x' }))).to.equal('note_put requires reading "n1" first — read it, then retry')
-    ok(await call('note_get', { note: 'n1' }))
-    ok(await call('note_put', { note: 'n1', text: 'x' }))
+    value(await call('note_get', { note: 'n1' }))
+    value(await call('note_put', { note: 'n1', text: 'x' }))
     // tools-fs under its default names is not governed by this configuration
     await writeFile(file('a.txt'), 'a')
-    ok(await call('edit', { path: 'a.txt', oldString: 'a', newString: 'b' }))
+    value(await call('edit', { path: 'a.txt', oldString: 'a', newString: 'b' }))
   })
 })

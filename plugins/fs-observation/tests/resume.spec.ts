@@ -2,11 +2,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
-import ToolRuntime, { assertStarted, createAgent, defineTool, t } from '@faber/core'
+import { createAgent, defineTool, t } from '@faber/core'
+import { deployment } from '@faber/core/testing'
 import * as ToolsFs from '@faber/plugin-tools-fs'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import * as FsObservation from '../src/index.ts'
 
 Logger.levels.base = 0
@@ -24,29 +25,27 @@ describe('fs-observation: a resumed session keeps what its agent read', () => {
 
   /** one process's worth: a deployment with the store, a session on `log` for agent "main", one user turn */
   async function turn(log: string, script: ScriptStep[]) {
-    const ctx = new Context()
-    ctx.plugin(ToolRuntime)
-    // a stand-in shell: any tool annotated changesFiles counts as a command
-    ctx.plugin({
-      name: 'shell',
-      inject: ['tools'],
-      apply: (ctx: Context) =>
-        ctx.tools.register(
-          defineTool({
-            name: 'sh',
-            description: 'runs nothing',
-            parameters: t.object({ command: t.string() }),
-            output: { schema: t.string() },
-            annotations: { changesFiles: true },
-            execute: () => 'ran',
-          }),
-        ),
+    const ctx = await deployment({}, (ctx) => {
+      // a stand-in shell: any tool annotated changesFiles counts as a command
+      ctx.plugin({
+        name: 'shell',
+        inject: ['tools'],
+        apply: (ctx: Context) =>
+          ctx.tools.register(
+            defineTool({
+              name: 'sh',
+              description: 'runs nothing',
+              parameters: t.object({ command: t.string() }),
+              output: { schema: t.string() },
+              annotations: { changesFiles: true },
+              execute: () => 'ran',
+            }),
+          ),
+      })
+      ctx.plugin(DeploymentStore, { path: path.join(dir, 'faber.db') })
+      ctx.plugin(ToolsFs, { root })
+      ctx.plugin(FsObservation, {})
     })
-    ctx.plugin(DeploymentStore, { path: path.join(dir, 'faber.db') })
-    ctx.plugin(ToolsFs, { root })
-    ctx.plugin(FsObservation, {})
-    await ctx.start()
-    await assertStarted(ctx)
     const agent = createAgent(ctx, { name: 'main' })
     const sessionLog = await SessionLog.open(log)
     const results: string[] = []

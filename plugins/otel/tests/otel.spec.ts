@@ -1,24 +1,16 @@
 import { AgentSession, ScriptedModel } from '@faber/agent'
-import ToolRuntime, { assertStarted, createAgent, defineTool, t } from '@faber/core'
+import { createAgent, defineTool, t } from '@faber/core'
+import { call, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
 import Guards from '@faber/plugin-guards'
 import WorkerSandbox from '@faber/sandbox'
 import { SpanStatusCode } from '@opentelemetry/api'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { Logger } from 'cordis'
 import * as Otel from '../src/index.ts'
 import { ATTR, STAGE_EVENT } from '../src/index.ts'
 import { outline, type Recorder, record, tree } from './helpers.ts'
 
 Logger.levels.base = 0
-
-const echo = defineTool({
-  name: 'echo',
-  description: 'echoes its text',
-  parameters: t.object({ text: t.string() }),
-  output: { schema: t.object({ echoed: t.string() }), render: (_, v) => v.echoed },
-  execute: ({ text }) => ({ echoed: text }),
-  isConcurrencySafe: () => true,
-})
 
 const remove = defineTool({
   name: 'remove',
@@ -28,26 +20,17 @@ const remove = defineTool({
   execute: () => ({}),
 })
 
+/** code mode on the worker sandbox, a guard refusing `remove`, the plugin, and the agent "coder" */
 async function deployment(otel: Otel.ConfigInput = {}) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'code' })
-  ctx.plugin(Guards, { deny: [{ name: 'no-removal', tools: ['remove'], reason: 'Files are not removed here.' }] })
-  ctx.plugin(WorkerSandbox, { poolSize: 1 })
-  ctx.plugin(Otel, otel)
-  ctx.plugin({
-    name: 'tools',
-    inject: ['tools'],
-    apply(ctx: Context) {
-      ctx.tools.register(echo)
-      ctx.tools.register(remove)
-    },
+  const ctx = await deploy({ mode: 'code' }, (ctx) => {
+    ctx.plugin(Guards, { deny: [{ name: 'no-removal', tools: ['remove'], reason: 'Files are not removed here.' }] })
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.plugin(Otel, otel)
   })
-  await ctx.start()
-  await assertStarted(ctx)
+  ctx.tools.register(echoTool('echo', { concurrencySafe: true }))
+  ctx.tools.register(remove)
   return { ctx, coder: createAgent(ctx, { name: 'coder' }) }
 }
-
-const signal = () => new AbortController().signal
 
 const PROGRAM = [
   "const [a, b] = await Promise.all([tools.echo({ text: 'a' }), tools.echo({ text: 'b' })])",
@@ -62,78 +45,61 @@ describe('@faber/plugin-otel', () => {
     recorder = record()
   })
   afterEach(async () => {
+    await disposeAll()
     await recorder.close()
   })
 
   it('records a run_code call with its nested calls as children, and a denied call with who denied it', async () => {
     const { ctx, coder } = await deployment()
-    try {
-      const result = await ctx.tools.execute({
-        callId: 'c1',
-        name: 'run_code',
-        arguments: { code: PROGRAM, description: 'echo twice, try a removal' },
-        signal: signal(),
-        agent: coder,
-      })
-      expect(result.isError, result.content).to.equal(false)
-      expect((result as any).value.result).to.deep.equal(['a', 'b', 'DENIED'])
-      const roots = tree(recorder.exporter.getFinishedSpans())
-      expect(outline(roots, [ATTR.agent, ATTR.mode, ATTR.nested, ATTR.outcome, ATTR.errorCode, ATTR.deniedByStage, ATTR.deniedByPlugin])).to.deep.equal([
-        'execute_tool run_code [agent=coder mode=code nested=false outcome=ok]',
-        '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
-        '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
-        '  execute_tool remove [agent=coder mode=code nested=true outcome=denied error.code=DENIED denied_by.stage=pre-execute denied_by.plugin=guards]',
-      ])
-      const [program] = roots
-      expect(program.attributes).to.include({ [ATTR.tool]: 'run_code', [ATTR.callId]: 'c1', [ATTR.rootCallId]: 'c1', [ATTR.operation]: 'execute_tool' })
-      expect(program.status).to.equal(SpanStatusCode.UNSET)
-      const denied = program.children[2]
-      expect(denied.status).to.equal(SpanStatusCode.ERROR)
-      expect(denied.attributes).to.include({ [ATTR.rootCallId]: 'c1', [ATTR.errorType]: 'DENIED' })
-      expect(denied.events).to.have.length(1)
-      expect(denied.events[0].name).to.equal(STAGE_EVENT)
-      expect(denied.events[0].attributes).to.include({ [ATTR.stage]: 'pre-execute', [ATTR.decision]: 'deny', [ATTR.by]: 'guards' })
-      expect(denied.events[0].attributes[ATTR.reason]).to.contain('Files are not removed here.')
-    } finally {
-      await ctx.stop()
-    }
+    const result = await call(ctx, 'run_code', { code: PROGRAM, description: 'echo twice, try a removal' }, { agent: coder, callId: 'c1' })
+    expect(result.isError, result.content).to.equal(false)
+    expect((result as any).value.result).to.deep.equal(['a', 'b', 'DENIED'])
+    const roots = tree(recorder.exporter.getFinishedSpans())
+    expect(outline(roots, [ATTR.agent, ATTR.mode, ATTR.nested, ATTR.outcome, ATTR.errorCode, ATTR.deniedByStage, ATTR.deniedByPlugin])).to.deep.equal([
+      'execute_tool run_code [agent=coder mode=code nested=false outcome=ok]',
+      '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
+      '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
+      '  execute_tool remove [agent=coder mode=code nested=true outcome=denied error.code=DENIED denied_by.stage=pre-execute denied_by.plugin=guards]',
+    ])
+    const [program] = roots
+    expect(program.attributes).to.include({ [ATTR.tool]: 'run_code', [ATTR.callId]: 'c1', [ATTR.rootCallId]: 'c1', [ATTR.operation]: 'execute_tool' })
+    expect(program.status).to.equal(SpanStatusCode.UNSET)
+    const denied = program.children[2]
+    expect(denied.status).to.equal(SpanStatusCode.ERROR)
+    expect(denied.attributes).to.include({ [ATTR.rootCallId]: 'c1', [ATTR.errorType]: 'DENIED' })
+    expect(denied.events).to.have.length(1)
+    expect(denied.events[0].name).to.equal(STAGE_EVENT)
+    expect(denied.events[0].attributes).to.include({ [ATTR.stage]: 'pre-execute', [ATTR.decision]: 'deny', [ATTR.by]: 'guards' })
+    expect(denied.events[0].attributes[ATTR.reason]).to.contain('Files are not removed here.')
   })
 
   it('records a call that ended before any policy saw it: collapsed under code mode, with its stage event', async () => {
     const { ctx, coder } = await deployment()
-    try {
-      const result = await ctx.tools.execute({ callId: 'd1', name: 'echo', arguments: { text: 'hi' }, signal: signal(), agent: coder })
-      expect(result.isError).to.equal(true)
-      const roots = tree(recorder.exporter.getFinishedSpans())
-      expect(outline(roots, [ATTR.outcome, ATTR.errorCode])).to.deep.equal(['execute_tool echo [outcome=error error.code=UNKNOWN_TOOL]'])
-      expect(roots[0].events.map((e) => e.attributes)).to.deep.equal([{ [ATTR.stage]: 'create', [ATTR.decision]: 'collapsed', [ATTR.by]: 'core' }])
-    } finally {
-      await ctx.stop()
-    }
+    const result = await call(ctx, 'echo', { text: 'hi' }, { agent: coder })
+    expect(result.isError).to.equal(true)
+    const roots = tree(recorder.exporter.getFinishedSpans())
+    expect(outline(roots, [ATTR.outcome, ATTR.errorCode])).to.deep.equal(['execute_tool echo [outcome=error error.code=UNKNOWN_TOOL]'])
+    expect(roots[0].events.map((e) => e.attributes)).to.deep.equal([{ [ATTR.stage]: 'create', [ATTR.decision]: 'collapsed', [ATTR.by]: 'core' }])
   })
 
   it('records each model request of the agent loop next to the calls it asked for', async () => {
     const { ctx, coder } = await deployment()
-    try {
-      const model = new ScriptedModel([
-        { text: 'one program', toolCalls: [{ name: 'run_code', arguments: { code: "return (await tools.echo({ text: 'x' })).echoed", description: 'echo' } }] },
-        { text: 'done' },
-      ])
-      const session = new AgentSession(ctx, { model, agent: coder })
-      const outcome = await session.send('echo x')
-      session.dispose()
-      expect(outcome.reason).to.equal('done')
-      const roots = tree(recorder.exporter.getFinishedSpans())
-      expect(outline(roots, [ATTR.agent, ATTR.turn, ATTR.step, ATTR.toolCalls, ATTR.outcome])).to.deep.equal([
-        'chat scripted [agent=coder turn=1 step=1 tool_calls=1]',
-        'execute_tool run_code [agent=coder outcome=ok]',
-        '  execute_tool echo [agent=coder outcome=ok]',
-        'chat scripted [agent=coder turn=1 step=2 tool_calls=0]',
-      ])
-      expect(roots[0].attributes).to.include({ [ATTR.operation]: 'chat', [ATTR.model]: 'scripted', [ATTR.session]: session.id })
-    } finally {
-      await ctx.stop()
-    }
+    const model = new ScriptedModel([
+      { text: 'one program', toolCalls: [{ name: 'run_code', arguments: { code: "return (await tools.echo({ text: 'x' })).echoed", description: 'echo' } }] },
+      { text: 'done' },
+    ])
+    const session = new AgentSession(ctx, { model, agent: coder })
+    const outcome = await session.send('echo x')
+    session.dispose()
+    expect(outcome.reason).to.equal('done')
+    const roots = tree(recorder.exporter.getFinishedSpans())
+    expect(outline(roots, [ATTR.agent, ATTR.turn, ATTR.step, ATTR.toolCalls, ATTR.outcome])).to.deep.equal([
+      'chat scripted [agent=coder turn=1 step=1 tool_calls=1]',
+      'execute_tool run_code [agent=coder outcome=ok]',
+      '  execute_tool echo [agent=coder outcome=ok]',
+      'chat scripted [agent=coder turn=1 step=2 tool_calls=0]',
+    ])
+    expect(roots[0].attributes).to.include({ [ATTR.operation]: 'chat', [ATTR.model]: 'scripted', [ATTR.session]: session.id })
   })
 
   it('rejects a misspelt option', async () => {
