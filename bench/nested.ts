@@ -9,9 +9,10 @@ import { createRequire } from 'node:module'
 import { runInNewContext } from 'node:vm'
 import { Worker } from 'node:worker_threads'
 import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from '@faber/core'
-import WorkerSandboxService, { ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
+import WorkerSandboxService, { type CodeRunRequest, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
+import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
-import { Context, Logger } from 'cordis'
+import { Context, Logger, Service } from 'cordis'
 import { isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
@@ -213,6 +214,60 @@ async function bridgeCost(label: string, kind: 'worker' | 'isolate', isolation: 
   return { median: median(rounds), rounds: rounds.sort((a, b) => a - b) }
 }
 
+// the bridge's own cost on the host's thread, with no sandbox and no thread in between: calls enter RunBridge (the host
+// side every backend uses) one after another as soon as the last reply left it, under a run_code program or answered at
+// once, in alternating rounds; the CPU time per call, which a shared machine disturbs much less than a latency
+async function bridgeHostCpu() {
+  const calls = 20000
+  let drive: (request: CodeRunRequest) => Promise<void> = async () => {}
+  class Driven extends Service {
+    readonly backend = 'driven'
+    constructor(ctx: Context) {
+      super(ctx, 'codeRuntime', true)
+    }
+    async run(request: CodeRunRequest) {
+      await drive(request)
+      return { ok: true as const, logs: [] }
+    }
+    load() {
+      return { running: 0, queued: 0, maxConcurrent: 1, peakRunning: 0, peakQueued: 0 }
+    }
+  }
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'code', maxParallelSubCalls: 64 })
+  ctx.plugin(Driven)
+  await ctx.start()
+  ctx.tools.register(nop)
+  const signal = new AbortController().signal
+  const cpuPerCall = (request: CodeRunRequest) => {
+    const start = process.cpuUsage()
+    return new Promise<number>((resolve) => {
+      let i = 0
+      const bridge = new RunBridge(
+        request,
+        limits,
+        () => false,
+        () => {},
+        () => {
+          if (++i < calls) return bridge.call(i, 'echo', `{"i":${i}}`)
+          const cpu = process.cpuUsage(start)
+          resolve((cpu.user + cpu.system) / calls)
+        },
+      )
+      bridge.call(0, 'echo', '{"i":0}')
+    })
+  }
+  const full: number[] = []
+  const alone: number[] = []
+  for (let round = 0; round < 11; round++) {
+    drive = async (request) => void full.push(await cpuPerCall(request))
+    await ctx.tools.execute({ callId: `b${round}`, name: 'run_code', arguments: { code: 'return 1', description: 'bench' }, signal })
+    alone.push(await cpuPerCall({ code: '', tools: ['echo'], call: echo, signal }))
+  }
+  await ctx.stop()
+  return { full: median(full), alone: median(alone) }
+}
+
 export async function benchNested() {
   const figures: Record<string, number> = {}
   console.log('nested calls: floors (same process, same run)')
@@ -291,6 +346,12 @@ export async function benchNested() {
     row(`${label}: bridge's own cost (full − alone)`, cost.median, rtt, '≤ 5 µs')
     console.log(`  ${''.padEnd(48)} rounds ${cost.rounds.map((us) => us.toFixed(1)).join(' ')} µs`)
     Object.assign(figures, { [`${label}.bridgeUs`]: cost.median })
+  }
+
+  if ('bridge'.includes(only)) {
+    const host = await bridgeHostCpu()
+    row("the bridge's own host CPU per call (no sandbox)", host.full - host.alone, rtt, '≤ 5 µs')
+    Object.assign(figures, { bridgeHostCpuUs: host.full - host.alone })
   }
 
   console.log('\nexecute through ctx.tools')

@@ -49,8 +49,8 @@ export interface CodeMode {
 export interface CodeModeHost {
   readonly config: { typecheck: boolean; maxParallelSubCalls: number; sdkBudget: number; codeLimits: Partial<CodeRunLimits> }
   codeRuntime(): CodeRuntime | undefined
-  /** create's signal-free half of a nested call: one snapshot and validation per call */
-  prepare(input: CallRequest): PreparedCall
+  /** create's signal-free half of a nested call: one snapshot and validation per call; `parsed`: see Pipeline.prepare */
+  prepare(input: CallRequest, parsed?: boolean): PreparedCall
   /** whether any listener is on a core event: when none is, the bridge builds no payload for it */
   observes(event: 'code/call-start' | 'code/call-settle'): boolean
   notify<K extends 'code/call-start' | 'code/call-settle'>(
@@ -214,7 +214,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
         }
         const callId = `${exec.callId}/${id}`
-        const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token })
+        const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token }, true)
         const mode = prepared.mode
         if (!scheduler.tryAcquire(mode) && !(await scheduler.acquire(mode))) {
           return { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` }

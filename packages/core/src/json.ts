@@ -226,6 +226,35 @@ export function snapshot(value: unknown, root = '$'): Json {
   return new Snapshot(root).run(value)
 }
 
+/**
+ * what snapshot makes of a value fresh from JSON.parse that nothing else holds, without copying it: JSON.parse makes only
+ * plain data, so the value is frozen in place when it is within the snapshot's bounds (depth, values, finite numbers,
+ * no -0); anything else goes to snapshot, which copies or throws its JsonError. a nested call's argument crosses the
+ * sandbox boundary as text, and this is its one snapshot
+ */
+export function adoptParsed(value: unknown, root = '$'): Json {
+  if (typeof value === 'object' && value !== null && freezeParsed(value, 1, { left: MAX_JSON_VALUES })) return value as Json
+  return snapshot(value, root)
+}
+
+function freezeParsed(value: object, depth: number, count: { left: number }): boolean {
+  if (depth > MAX_JSON_DEPTH || --count.left < 0) return false
+  const record = value as Record<string, unknown>
+  // own keys only: an enumerable property polluting Object.prototype is not the value's
+  const keys = Array.isArray(value) ? undefined : Object.keys(value)
+  const length = keys ? keys.length : (value as unknown[]).length
+  for (let i = 0; i < length; i++) {
+    const child = keys ? record[keys[i]] : (value as unknown[])[i]
+    if (typeof child === 'object' && child !== null) {
+      if (!freezeParsed(child, depth + 1, count)) return false
+    } else if (--count.left < 0 || (typeof child === 'number' && (!Number.isFinite(child) || Object.is(child, -0)))) {
+      return false
+    }
+  }
+  Object.freeze(value)
+  return true
+}
+
 /** JSON text with object keys sorted: equal values give equal text */
 export function canonicalJson(value: Json): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value)

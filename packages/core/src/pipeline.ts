@@ -8,7 +8,7 @@ import { collapses, type Mode } from './collapse.ts'
 import { type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
-import { type Json, JsonError, snapshot } from './json.ts'
+import { adoptParsed, type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
 import { type CompiledTool, type Execution, ExecutionToken, RUN_CODE } from './tool.ts'
@@ -142,9 +142,10 @@ export class Pipeline {
   /**
    * 1. create, the half that needs no signal: check the input, snapshot the arguments once as lossless JSON, resolve
    * the definition through the collapse and validate the arguments against it. the agent loop and the run_code bridge
-   * read the call's execution mode from it before they schedule the call; `run(signal)` does the rest.
+   * read the call's execution mode from it before they schedule the call; `run(signal)` does the rest. `parsed`: the
+   * arguments are fresh from JSON.parse and held by no one else (the run_code bridge's), so they are frozen in place
    */
-  prepare(input: CallRequest): PreparedCall {
+  prepare(input: CallRequest, parsed = false): PreparedCall {
     if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
     const { name, parent } = input
     if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
@@ -160,7 +161,7 @@ export class Pipeline {
     let args: Json = null
     let notJson: ToolFailure | undefined
     try {
-      args = snapshot(input.arguments === undefined ? {} : input.arguments, '$')
+      args = input.arguments === undefined ? {} : parsed ? adoptParsed(input.arguments, '$') : snapshot(input.arguments, '$')
     } catch (error) {
       if (!(error instanceof JsonError)) throw error
       notJson = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)

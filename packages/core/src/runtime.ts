@@ -156,7 +156,7 @@ class ToolRuntime extends Service {
     this.codeMode = createRunCode({
       config: this.config,
       codeRuntime: () => this.service('codeRuntime'),
-      prepare: (input) => this.pipeline.prepare(input),
+      prepare: (input, parsed) => this.pipeline.prepare(input, parsed),
       observes: (event) => !!this.hooks[event]?.length,
       notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
       programTools: (agent) => this.programTools(agent),

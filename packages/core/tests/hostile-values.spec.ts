@@ -18,6 +18,7 @@ import { callId, deployment, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import fc from 'fast-check'
+import { adoptParsed } from '../src/json.ts'
 import { ScriptedCodeRuntime } from './helpers.ts'
 
 const HOSTILE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'then', 'length', '0', '']
@@ -245,6 +246,38 @@ describe('the snapshot is total', () => {
     expect(() => snapshot(deep)).to.throw(JsonError, 'refers back to one of its own ancestors (a cycle)')
     const common = { k: 1 }
     expect(snapshot({ a: common, b: [common, common] })).to.deep.equal({ a: { k: 1 }, b: [{ k: 1 }, { k: 1 }] })
+  })
+
+  it('a value fresh from JSON.parse is adopted as its snapshot: frozen in place, or the same copy or JsonError', () => {
+    const before = pristine()
+    const outcome = (take: () => Json) => {
+      try {
+        const value = take()
+        return { json: JSON.stringify(value), frozen: isDeeplyFrozen(value) }
+      } catch (error) {
+        expect(error).to.be.instanceOf(JsonError)
+        return { error: (error as JsonError).message }
+      }
+    }
+    const texts = fc.oneof(
+      json.map((value) => JSON.stringify(value)),
+      fc.constantFrom('-0', '[1e999]', '{"a":[-0]}', '{"__proto__":{"x":1}}', '[[[]]]', '"text"', 'null'),
+      fc.constant(`${'['.repeat(MAX_JSON_DEPTH + 1)}${']'.repeat(MAX_JSON_DEPTH + 1)}`),
+      fc.constant(`${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`),
+    )
+    fc.assert(
+      fc.property(texts, (text) => {
+        const adopted = outcome(() => adoptParsed(JSON.parse(text)))
+        expect(adopted).to.deep.equal(outcome(() => snapshot(JSON.parse(text))))
+        if (!('error' in adopted)) expect(adopted.frozen).to.equal(true)
+      }),
+      { numRuns: 300 },
+    )
+    const text = '{"__proto__":{"x":1},"y":[1,2]}'
+    const adopted = adoptParsed(JSON.parse(text)) as Record<string, unknown>
+    expect(Object.getPrototypeOf(adopted)).to.equal(Object.prototype)
+    expect(Object.keys(adopted)).to.deep.equal(['__proto__', 'y'])
+    expect(pristine()).to.deep.equal(before)
   })
 
   it('a very long key is shown cut in the path', () => {
