@@ -176,6 +176,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     let script: ivm.Script
     let start: ivm.Reference
+    const source = wrapProgram(request.code)
     try {
       context = hold(isolate.createContextSync())
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
@@ -188,6 +189,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         limits.memoryMb * MB,
         argumentBytes(limits),
         maxPendingCalls,
+        source,
       ]
       const driver = hold(slot.driver.runSync(context, { reference: true }))
       const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
@@ -197,7 +199,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
     }
     try {
-      script = hold(isolate.compileScriptSync(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }))
+      script = hold(isolate.compileScriptSync(source, { filename: 'program.js', lineOffset: -1 }))
     } catch (error) {
       const text = messageOf(error)
       const match = syntaxLocation.exec(text)

@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls) {
+;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource) {
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
   const { isFinite: isFiniteNumber } = Number
@@ -13,6 +13,7 @@
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
   const { isNaN: isNotNumber } = Number
   const { join, indexOf, some } = Array.prototype
+  const { indexOf: indexOfText, lastIndexOf, slice } = String.prototype
   const $Number = Number
   const $max = Math.max
   const { isArray } = Array
@@ -370,8 +371,6 @@
           `${label.slice(0, -1)} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`,
         )
       }
-      // where the program made the call, read only if the call fails
-      const site = new $Error()
       // a call without an argument means "no arguments", which tools take as an empty object
       let json = '{}'
       if (helper || args[0] !== undefined) {
@@ -388,7 +387,7 @@
         }
       }
       const id = ++seq
-      const reply = new $Promise((resolve, reject) => pending.set(id, { name, site, resolve, reject }))
+      const reply = new $Promise((resolve, reject) => pending.set(id, { name, resolve, reject }))
       let sent = false
       try {
         sent = bridge('call', id, name, json) !== false
@@ -397,7 +396,11 @@
         pending.delete(id)
         throw new ToolCallError(name, `${label.slice(0, -1)} could not be sent to the host`)
       }
-      return reply
+      try {
+        return await reply
+      } catch (error) {
+        throw located(error, name)
+      }
     }
     defineProperty(binding, 'name', { value: name })
     return binding
@@ -603,15 +606,46 @@
     bridge('done', json)
   }
 
-  // a failed call's error points at the line of the program that made the call
+  // a failed call's error points at the line and column of the program that made the call. a stack captured at each
+  // call costs microseconds, so none is: the error is located once it fails, from the async frame of the program that
+  // awaits the call (its `await`), moved on to the call itself when that await takes it directly (`await tools.name(`).
+  // a call awaited elsewhere (Promise.all, a later `await p`) is located at that await; one never awaited, nowhere
+  const located = (error, name) => {
+    try {
+      if (!(error instanceof ToolCallError)) return error
+      const match = locationPattern.exec(new $Error().stack)
+      if (match) {
+        const [line, column] = awaitedCall(+match[1], +match[2], name)
+        defineProperty(error, 'stack', { value: `ToolCallError: ${error.message}\n    at program.js:${line}:${column}`, writable: true, configurable: true })
+      }
+    } catch {}
+    return error
+  }
+
+  // `programSource` is the text compiled as program.js with lineOffset -1: its line `line` is the program's line `line - 1`
+  const awaitedCallPattern = /^await\s+(?:\(\s*)*tools\s*\.\s*([A-Za-z_$][\w$]*)/
+  let lineStarts
+  const awaitedCall = (line, column, name) => {
+    if (typeof programSource !== 'string') return [line, column]
+    if (lineStarts === undefined) {
+      lineStarts = [0]
+      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1])) lineStarts[lineStarts.length] = i + 1
+    }
+    if (line >= lineStarts.length) return [line, column]
+    const at = lineStarts[line] + column - 1
+    const match = awaitedCallPattern.exec(apply(slice, programSource, [at, at + 200 + name.length]))
+    if (match === null || match[1] !== name) return [line, column]
+    const before = apply(slice, match[0], [0, match[0].length - name.length])
+    const lastBreak = apply(lastIndexOf, before, ['\n'])
+    if (lastBreak === -1) return [line, column + before.length]
+    let breaks = 0
+    for (let i = 0; i < before.length; i++) if (before[i] === '\n') breaks++
+    return [line + breaks, before.length - lastBreak]
+  }
+
   const failed = (call, text, code) => {
     const error = new ToolCallError(call.name, text, code)
-    let frame = ''
-    try {
-      const match = locationPattern.exec(call.site.stack)
-      if (match) frame = `\n    at program.js:${match[1]}:${match[2]}`
-    } catch {}
-    defineProperty(error, 'stack', { value: `ToolCallError: ${text}${frame}`, writable: true, configurable: true })
+    defineProperty(error, 'stack', { value: `ToolCallError: ${text}`, writable: true, configurable: true })
     return error
   }
 

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs'
 
 /**
  * the source of the function that builds `tools`, `console` and `ToolCallError` inside a program's realm.
- * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes)` returning `{ start, deliver, refuseImport }`.
+ * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource)`
+ * returning `{ start, deliver, refuseImport }`; `programSource` is `wrapProgram(code)`, which locates a failed call.
  */
 export const preludeSource = readFileSync(new URL('./prelude-script.js', import.meta.url), 'utf8')
 

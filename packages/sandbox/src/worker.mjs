@@ -92,7 +92,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     name: 'faber-program',
     codeGeneration: { strings: true, wasm: false },
   })
-  const api = preludeScript.runInContext(context)(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls)
+  const api = preludeScript.runInContext(context)(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 

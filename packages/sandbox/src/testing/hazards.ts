@@ -209,6 +209,20 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expectOk(await run(code), [true, true, 'ToolCallError', 'fail', 'the disk is full', 'E_FULL'])
       })
 
+      test('locate a failed call at the call it awaits, else at the await that received it', async () => {
+        const stackLine = `catch (e) { at.push(e.stack.split('\\n')[1].trim()) }`
+        const code = [
+          'const at = []',
+          `try { await tools.fail({}) } ${stackLine}`,
+          `try {\n  await (\n    tools\n      .fail({}))\n} ${stackLine}`,
+          `try { await Promise.all([tools.echo({}), tools.fail({})]) } ${stackLine}`,
+          `const helper = async () => { try { return await tools.fail({}) } ${stackLine} }`,
+          'await helper()',
+          'return at',
+        ].join('\n')
+        expectOk(await run(code), ['at program.js:2:19', 'at program.js:6:8', 'at program.js:8:7', 'at program.js:9:55'])
+      })
+
       test('reject with ToolCallError when the host call throws', async () => {
         expectOk(await run('try { await tools.throws({}) } catch (e) { return [e.name, e.message] }'), ['ToolCallError', 'the host bridge broke'])
       })
