@@ -629,7 +629,8 @@
     if (typeof programSource !== 'string') return [line, column]
     if (lineStarts === undefined) {
       lineStarts = [0]
-      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1])) lineStarts[lineStarts.length] = i + 1
+      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1]))
+        lineStarts[lineStarts.length] = i + 1
     }
     if (line >= lineStarts.length) return [line, column]
     const at = lineStarts[line] + column - 1
