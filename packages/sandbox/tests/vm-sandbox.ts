@@ -78,6 +78,7 @@ export class VmSandbox extends SandboxPool<Unit> {
       limits.memoryMb * 1024 * 1024,
       argumentBytes(limits),
       maxPendingCalls,
+      wrapProgram(request.code),
     )
 
     // runs the program until it waits on the host, bounded by what is left of both budgets
