@@ -1,7 +1,7 @@
 // what a run_code program is told when it goes wrong, on both sandbox backends: they share one prelude and must
 // say the same thing.
 
-import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, SDK_SECTION, type ToolResult, t } from '@faber/core'
+import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, RESULT_CHARS, SDK_SECTION, type ToolResult, t } from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
@@ -116,6 +116,22 @@ for (const backend of ['worker', 'isolate'] as const) {
       expect(result.content).to.equal(
         'early\n(2 calls were cancelled because the program returned first: tools.slow({"ms":1000}), tools.slow({"ms":2000}); await every call before returning)',
       )
+    })
+
+    it('lists the calls cancelled when the program fails', async () => {
+      const error = failed(await runCode(ctx, "tools.slow({ ms: 1000 }).catch(() => {})\nthrow new Error('gave up')"))
+      expect(error.message).to.include('gave up').and.include('(1 call still running was cancelled: tools.slow({"ms":1000}))')
+    })
+
+    it('renders its result as compact JSON, cut at resultChars with a note; the value stays whole', async () => {
+      const small = await runCode(ctx, "console.log('a')\nreturn { n: [1, 2], s: 'x' }")
+      expect(small.content).to.equal('a\n{"n":[1,2],"s":"x"}')
+      const big = await runCode(ctx, 'return Array.from({ length: 5000 }, (_, i) => ({ i }))')
+      expect(big.content).to.have.length.below(RESULT_CHARS + 400)
+      expect(big.content).to.match(
+        new RegExp(`\\n\\[cut: the last \\d+ of \\d+ characters were left out \\(results are capped at ${RESULT_CHARS}\\)\\. Ask for less`),
+      )
+      expect(succeeded(big).result).to.have.length(5000)
     })
 
     it('has exactly the globals the prompt names', async () => {

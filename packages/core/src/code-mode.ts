@@ -259,7 +259,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     if (!outcome.ok) {
       const { kind, message, logs, line, column } = outcome
       const left = cancelled.length
-        ? ` (${cancelled.length} call${cancelled.length === 1 ? '' : 's'} still running were cancelled: ${cancelled.join(', ')})`
+        ? ` (${cancelled.length === 1 ? '1 call still running was' : `${cancelled.length} calls still running were`} cancelled: ${cancelled.join(', ')})`
         : ''
       throw new ToolResultError(failure(kind, `${message}${left}`, { logs, line, column }))
     }

@@ -117,7 +117,7 @@ export function capContent(text: string, limit: number): string {
   // never split a surrogate pair
   if (/[\uD800-\uDBFF]/.test(text[end - 1])) end--
   const cut = text.length - end
-  return `${text.slice(0, end)}\n[cut: the last ${cut} of ${text.length} characters were left out (results are capped at ${limit}). Ask for less: a narrower range, a filter, a smaller page, or select what you need inside run_code.]`
+  return `${text.slice(0, end)}\n[cut: the last ${cut} of ${text.length} characters were left out (results are capped at ${limit}). Ask for less: a narrower range, a filter, a smaller page, or (with run_code) pick what you need inside a program.]`
 }
 
 /** a registered definition with its schemas checked and compiled once */

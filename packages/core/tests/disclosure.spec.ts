@@ -172,6 +172,13 @@ describe('the catalog behind tools.$search and tools.$describe', () => {
     )
   })
 
+  it("groups an index by MCP server, then by a shared first name segment, the rest last under 'other'", () => {
+    const named = (name: string): SdkTool => ({ name, description: `${name} it.`, parameters: {}, output: {} })
+    const set = ['memory__read_graph', 'fs_write', 'solo', 'memory__add', 'fs_read', 'web-get'].map(named)
+    expect(renderIndex(set, 'names')).to.equal('fs (2): fs_read, fs_write\nmemory (2): memory__add, memory__read_graph\nother (2): solo, web-get\n')
+    expect(renderIndex(set)).to.include('memory:\nmemory__add() memory__add it.\nmemory__read_graph() memory__read_graph it.\n')
+  })
+
   it('finds one tool among 1,000 (bench/prompt.ts times it)', () => {
     const many: SdkTool[] = Array.from({ length: 1000 }, (_, i) => ({
       name: `svc${i % 20}_thing${i}`,
