@@ -87,7 +87,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       handles.push(handle)
       return handle
     }
-    // disposing from inside a step (a bridge callback) ends the program's execution at once
     const finish = (outcome: CodeRunOutcome, healthy: boolean) => run.finish(outcome, healthy ? this.heap(slot) : undefined)
     run.cleanup = (reuse) => {
       settled = true
@@ -246,7 +245,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   }
 
   protected dispose(slot: Slot) {
-    // a parked isolate is abandoned, never disposed: its thread still holds it
+    // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
+    // abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
   }
 
