@@ -6,14 +6,25 @@ export { Catalog } from './catalog.ts'
 export type { NestedCallSettle, NestedCallStart } from './code-mode.ts'
 export * from './code-runtime.ts'
 export { collapses, type Mode } from './collapse.ts'
-export * from './config.ts'
+export { ConfigKeyError, defineConfig, nearestKey, strict } from './config.ts'
 export { assertStarted, PluginStartError, pluginFailure, startDeployment } from './context.ts'
 export { type Listener, listenersFor, ownerOf, untraced } from './cordis.ts'
 export { formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 export type { SessionEndInfo, SessionInfo, TurnInfo } from './events.ts'
 export type * from './execution.ts'
 export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, snapshot } from './json.ts'
-export * from './result.ts'
+export {
+  type DeniedBy,
+  type ErrorCode,
+  errorResult,
+  type Stage,
+  type StageRecord,
+  type ToolErrorInfo,
+  type ToolFailure,
+  type ToolResult,
+  ToolResultError,
+  type ToolSuccess,
+} from './result.ts'
 export {
   CODE_ONLY_SECTION,
   default,
