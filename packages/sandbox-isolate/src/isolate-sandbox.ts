@@ -20,6 +20,7 @@ interface Slot {
   isolate: ivm.Isolate
   prelude: ivm.Script
   driver: ivm.Script
+  outbox: Outbox
   memoryMb: number
   runs: number
   /** V8 ran out of memory outside the limit isolated-vm checks, and its handler parked the isolate's thread for good */
@@ -32,17 +33,87 @@ const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
-// run in each program's context around the prelude: the bridge is a plain call into the host once the program runs on
-// the host's thread (every reply is delivered there, synchronously), and an ignored callback before, on the isolate's
-const driverSource = `(function (onHost, offHost, setup, ...rest) {
+// the outbox: shared memory where a program driven from the host's thread leaves its tool calls, read by the host once the
+// step returned. `[records, units used]` as int32, then records of utf-16 units: `id & 0xffff, id >>> 16, tool index,
+// argument length, argument…`
+const outboxUnits = 32 * 1024
+const outboxRecordUnits = 4096
+
+// run in each program's context around the prelude, before the program. until the first reply the program runs on the
+// isolate's own thread and its bridge is an ignored callback. from then on the host drives it (every reply is delivered
+// on the host's thread, synchronously): a call goes into the outbox, which costs no boundary crossing; a call with a
+// long argument, or one that no longer fits, is a plain callback, and so is every later call of the step (they keep
+// their order). the outbox is captured here, out of the program's reach, with the intrinsics it needs
+const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, ...rest) {
+  const header = new Int32Array(outbox, 0, 2)
+  const units = new Uint16Array(outbox, 8)
+  const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
+  const toolIndex = Object.create(null)
+  const names = JSON.parse(toolNamesJson)
+  for (let i = 0; i < names.length; i++) toolIndex[names[i]] = i
   let host = false
-  const api = setup((kind, a, b, c) => (host ? onHost(kind, a, b, c) : offHost(kind, a, b, c)), ...rest)
+  let spilled = false
+  const queue = (id, name, json) => {
+    const tool = toolIndex[name]
+    let at = header[1]
+    const length = typeof json === 'string' ? json.length : Infinity
+    if (spilled || tool === undefined || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > units.length) {
+      spilled = true
+      return false
+    }
+    units[at++] = id & 0xffff
+    units[at++] = id >>> 16
+    units[at++] = tool
+    units[at++] = length
+    for (let i = 0; i < length; i++) units[at++] = charCodeAt(json, i)
+    header[1] = at
+    header[0]++
+    return true
+  }
+  const api = setup((kind, a, b, c) => (host ? (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c) : offHost(kind, a, b, c)), toolNamesJson, ...rest)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },
-    deliver: (call, ok, text, code) => { host = true; deliver(call, ok, text, code) },
+    deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
   }
 })`
+
+/** a slot's outbox, seen from the host */
+class Outbox {
+  readonly memory = new SharedArrayBuffer(8 + 2 * outboxUnits)
+  private header = new Int32Array(this.memory, 0, 2)
+  private units = new Uint16Array(this.memory, 8)
+  private text = Buffer.from(this.memory, 8)
+
+  clear() {
+    this.header[0] = 0
+    this.header[1] = 0
+  }
+
+  /**
+   * hands each call the program left to `call`, in order, and empties the outbox; false when a record is malformed.
+   * `call` must not enter the program (that would write the outbox while it is read)
+   */
+  take(tools: readonly string[], call: (id: number, name: string, json: string) => void) {
+    const { header, units, text } = this
+    const records = header[0]
+    const used = Math.min(header[1], units.length)
+    this.clear()
+    for (let k = 0, at = 0; k < records; k++) {
+      if (at + 4 > used) return false
+      const id = units[at] + units[at + 1] * 0x10000
+      const name = tools[units[at + 2]]
+      const end = at + 4 + units[at + 3]
+      if (name === undefined || end > used) return false
+      call(id, name, text.toString('utf16le', 2 * (at + 4), 2 * end))
+      at = end
+    }
+    return true
+  }
+}
+
+/** how long the host drives programs without letting its event loop turn (timers, I/O, aborts, other sessions) */
+const driveMs = 10
 
 const sliceMessage = (sliceMs: number) =>
   `the program computed for more than ${sliceMs} ms at once after a tool call returned (sliceMs): between tool calls programs run on the host's thread; compute in smaller steps or before the first tool call`
@@ -74,8 +145,14 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     // the first stretch (script and start) runs on the isolate's own thread; every later one on this thread
     let busy = true
     let stepping = false
-    // calls the program made during a step, dispatched once the step returned; replies that came while it was busy
-    const outbox: [number, string, string][] = []
+    // the host is delivering replies and dispatching calls: a reply that comes meanwhile waits its turn in the inbox
+    let driving = false
+    // the drive paused to let the host's event loop turn
+    let paused = false
+    // since when the host drives without its event loop having turned, or -1
+    let driveStart = -1
+    // calls that came through the callback during a step, dispatched once it returned; replies waiting to be delivered
+    const spilled: [number, string, string][] = []
     const inbox: unknown[][] = []
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
@@ -102,14 +179,41 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
     const answer = (args: unknown[]) => {
-      if (busy || stepping) return void inbox.push(args)
-      step(args)
-      while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+      inbox.push(args)
+      if (!busy && !driving && !paused) drive()
     }
 
-    const step = (args: unknown[]) => {
+    const turned = () => {
+      driveStart = -1
+    }
+    const resume = () => {
+      paused = false
+      drive()
+    }
+    // replies that come at once (in a microtask) would keep the host's event loop from turning until the run ends: after
+    // driveMs without a turn, the rest waits for the next one
+    const drive = () => {
+      driving = true
+      while (inbox.length > 0 && !settled) {
+        const now = performance.now()
+        if (driveStart < 0) {
+          driveStart = now
+          setImmediate(turned)
+        } else if (now - driveStart > driveMs) {
+          paused = true
+          setImmediate(resume)
+          break
+        }
+        step(inbox.shift()!, now)
+      }
+      driving = false
+    }
+
+    const step = (args: unknown[], now: number) => {
       const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
-      const wallLeft = limits.wallMs - (performance.now() - startedAt)
+      const wallLeft = limits.wallMs - (now - startedAt)
+      if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
+      if (wallLeft <= 0) return fail('timeout', limitMessages.wall(limits))
       const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
       stepping = true
       try {
@@ -126,12 +230,15 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       idle()
     }
 
-    // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
+    // the isolate ran everything it had queued: dispatch what the program asked for (the outbox first: those calls came
+    // first), or end with what it reported. a reply the pipeline gives at once waits in the inbox (driving)
     const idle = () => {
       if (settled) return
       if (reported) return finish(reported, true)
-      for (const [call, name, json] of outbox.splice(0)) bridge.call(call, name, json)
+      if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
+      for (const [call, name, json] of spilled.splice(0)) bridge.call(call, name, json)
     }
+    const dispatch = (call: number, name: string, json: string) => bridge.call(call, name, json)
 
     const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
       if (settled || reported) return false
@@ -140,7 +247,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
           if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
           // the pipeline runs once the step returned, not inside it: it would spend the program's slice
           if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
-          if (stepping) outbox.push([a, b, c])
+          if (stepping) spilled.push([a, b, c])
           else bridge.call(a, b, c)
           return true
         case 'log':
@@ -179,9 +286,11 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     try {
       context = hold(isolate.createContextSync())
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
+      slot.outbox.clear()
       const args = [
         onHost,
         offHost,
+        new ivm.ExternalCopy(slot.outbox.memory).copyInto({ release: true }),
         setup.derefInto(),
         JSON.stringify(request.tools),
         limits.outputBytes,
@@ -224,7 +333,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         busy = false
         if (settled) return
         if (reported) return finish(reported, true)
-        while (inbox.length > 0 && !settled && !stepping) step(inbox.shift()!)
+        drive()
       }, onRejected)
   }
 
@@ -241,6 +350,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     slot.isolate = new ivm.Isolate({ memoryLimit: memoryMb + overheadMb, onCatastrophicError })
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
     slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' })
+    slot.outbox = new Outbox()
     return slot
   }
 

@@ -23,3 +23,57 @@ describe('isolated-vm: sliceMs', () => {
     }
   })
 })
+
+describe('isolated-vm: driving a program from the host', () => {
+  const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
+
+  it("lets the host's event loop turn while a program's calls are answered at once", async () => {
+    const sandbox = new IsolateSandbox({ poolSize: 1, limits: { ...hazardLimits, cpuMs: 20000, wallMs: 20000 } })
+    let turned: boolean | undefined
+    const call = async () => {
+      if (turned === undefined) {
+        turned = false
+        setImmediate(() => {
+          turned = true
+        })
+      }
+      return { ok: true as const, value: JSON.stringify(turned) }
+    }
+    try {
+      // without a turn this spins until wallMs
+      const outcome = await sandbox.run({
+        code: 'let calls = 0\nwhile (!(await tools.turned())) calls++\nreturn calls > 0',
+        tools: ['turned'],
+        call,
+        signal: new AbortController().signal,
+      })
+      expect(outcome).to.deep.include({ ok: true, result: 'true' })
+    } finally {
+      await sandbox.close()
+    }
+  })
+
+  it('hands every call to the host in order, those that fit the outbox and those that do not', async () => {
+    const sandbox = new IsolateSandbox({ poolSize: 1, limits: { ...hazardLimits, cpuMs: 5000, wallMs: 10000 } })
+    const seen: string[] = []
+    const call = async (name: string, json: string) => {
+      seen.push(`${name}:${json.length}`)
+      return echo(name, json)
+    }
+    try {
+      // one argument too long for a record, then ten that overflow the outbox (32k units), then many small ones
+      const sizes = [1, 5000, 2, 20, 3, ...Array.from({ length: 10 }, () => 4000)]
+      const code = `
+        await tools.echo({})
+        const sizes = ${JSON.stringify(sizes)}
+        const replies = await Promise.all([...sizes.map((n) => tools.echo({ text: 'y'.repeat(n) })), ...Array.from({ length: 900 }, (_, i) => tools['a-b']({ i }))])
+        return [(await tools.echo({ text: 'x'.repeat(5000) })).text.length, replies.length, replies[1].text.length, replies[914].i]`
+      const outcome = await sandbox.run({ code, tools: ['echo', 'a-b'], call, signal: new AbortController().signal })
+      expect(outcome).to.deep.include({ ok: true, result: '[5000,915,5000,899]' })
+      const expected = ['echo:2', ...sizes.map((n) => `echo:${n + 11}`), ...Array.from({ length: 900 }, (_, i) => `a-b:${`{"i":${i}}`.length}`), 'echo:5011']
+      expect(seen).to.deep.equal(expected)
+    } finally {
+      await sandbox.close()
+    }
+  })
+})
