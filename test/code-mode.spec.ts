@@ -1,41 +1,54 @@
 // run_code end to end on the real default sandbox: the bridge re-enters the whole pipeline for each binding call,
 // schedules nested calls, settles them, and renders what the program printed and returned.
 
-import ToolRuntime, { createAgent, defineTool, type Execution, type NestedCallSettle, type NestedCallStart, type ToolResult, t } from '@faber/core'
+import { createAgent, defineTool, type Execution, type NestedCallSettle, type NestedCallStart, t } from '@faber/core'
+import { call, deployment, disposeAll, failingTool, value } from '@faber/core/testing'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 interface Journal {
   events: string[]
   signals: Map<string, AbortSignal>
+  /** told of each new event */
+  watchers: Set<() => void>
+}
+
+/** resolves once `done()` holds, checked at every event of the journal, or once `signal` aborts */
+function until(journal: Journal, done: () => boolean, signal: AbortSignal) {
+  return new Promise<void>((resolve) => {
+    const check = () => {
+      if (!signal.aborted && !done()) return
+      journal.watchers.delete(check)
+      resolve()
+    }
+    journal.watchers.add(check)
+    signal.addEventListener('abort', check, { once: true })
+    check()
+  })
 }
 
 function tools(ctx: Context, journal: Journal) {
-  const log = (event: string) => journal.events.push(event)
+  const log = (event: string) => {
+    journal.events.push(event)
+    for (const watcher of [...journal.watchers]) watcher()
+  }
   ctx.tools.register(
     defineTool({
       name: 'peek',
-      description: 'reads a key after a delay; safe to overlap',
-      parameters: t.object({ key: t.string(), ms: t.integer({ minimum: 0 }).optional() }),
+      description: 'reads a key once the keys it meets have started (or, held, once aborted); safe to overlap',
+      parameters: t.object({ key: t.string(), meet: t.array(t.string()).optional(), hold: t.boolean().optional() }),
       output: { schema: t.object({ key: t.string(), value: t.string() }) },
       isConcurrencySafe: () => true,
       annotations: { readOnly: true },
-      execute: async ({ key, ms = 20 }, run) => {
+      execute: async ({ key, meet = [], hold = false }, run) => {
         log(`start ${key}`)
         journal.signals.set(key, run.signal)
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, ms)
-          run.signal.addEventListener('abort', () => {
-            clearTimeout(timer)
-            resolve()
-          })
-        })
+        // meeting is how a test sees calls overlap: a call that cannot run beside the one it meets never ends
+        await until(journal, () => !hold && meet.every((other) => journal.events.includes(`start ${other}`)), run.signal)
         log(`${run.signal.aborted ? 'aborted' : 'end'} ${key}`)
         return { key, value: key.toUpperCase() }
       },
@@ -49,61 +62,37 @@ function tools(ctx: Context, journal: Journal) {
       output: { schema: t.boolean() },
       execute: async ({ key }) => {
         log(`start put ${key}`)
-        await sleep(10)
+        // one turn of the event loop, in which anything wrongly let run beside it would start
+        await new Promise((resolve) => setImmediate(resolve))
         log(`end put ${key}`)
         return true
       },
     }),
   )
-  ctx.tools.register(
-    defineTool({
-      name: 'explode',
-      description: 'always fails',
-      parameters: t.object({}),
-      output: { schema: t.null() },
-      execute: () => {
-        throw Object.assign(new Error('the fuse was lit'), { code: 'E_FUSE' })
-      },
-    }),
-  )
+  ctx.tools.register(failingTool('explode'))
 }
 
 async function deploy(config: { maxParallelSubCalls?: number } = {}, runtime: 'worker' | 'isolate' = 'worker') {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'code', ...config })
-  if (runtime === 'worker') ctx.plugin(WorkerSandboxService, { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } })
-  else ctx.plugin(IsolateSandboxService, { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } })
-  await ctx.start()
-  const journal: Journal = { events: [], signals: new Map() }
+  const Sandbox = runtime === 'worker' ? WorkerSandboxService : IsolateSandboxService
+  const ctx = await deployment({ mode: 'code', ...config }, (ctx) => ctx.plugin(Sandbox, { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } }))
+  const journal: Journal = { events: [], signals: new Map(), watchers: new Set() }
   tools(ctx, journal)
   return { ctx, journal }
 }
 
-let ids = 0
 function runCode(ctx: Context, code: string, extra: { signal?: AbortSignal; agent?: ReturnType<typeof createAgent> } = {}) {
-  return ctx.tools.execute({
-    callId: `run-${++ids}`,
-    name: 'run_code',
-    arguments: { code, description: 'test program' },
-    signal: extra.signal ?? new AbortController().signal,
-    agent: extra.agent,
-  })
-}
-
-function ok(result: ToolResult) {
-  expect(result.isError, result.content).to.equal(false)
-  return result.isError ? undefined : result.value
+  return call(ctx, 'run_code', { code, description: 'test program' }, extra)
 }
 
 describe('run_code on the worker sandbox', () => {
   let ctx: Context
   let journal: Journal
   beforeEach(async () => ({ ctx, journal } = await deploy()))
-  afterEach(() => ctx.stop())
+  afterEach(disposeAll)
 
   it('returns what the program logs and returns, rendered for the model', async () => {
     const result = await runCode(ctx, 'const a: number = 2\nconsole.log("two is", a)\nreturn { sum: a + 2 }')
-    expect(ok(result)).to.deep.equal({ logs: ['two is 2'], result: { sum: 4 } })
+    expect(value(result)).to.deep.equal({ logs: ['two is 2'], result: { sum: 4 } })
     expect(result.content).to.equal('two is 2\n{"sum":4}')
     expect((await runCode(ctx, 'return "plain text"')).content).to.equal('plain text')
     expect((await runCode(ctx, 'const x = 1')).content).to.match(/^\(the program returned undefined and printed nothing/)
@@ -112,14 +101,14 @@ describe('run_code on the worker sandbox', () => {
   it('binding calls return tool values; failures reject with ToolCallError', async () => {
     const result = await runCode(
       ctx,
-      `const { value } = await tools.peek({ key: 'a', ms: 0 })
+      `const { value } = await tools.peek({ key: 'a'})
        try { await tools.explode({}) } catch (error) {
          if (!(error instanceof ToolCallError)) throw error
          return { value, name: error.name, toolName: error.toolName, code: error.code, message: error.message }
        }`,
     )
-    expect(ok(result)).to.deep.include({
-      result: { value: 'A', name: 'ToolCallError', toolName: 'explode', code: 'TOOL_FAILED', message: '"explode" failed: E_FUSE: the fuse was lit' },
+    expect(value(result)).to.deep.include({
+      result: { value: 'A', name: 'ToolCallError', toolName: 'explode', code: 'TOOL_FAILED', message: '"explode" failed: E_BOOM: kaboom' },
     })
   })
 
@@ -130,7 +119,7 @@ describe('run_code on the worker sandbox', () => {
       return exec.name === 'put' ? { kind: 'deny', reason: 'puts are frozen' } : undefined
     })
     const result = await runCode(ctx, `try { await tools.put({ key: 'k' }) } catch (e) { return [e.code, e.message] }`)
-    expect(ok(result)).to.deep.include({ result: ['DENIED', 'puts are frozen'] })
+    expect(value(result)).to.deep.include({ result: ['DENIED', 'puts are frozen'] })
     const [outer, nested] = seen
     expect(outer.name).to.equal('run_code')
     expect(nested.name).to.equal('put')
@@ -146,20 +135,20 @@ describe('run_code on the worker sandbox', () => {
          try { await tools.peek(bad as any) } catch (e) { errors.push(e.constructor.name) }
        }
        const wrongType = await tools.peek({ key: 5 } as any).catch((e) => e.code)
-       const fine = await tools.peek({ key: 'ok', ms: 0 })
+       const fine = await tools.peek({ key: 'ok'})
        return { errors, wrongType, fine: fine.value }`,
     )
-    expect(ok(result)).to.deep.include({ result: { errors: ['TypeError', 'TypeError', 'TypeError'], wrongType: 'INVALID_ARGUMENTS', fine: 'OK' } })
+    expect(value(result)).to.deep.include({ result: { errors: ['TypeError', 'TypeError', 'TypeError'], wrongType: 'INVALID_ARGUMENTS', fine: 'OK' } })
   })
 
   it('safe calls overlap; an exclusive call waits for the pool to drain and runs alone, in submission order', async () => {
-    ok(
+    value(
       await runCode(
         ctx,
         `await Promise.all([
-           tools.peek({ key: 'a' }), tools.peek({ key: 'b' }),
+           tools.peek({ key: 'a', meet: ['b'] }), tools.peek({ key: 'b', meet: ['a'] }),
            tools.put({ key: 'x' }),
-           tools.peek({ key: 'c' }), tools.peek({ key: 'd' }),
+           tools.peek({ key: 'c', meet: ['d'] }), tools.peek({ key: 'd', meet: ['c'] }),
          ])`,
       ),
     )
@@ -171,9 +160,9 @@ describe('run_code on the worker sandbox', () => {
   })
 
   it('maxParallelSubCalls bounds the overlap', async () => {
-    await ctx.stop()
+    await disposeAll()
     ;({ ctx, journal } = await deploy({ maxParallelSubCalls: 2 }))
-    ok(await runCode(ctx, `await Promise.all(['a', 'b', 'c'].map((key) => tools.peek({ key })))`))
+    value(await runCode(ctx, `await Promise.all([tools.peek({ key: 'a', meet: ['b'] }), tools.peek({ key: 'b', meet: ['a'] }), tools.peek({ key: 'c' })])`))
     const at = (event: string) => journal.events.indexOf(event)
     expect(at('start c')).to.be.above(Math.min(at('end a'), at('end b')))
   })
@@ -183,16 +172,16 @@ describe('run_code on the worker sandbox', () => {
     ctx.on('code/call-settle', (event) => void settled.push(event))
     const result = await runCode(
       ctx,
-      `tools.peek({ key: 'slow', ms: 5000 }).then(() => tools.put({ key: 'late' }), () => tools.put({ key: 'late' }))
+      `tools.peek({ key: 'slow', hold: true }).then(() => tools.put({ key: 'late' }), () => tools.put({ key: 'late' }))
        return 'left early'`,
     )
-    expect(ok(result)).to.deep.include({ result: 'left early' })
+    expect(value(result)).to.deep.include({ result: 'left early' })
     expect(journal.signals.get('slow')?.aborted).to.equal(true)
     expect(journal.events).to.include('aborted slow')
     expect(settled.map((s) => s.name)).to.deep.equal(['peek'])
     // the pool has one worker and a worker's messages arrive in order: once the next program has returned, anything
     // the first one still sent has arrived (or its worker is gone)
-    expect(ok(await runCode(ctx, 'return 1'))).to.deep.include({ result: 1 })
+    expect(value(await runCode(ctx, 'return 1'))).to.deep.include({ result: 1 })
     expect(journal.events.some((e) => e.includes('late'))).to.equal(false)
   })
 
@@ -210,8 +199,9 @@ describe('run_code on the worker sandbox', () => {
       request: async () => {
         const asked = performance.now()
         await othersEnded
-        // real time must pass here: the wait has to outlast the program's cpu budget (1000 ms) without tripping it
-        await sleep(1200 - (performance.now() - asked))
+        // real time must pass here, it is what is tested: the wait outlasts the program's cpu budget (1000 ms) without
+        // tripping it. fake timers cannot stand in, as the budget is the worker's measured cpu time
+        await new Promise((resolve) => setTimeout(resolve, 1200 - (performance.now() - asked)))
         granted.push(journal.events.length)
         return 'allowed'
       },
@@ -219,11 +209,11 @@ describe('run_code on the worker sandbox', () => {
     const result = await runCode(
       ctx,
       `const [guarded, a, b] = await Promise.all([
-         tools.peek({ key: 'guarded', ms: 0 }), tools.peek({ key: 'a', ms: 0 }), tools.peek({ key: 'b', ms: 0 }),
+         tools.peek({ key: 'guarded' }), tools.peek({ key: 'a', meet: ['b'] }), tools.peek({ key: 'b', meet: ['a'] }),
        ])
        return [guarded.value, a.value, b.value]`,
     )
-    expect(ok(result)).to.deep.include({ result: ['GUARDED', 'A', 'B'] })
+    expect(value(result)).to.deep.include({ result: ['GUARDED', 'A', 'B'] })
     expect(journal.events.slice(0, granted[0])).to.deep.equal(['start a', 'start b', 'end a', 'end b'])
   })
 
@@ -232,7 +222,7 @@ describe('run_code on the worker sandbox', () => {
     const settles: NestedCallSettle[] = []
     ctx.on('code/call-start', (e) => void starts.push(e))
     ctx.on('code/call-settle', (e) => void settles.push(e))
-    await runCode(ctx, `await tools.peek({ key: 'a', ms: 0 }); await tools.explode({}).catch(() => {})`)
+    await runCode(ctx, `await tools.peek({ key: 'a'}); await tools.explode({}).catch(() => {})`)
     expect(starts.map((s) => [s.name, s.outerCallId === settles[0].outerCallId])).to.deep.equal([
       ['peek', true],
       ['explode', true],
@@ -248,22 +238,22 @@ describe('run_code on the worker sandbox', () => {
     const thrown = await runCode(ctx, 'console.log("before")\nthrow new RangeError("out of range")')
     expect(thrown.isError && thrown.error).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'exception', logs: ['before'] })
     expect(thrown.content).to.contain('RangeError: out of range').and.to.contain('--- logs ---\nbefore')
-    const spun = await runCode(ctx, 'await tools.peek({ key: "a", ms: 0 })\nwhile (true) {}')
+    const spun = await runCode(ctx, 'await tools.peek({ key: "a"})\nwhile (true) {}')
     expect(spun.isError && spun.error.kind).to.equal('timeout')
     const controller = new AbortController()
     // aborted once the program is certainly running: when its first nested call settles
     const dispose = ctx.on('code/call-settle', () => controller.abort())
-    const aborted = await runCode(ctx, 'await tools.peek({ key: "a", ms: 0 })\nwhile (true) {}', { signal: controller.signal })
+    const aborted = await runCode(ctx, 'await tools.peek({ key: "a"})\nwhile (true) {}', { signal: controller.signal })
     dispose()
     expect(aborted.isError && aborted.error.kind).to.equal('abort')
-    expect(ok(await runCode(ctx, 'return 1'))).to.deep.equal({ logs: [], result: 1 })
+    expect(value(await runCode(ctx, 'return 1'))).to.deep.equal({ logs: [], result: 1 })
   })
 
   it('an agent program binds exactly the tools that agent can see', async () => {
     const agent = createAgent(ctx, { name: 'narrow' })
     agent.ctx.tools.restrict({ allow: ['peek'] })
     const result = await runCode(ctx, 'return Object.keys(tools).sort()', { agent })
-    expect(ok(result)).to.deep.include({ result: ['$describe', '$search', 'peek'] })
+    expect(value(result)).to.deep.include({ result: ['$describe', '$search', 'peek'] })
   })
 })
 
@@ -271,17 +261,20 @@ describe('run_code on the isolate sandbox', () => {
   let ctx: Context
   let journal: Journal
   before(async () => ({ ctx, journal } = await deploy({}, 'isolate')))
-  after(() => ctx.stop())
+  after(disposeAll)
 
   it('runs programs that call tools, overlapping safe calls', async () => {
-    const result = await runCode(ctx, `const r = await Promise.all([tools.peek({ key: 'a' }), tools.peek({ key: 'b' })])\nreturn r.map((x) => x.value)`)
-    expect(ok(result)).to.deep.include({ result: ['A', 'B'] })
+    const result = await runCode(
+      ctx,
+      `const r = await Promise.all([tools.peek({ key: 'a', meet: ['b'] }), tools.peek({ key: 'b', meet: ['a'] })])\nreturn r.map((x) => x.value)`,
+    )
+    expect(value(result)).to.deep.include({ result: ['A', 'B'] })
     expect(journal.events.slice(0, 2)).to.deep.equal(['start a', 'start b'])
   })
 
   it('stops a spinning program and stays healthy', async () => {
     const spun = await runCode(ctx, 'while (true) {}')
     expect(spun.isError && spun.error.kind).to.equal('timeout')
-    expect(ok(await runCode(ctx, 'return 2'))).to.deep.equal({ logs: [], result: 2 })
+    expect(value(await runCode(ctx, 'return 2'))).to.deep.equal({ logs: [], result: 2 })
   })
 })

@@ -1,21 +1,19 @@
 // what a run_code program is told when it goes wrong, on both sandbox backends: they share one prelude and must
 // say the same thing.
 
-import ToolRuntime, { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, RESULT_CHARS, SDK_SECTION, type ToolResult, t } from '@faber/core'
+import { ABSENT_GLOBALS, type Agent, createAgent, defineTool, PROGRAM_GLOBALS, RESULT_CHARS, SDK_SECTION, type ToolResult, t } from '@faber/core'
+import { call, deployment, disposeAll } from '@faber/core/testing'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
 
 const backends = { worker: WorkerSandboxService, isolate: IsolateSandboxService }
 
 async function deploy(backend: keyof typeof backends) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'code' })
-  ctx.plugin(backends[backend], { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } })
-  await ctx.start()
+  const ctx = await deployment({ mode: 'code' }, (ctx) => ctx.plugin(backends[backend], { poolSize: 1, limits: { cpuMs: 1000, wallMs: 5000 } }))
   ctx.tools.register(
     defineTool({
       name: 'read',
@@ -57,9 +55,8 @@ async function deploy(backend: keyof typeof backends) {
   return ctx
 }
 
-let ids = 0
 function runCode(ctx: Context, code: string, agent?: Agent) {
-  return ctx.tools.execute({ callId: `p${++ids}`, name: 'run_code', arguments: { code, description: 'test' }, signal: new AbortController().signal, agent })
+  return call(ctx, 'run_code', { code, description: 'test' }, { agent })
 }
 
 function succeeded(result: ToolResult) {
@@ -79,7 +76,7 @@ for (const backend of ['worker', 'isolate'] as const) {
     before(async () => {
       ctx = await deploy(backend)
     })
-    after(() => ctx.stop())
+    after(disposeAll)
 
     it('an uncaught ToolCallError names the call, its line and column, and the code', async () => {
       const error = failed(await runCode(ctx, "const a = await tools.read({ path: 'a' })\n\n  await tools.write({ path: 'b', content: a.text })"))
