@@ -13,8 +13,6 @@ interface Entry {
   tool: SdkTool
   name: string
   lower: string
-  nameWords: Set<string>
-  words: Set<string>
   summary: string
 }
 
@@ -43,6 +41,14 @@ function words(text: string): string[] {
   return out
 }
 
+const NONE: number[] = []
+
+function push(index: Map<string, number[]>, word: string, i: number) {
+  const list = index.get(word)
+  if (list) list.push(i)
+  else index.set(word, [i])
+}
+
 function distance(a: string, b: string) {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i++) {
@@ -53,23 +59,30 @@ function distance(a: string, b: string) {
   return previous[b.length]
 }
 
+// between names in the joined text the substring scans read; a query term (letters and digits) never holds it
+const SEPARATOR = '\u0000'
+
 export class Catalog {
   private entries: Entry[]
   private byName: Map<string, Entry>
+  // the scoring reads these instead of visiting every entry per term: entry indexes by name word and by word, and
+  // every lower-case name in one text (with each one's start) so a substring is found by indexOf
+  private byNameWord = new Map<string, number[]>()
+  private byWord = new Map<string, number[]>()
+  private names: string
+  private starts: number[] = []
 
   constructor(tools: readonly SdkTool[]) {
-    this.entries = sdkTools(tools).map((tool) => {
-      const described = [tool.description, ...propertyText(tool.parameters)].join(' ')
-      return {
-        tool,
-        name: tool.name,
-        lower: tool.name.toLowerCase(),
-        nameWords: new Set(words(tool.name)),
-        words: new Set(words(described)),
-        summary: summaryOf(tool.description),
-      }
-    })
+    this.entries = sdkTools(tools).map((tool) => ({ tool, name: tool.name, lower: tool.name.toLowerCase(), summary: summaryOf(tool.description) }))
     this.byName = new Map(this.entries.map((entry) => [entry.name, entry]))
+    let offset = 0
+    for (const [i, { tool, lower }] of this.entries.entries()) {
+      for (const word of new Set(words(tool.name))) push(this.byNameWord, word, i)
+      for (const word of new Set(words([tool.description, ...propertyText(tool.parameters)].join(' ')))) push(this.byWord, word, i)
+      this.starts.push(offset)
+      offset += lower.length + 1
+    }
+    this.names = this.entries.map((entry) => entry.lower).join(SEPARATOR)
   }
 
   /** the best matches for a query, best first; ties go by name, so the answer is the same every time */
@@ -77,27 +90,54 @@ export class Catalog {
     const terms = [...new Set(words(query))]
     const whole = query.trim().toLowerCase()
     const bound = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit) || 1))
-    // the best `bound` so far, best first; entries come in name order, so a later entry with an equal score goes after
-    const top: Entry[] = []
-    const scores: number[] = []
-    for (const entry of this.entries) {
-      let score = whole && entry.lower.includes(whole) ? 3 : 0
-      for (const term of terms) {
-        if (entry.nameWords.has(term)) score += 4
-        else if (term.length >= 3 && entry.lower.includes(term)) score += 2
-        if (entry.words.has(term)) score += 1
+    // a name holding the whole query weighs 3; per term, a name word 4, else a name holding it 2, and a word of the
+    // description or the argument names 1
+    const scores = new Int32Array(this.entries.length)
+    if (whole) for (const i of this.holding(whole)) scores[i] += 3
+    const named = new Uint8Array(this.entries.length)
+    for (const term of terms) {
+      named.fill(0)
+      for (const i of this.byNameWord.get(term) ?? NONE) {
+        scores[i] += 4
+        named[i] = 1
       }
-      if (score === 0 || (top.length === bound && score <= scores[bound - 1])) continue
-      let at = top.length
-      while (at > 0 && scores[at - 1] < score) at--
-      top.splice(at, 0, entry)
-      scores.splice(at, 0, score)
-      if (top.length > bound) {
-        top.pop()
-        scores.pop()
+      if (term.length >= 3) {
+        for (const i of this.holding(term)) if (named[i] === 0) scores[i] += 2
       }
+      for (const i of this.byWord.get(term) ?? NONE) scores[i] += 1
     }
-    return top.map((entry) => ({ name: entry.name, summary: entry.summary }))
+    // the best `bound`, best first; entries are in name order, so a later one with an equal score goes after
+    const top: number[] = []
+    for (let i = 0; i < scores.length; i++) {
+      const score = scores[i]
+      if (score === 0 || (top.length === bound && score <= scores[top[bound - 1]])) continue
+      let at = top.length
+      while (at > 0 && scores[top[at - 1]] < score) at--
+      top.splice(at, 0, i)
+      if (top.length > bound) top.pop()
+    }
+    return top.map((i) => ({ name: this.entries[i].name, summary: this.entries[i].summary }))
+  }
+
+  /** the indexes of the entries whose lower-case name holds `text`, each once, in order */
+  private holding(text: string): number[] {
+    const found: number[] = []
+    if (text.includes(SEPARATOR)) {
+      for (const [i, entry] of this.entries.entries()) if (entry.lower.includes(text)) found.push(i)
+      return found
+    }
+    for (let at = this.names.indexOf(text); at !== -1; at = this.names.indexOf(text, at + 1)) {
+      // the entry whose name starts at or before `at`
+      let lo = 0
+      let hi = this.starts.length - 1
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1
+        if (this.starts[mid] <= at) lo = mid
+        else hi = mid - 1
+      }
+      if (found.at(-1) !== lo) found.push(lo)
+    }
+    return found
   }
 
   /** the complete declarations of the named tools, or the names that are not tools with the nearest ones */
