@@ -219,7 +219,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   private async make(memoryMb: number, warm = false): Promise<U> {
     if (warm && this.closed) throw new Error('the sandbox was closed')
     const unit = await this.create(memoryMb)
-    this.makeFailed = false
+    if (this.makeFailed) {
+      // units can be made again: the pool fills again (and a ready() waiting for it is answered)
+      this.makeFailed = false
+      this.fill()
+    }
     if (!warm) return unit
     let kept = false
     const outcome = await this.execute(unit, warmUp, this.limits, (unit, reuse) => {

@@ -1,0 +1,90 @@
+// the pool of src/pool.ts on its own, with a backend whose units are plain objects and whose programs end at once:
+// what the shared suites do not reach (a unit that cannot be made, retirement after maxRuns or a full heap)
+import { expect } from 'chai'
+import { type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
+import type { CodeRunOutcome } from '../src/types.ts'
+
+interface Fake extends Unit {
+  id: number
+  disposed: boolean
+}
+
+class FakePool extends SandboxPool<Fake> {
+  readonly backend = 'fake'
+  protected readonly createFailure = 'could not make a fake'
+  made: Fake[] = []
+  attempts = 0
+  /** what `create` throws, while set */
+  broken: string | undefined
+  /** the heap a unit reports after a run (undefined: it may not serve again) */
+  heap: number | undefined = 0
+
+  constructor(options: PoolOptions) {
+    super(options)
+  }
+
+  protected create(memoryMb: number) {
+    this.attempts++
+    if (this.broken) throw new Error(this.broken)
+    const unit = { id: this.made.length, memoryMb, runs: 0, disposed: false }
+    this.made.push(unit)
+    return unit
+  }
+
+  protected dispose(unit: Fake) {
+    unit.disposed = true
+  }
+
+  protected start(unit: Fake, run: Run) {
+    run.arm(() => 0)
+    // the program "returns" the unit it ran on
+    queueMicrotask(() => run.finish({ ok: true, logs: [], result: String(unit.id) }, this.heap))
+  }
+}
+
+const run = (pool: FakePool, memoryMb?: number): Promise<CodeRunOutcome> =>
+  pool.run({ code: '', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal, limits: memoryMb ? { memoryMb } : {} })
+
+describe('SandboxPool', () => {
+  it('reports a unit that cannot be made, without making units in a loop, and fills again once one is made', async () => {
+    const pool = new FakePool({ poolSize: 2 })
+    pool.broken = 'out of fakes'
+    await pool.ready()
+    expect(await run(pool)).to.deep.include({ ok: false, kind: 'crash', message: 'could not make a fake: out of fakes' })
+    // the one made in the background failed, and the run's own: none since
+    expect(pool.attempts).to.equal(2)
+    pool.broken = undefined
+    expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
+    await pool.ready()
+    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(2)
+    await pool.close()
+  })
+
+  it('retires a unit after maxRuns runs', async () => {
+    const pool = new FakePool({ poolSize: 1, maxRuns: 3 })
+    await pool.ready()
+    // the warm-up run is the unit's first
+    const results = []
+    for (let i = 0; i < 3; i++) results.push(((await run(pool)) as { result: string }).result)
+    expect(results.slice(0, 2)).to.deep.equal(['0', '0'])
+    expect(results[2]).not.to.equal('0')
+    expect(pool.made[0]).to.include({ runs: 3, disposed: true })
+    await pool.close()
+  })
+
+  it('discards a unit that may not serve again, and one made for another memoryMb', async () => {
+    const pool = new FakePool({ poolSize: 1, limits: { memoryMb: 32 } })
+    await pool.ready()
+    expect(await run(pool, 48)).to.deep.include({ ok: true, result: '1' })
+    expect(pool.made[1]).to.include({ memoryMb: 48, disposed: true })
+    pool.heap = undefined
+    expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
+    expect(pool.made[0].disposed).to.equal(true)
+    // its replacement is made on a later turn, and warmed
+    pool.heap = 0
+    await pool.ready()
+    expect(pool.made.at(-1)).to.include({ memoryMb: 32, disposed: false })
+    await pool.close()
+    expect(pool.made.every((unit) => unit.disposed)).to.equal(true)
+  })
+})
