@@ -68,7 +68,6 @@ export function scopeOf(agent: Agent | undefined): AgentScope {
 type Lifecycle = Context['lifecycle']
 
 interface EventLists {
-  version: number
   global?: readonly Listener[]
   agents: WeakMap<Agent, readonly Listener[]>
 }
@@ -77,11 +76,10 @@ interface EventLists {
  * which listeners hear an agent's events, kept per event and agent until the hook table changes. cordis 3.18 adds
  * and removes every listener through its lifecycle's `register` and `unregister` (a plugin's load, dispose and
  * reload, `ctx.on`, a disposer called inside a dispatch, `once`) and `addListener` writes the table itself: each
- * bumps `version`, and a list built under an older one is built again when next read. a list is frozen, and a
- * change makes a new one, so a dispatch in progress keeps walking the listeners it started with, as cordis' own does.
+ * calls `changed()`, which drops every kept list, to be built again when next read. a list is frozen, and a change
+ * makes a new one, so a dispatch in progress keeps walking the listeners it started with, as cordis' own does.
  */
 export class ListenerIndex {
-  version = 0
   private events = new Map<string, EventLists>()
 
   constructor(
@@ -91,18 +89,23 @@ export class ListenerIndex {
     const { register, unregister } = lifecycle
     const index = this
     lifecycle.register = function (this: Lifecycle, ...args) {
-      index.version++
+      index.changed()
       return register.apply(this, args)
     }
     lifecycle.unregister = function (this: Lifecycle, ...args) {
-      index.version++
+      index.changed()
       return unregister.apply(this, args)
     }
   }
 
+  /** the hook table changed (or is about to, synchronously): no kept list may be handed out again */
+  changed() {
+    this.events.clear()
+  }
+
   for(event: string, agent: Agent | undefined): readonly Listener[] {
     let lists = this.events.get(event)
-    if (lists?.version !== this.version) this.events.set(event, (lists = { version: this.version, agents: new WeakMap() }))
+    if (!lists) this.events.set(event, (lists = { agents: new WeakMap() }))
     if (!agent) return (lists.global ??= this.build(event, undefined))
     let list = lists.agents.get(agent)
     if (!list) lists.agents.set(agent, (list = this.build(event, agent)))
@@ -153,11 +156,11 @@ export function addListener(ctx: Context, event: string, callback: (...args: any
     const list = (table[event] ??= [])
     if (options.prepend) list.unshift(hook)
     else list.push(hook)
-    listeners.version++
+    listeners.changed()
     return () => {
       const index = list.indexOf(hook)
       if (index >= 0) list.splice(index, 1)
-      listeners.version++
+      listeners.changed()
     }
   })
 }
