@@ -3,6 +3,7 @@ import { type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import type { CodeRunOutcome } from './types.ts'
+import { Watchdog } from './watchdog.ts'
 
 export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
@@ -18,6 +19,7 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
 
 interface Slot {
   isolate: ivm.Isolate
+  watch?: [generation: number, index: number]
   prelude: ivm.Script
   driver: ivm.Script
   outbox: Outbox
@@ -126,6 +128,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   readonly backend = 'isolated-vm'
   readonly maxRunsPerIsolate: number
   readonly sliceMs: number
+  // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
+  private live = new Set<Slot>()
+  private watchdog = new Watchdog(() => this.live)
   /** isolates whose thread V8's out-of-memory handler parked: their memory is lost until the process ends */
   parked = 0
   protected readonly createFailure = 'could not create an isolate'
@@ -215,16 +220,25 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
       if (wallLeft <= 0) return fail('timeout', limitMessages.wall(limits))
       const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
+      const overrun = () => {
+        if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
+        if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
+        return fail('timeout', sliceMessage(this.sliceMs))
+      }
       stepping = true
       try {
-        deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
+        // the watchdog bounds the step; isolated-vm's timeout only until it watches this isolate (see watchdog.ts)
+        const inTime = this.watchdog.run(slot, bound, () => deliver!.applySync(undefined, args))
+        if (inTime === false) {
+          stepping = false
+          return overrun()
+        }
+        if (inTime === undefined) deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
       } catch (error) {
         stepping = false
         if (settled) return
         if (isolate.isDisposed || !/timed out/.test(messageOf(error))) return onRejected(error)
-        if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
-        if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
-        return fail('timeout', sliceMessage(this.sliceMs))
+        return overrun()
       }
       stepping = false
       idle()
@@ -351,13 +365,21 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
     slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' })
     slot.outbox = new Outbox()
+    this.live.add(slot)
+    this.watchdog.changed()
     return slot
   }
 
   protected dispose(slot: Slot) {
+    this.live.delete(slot)
     // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
     // abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
+  }
+
+  override async close() {
+    await super.close()
+    this.watchdog.close()
   }
 
   // what the isolate's heap holds after a clean run, or undefined when it may not serve another

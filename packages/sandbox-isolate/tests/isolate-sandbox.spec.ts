@@ -53,6 +53,21 @@ describe('isolated-vm: driving a program from the host', () => {
     }
   })
 
+  it('ends a program that spins after many calls at its cpu budget, twice in a row, and serves the next run', async () => {
+    const sandbox = new IsolateSandbox({ poolSize: 1, limits: { ...hazardLimits, cpuMs: 300, wallMs: 10000 } })
+    const run = (code: string) => sandbox.run({ code, tools: ['echo'], call: echo, signal: new AbortController().signal })
+    try {
+      for (let i = 0; i < 2; i++) {
+        const spun = await run('for (let i = 0; i < 200; i++) await tools.echo({ i })\nwhile (true) {}')
+        expect(spun).to.deep.include({ ok: false, kind: 'timeout' })
+        expect(!spun.ok && spun.message).to.match(/CPU time/)
+      }
+      expect(await run('for (let i = 0; i < 200; i++) await tools.echo({ i })\nreturn 1')).to.deep.include({ ok: true, result: '1' })
+    } finally {
+      await sandbox.close()
+    }
+  })
+
   it('hands every call to the host in order, those that fit the outbox and those that do not', async () => {
     const sandbox = new IsolateSandbox({ poolSize: 1, limits: { ...hazardLimits, cpuMs: 5000, wallMs: 10000 } })
     const seen: string[] = []
