@@ -323,6 +323,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           '## The tools SDK: an index',
           sdkUsage(),
           ...(ruled ? [] : [DISCOVERY]),
+          // what a full SDK's declaration of ToolCallError says
+          'A `ToolCallError` carries the `code` and `toolName` of the failed call.',
           level === 'index'
             ? 'Index below: `name(arguments) first sentence` (`?`: optional); `$describe` a tool before its first use.'
             : 'Index below: the tool names, grouped.',

@@ -37,6 +37,7 @@ describe('SDK presentation', () => {
     const index = sdkText(small)
     expect(index).to.include('an index').and.include('fs:\nfs_read(path) Read a file.\nfs_write(path) Write a file.')
     expect(index).not.to.include('Returns its text')
+    expect(index).to.include('`ToolCallError` carries the `code` and `toolName`')
     const tiny = new Context()
     tiny.plugin(ToolRuntime, { mode: 'code', sdkBudget: 1 })
     await tiny.start()
