@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { mock } from 'node:test'
-import ToolRuntime, { type Agent, assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
+import { assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
 import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantStore, TerminalAnswerer } from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
 import DeploymentStore, { Store } from '@faber/store'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
 
@@ -43,11 +43,7 @@ function tool(name: string, runs: string[] = [], extra: { readOnly?: boolean; sa
   })
 }
 
-let sequence = 0
-
-function call(ctx: Context, name: string, args: unknown = {}, extra: { agent?: Agent; signal?: AbortSignal } = {}) {
-  return ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, signal: extra.signal ?? new AbortController().signal, agent: extra.agent })
-}
+const call = (ctx: Context, name: string, args: unknown = {}, extra: kit.CallOptions = {}) => kit.call(ctx, name, args, extra)
 
 /** registers an answerer as its own plugin, so audit events can name it */
 function answerer(ctx: Context, name: string, answer: (query: ApprovalQuery) => unknown, on: Context = ctx) {
@@ -297,13 +293,7 @@ describe('approval: policies and what needs approval', () => {
   })
 
   it('refuses a rule with a bad argument path at load', async () => {
-    const ctx = new Context()
-    started.push(ctx)
-    ctx.plugin(ToolRuntime)
-    ctx.plugin(Approval, { rules: [{ tool: 'write', arguments: { path: '^src/' }, decision: 'allow' }] })
-    await ctx.start()
-    let error: unknown
-    await assertStarted(ctx).catch((e) => (error = e))
+    const error = await deployment({ rules: [{ tool: 'write', arguments: { path: '^src/' }, decision: 'allow' }] }).catch((e) => e)
     expect(String(error)).to.contain('rule "rules[0]"')
   })
 })

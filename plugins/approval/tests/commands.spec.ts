@@ -2,10 +2,11 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { call as callTool, deployment as deploy, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalQuery, compileCommandPattern, exactCommandPattern, simpleWords } from '@faber/plugin-approval'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { Logger } from 'cordis'
 import fc from 'fast-check'
 
 Logger.levels.base = 0
@@ -160,18 +161,10 @@ describe('approval: command patterns', () => {
 })
 
 describe('approval: command rules and grants on a shell tool', () => {
-  const started: Context[] = []
-  afterEach(async () => {
-    for (const ctx of started.splice(0)) await ctx.stop()
-  })
+  afterEach(disposeAll)
 
   async function deployment(config: Approval.ConfigInput) {
-    const ctx = new Context()
-    started.push(ctx)
-    ctx.plugin(ToolRuntime, { mode: 'native' })
-    ctx.plugin(Approval, config)
-    await ctx.start()
-    await assertStarted(ctx)
+    const ctx = await deploy({ mode: 'native' }, (ctx) => ctx.plugin(Approval, config))
     const runs: string[] = []
     ctx.tools.register(
       defineTool({
@@ -186,9 +179,7 @@ describe('approval: command rules and grants on a shell tool', () => {
         },
       }),
     )
-    let sequence = 0
-    const call = (command: string, agent = main) =>
-      ctx.tools.execute({ callId: `c${++sequence}`, name: 'bash', arguments: { command }, signal: new AbortController().signal, agent })
+    const call = (command: string, agent = main) => callTool(ctx, 'bash', { command }, { agent })
     const main = createAgent(ctx, { name: 'main' })
     return { ctx, runs, call }
   }
@@ -269,17 +260,7 @@ describe('approval: command rules and grants on a shell tool', () => {
   })
 
   it('a rule with an unparsable command pattern stops the plugin with the reason', async () => {
-    const ctx = new Context()
-    ctx.plugin(ToolRuntime, { mode: 'native' })
-    ctx.plugin(Approval, { rules: [{ name: 'bad', tool: 'bash', command: 'a && b', decision: 'allow' }] })
-    await ctx.start()
-    let error: unknown
-    try {
-      await assertStarted(ctx)
-    } catch (caught) {
-      error = caught
-    }
-    await ctx.stop()
+    const error = await deployment({ rules: [{ name: 'bad', tool: 'bash', command: 'a && b', decision: 'allow' }] }).catch((e) => e)
     expect(String(error)).to.match(/rule "bad".*not a plain command/)
   })
 })

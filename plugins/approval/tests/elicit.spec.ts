@@ -1,7 +1,6 @@
 import { PassThrough } from 'node:stream'
-import ToolRuntime from '@faber/core'
+import { deployment, disposeAll } from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context } from 'cordis'
 import Approval, { type ElicitationSchema, TerminalAnswerer } from '../src/index.ts'
 
 type Service = InstanceType<typeof Approval>
@@ -32,16 +31,14 @@ function fakeTerminal() {
 }
 
 describe('approval: forms through the terminal answerer', () => {
-  let ctx: Context
-  afterEach(() => ctx?.stop())
+  afterEach(disposeAll)
 
   async function start() {
-    ctx = new Context()
-    ctx.plugin(ToolRuntime)
-    ctx.plugin(Approval, { require: [] })
     const terminal = fakeTerminal()
-    ctx.plugin(TerminalAnswerer, { input: terminal.input, output: terminal.output })
-    await ctx.start()
+    const ctx = await deployment({}, (ctx) => {
+      ctx.plugin(Approval, { require: [] })
+      ctx.plugin(TerminalAnswerer, { input: terminal.input, output: terminal.output })
+    })
     const ask = () =>
       (ctx.approval as Service).elicit({ source: 'MCP server "crm"', message: 'Who are you?', schema: SCHEMA, signal: new AbortController().signal })
     return { terminal, ask }

@@ -1,17 +1,16 @@
-import ToolRuntime, { assertStarted, defineTool, t } from '@faber/core'
+import { defineTool, t } from '@faber/core'
+import { call, deployment as deploy, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalAsked, type ApprovalDecided, WEB_ANSWERER, WebAnswerer, type WebAnswererChange } from '@faber/plugin-approval'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
 
 async function deployment(web: Partial<WebAnswerer.Config> = {}) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime)
-  ctx.plugin(Approval, { require: ['deploy'] })
-  ctx.plugin(WebAnswerer, web)
-  await ctx.start()
-  await assertStarted(ctx)
+  const ctx = await deploy({}, (ctx) => {
+    ctx.plugin(Approval, { require: ['deploy'] })
+    ctx.plugin(WebAnswerer, web)
+  })
   ctx.tools.register(
     defineTool({
       name: 'deploy',
@@ -43,14 +42,15 @@ function waiting(ctx: Context): Promise<string> {
   })
 }
 
-const deploy = (ctx: Context, signal = new AbortController().signal) =>
-  ctx.tools.execute({ callId: 'c1', name: 'deploy', arguments: { target: 'staging' }, signal })
+const deployTo = (ctx: Context, signal?: AbortSignal) => call(ctx, 'deploy', { target: 'staging' }, { signal })
 
 describe('the web answerer', () => {
+  afterEach(disposeAll)
+
   it('holds a request until answered, and the service audits it as approval-web', async () => {
     const { ctx, audit } = await deployment()
     const held = waiting(ctx)
-    const pending = deploy(ctx)
+    const pending = deployTo(ctx)
     const id = await held
     expect(ctx.approvalWeb.pending().map((query) => query.tool)).to.deep.equal(['deploy'])
     expect(ctx.approvalWeb.answer(id, { decision: 'allow', from: '127.0.0.1' })).to.equal(true)
@@ -63,29 +63,27 @@ describe('the web answerer', () => {
     expect(audit.changes.map((change) => change.kind)).to.deep.equal(['waiting', 'settled'])
     expect(ctx.approvalWeb.pending()).to.deep.equal([])
     expect(ctx.approvalWeb.answer(id, { decision: 'allow' })).to.equal(false)
-    await ctx.stop()
   })
 
   it('a rejection denies the call; a session answer records a grant', async () => {
     const { ctx } = await deployment()
     let held = waiting(ctx)
-    let pending = deploy(ctx)
+    let pending = deployTo(ctx)
     ctx.approvalWeb.answer(await held, { decision: 'reject' })
     const denied = await pending
     expect(denied.isError && denied.error.code).to.equal('DENIED')
     held = waiting(ctx)
-    pending = deploy(ctx)
+    pending = deployTo(ctx)
     ctx.approvalWeb.answer(await held, { decision: 'allow', remember: 'session' })
     expect((await pending).isError).to.equal(false)
     expect((ctx.approval as Approval).grants().map((grant) => [grant.tool, grant.scope, grant.by])).to.deep.equal([['deploy', 'session', WEB_ANSWERER]])
-    await ctx.stop()
   })
 
   it('lets go of a cancelled request, and refuses what it does not offer', async () => {
     const { ctx, audit } = await deployment({ remember: [] })
     const controller = new AbortController()
     const held = waiting(ctx)
-    const pending = deploy(ctx, controller.signal)
+    const pending = deployTo(ctx, controller.signal)
     const id = await held
     expect(() => ctx.approvalWeb.answer(id, { decision: 'allow', remember: 'session' })).to.throw(/not offered/)
     expect(() => ctx.approvalWeb.answer(id, { decision: 'maybe' as 'allow' })).to.throw(/allow" or "reject/)
@@ -94,6 +92,5 @@ describe('the web answerer', () => {
     expect(result.isError && result.error.code).to.equal('ABORTED_BEFORE_DISPATCH')
     expect(ctx.approvalWeb.pending()).to.deep.equal([])
     expect(audit.decided.map((event) => event.outcome)).to.deep.equal(['cancelled'])
-    await ctx.stop()
   })
 })
