@@ -2,31 +2,23 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { mock } from 'node:test'
-import ToolRuntime, {
-  assertStarted,
-  createAgent,
-  type DispatchNext,
-  defineTool,
-  type Execution,
-  type Mode,
-  type PluginStartError,
-  type ToolResult,
-  t,
-} from '@faber/core'
+import { createAgent, type DispatchNext, defineTool, type Execution, type Mode, type PluginStartError, type ToolResult, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
 import * as Guards from '@faber/plugin-guards'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 
 Logger.levels.base = 0
 
 const started: Context[] = []
 
-function deployment(config: Guards.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean } = {}) {
+/** `setup` loads more plugins, after the sandbox and before the guards */
+function deployment(config: Guards.ConfigInput | undefined, options: { mode?: Mode; sandbox?: boolean } = {}, setup?: (ctx: Context) => void) {
   return kit.deployment({ mode: options.mode ?? 'native' }, (ctx) => {
     started.push(ctx)
     if (options.sandbox) ctx.plugin(Sandbox, { poolSize: 1 })
+    setup?.(ctx)
     if (config) ctx.plugin(Guards, config)
   })
 }
@@ -35,11 +27,7 @@ afterEach(async () => {
   for (const ctx of started.splice(0)) await ctx.stop()
 })
 
-let sequence = 0
-
-function call(ctx: Context, name: string, args: unknown = {}, extra: { agent?: ReturnType<typeof createAgent>; signal?: AbortSignal } = {}) {
-  return ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, signal: extra.signal ?? new AbortController().signal, agent: extra.agent })
-}
+const call = (ctx: Context, name: string, args: unknown = {}, extra: kit.CallOptions = {}) => kit.call(ctx, name, args, extra)
 
 function code(result: ToolResult) {
   return result.isError ? result.error.code : 'OK'
@@ -114,13 +102,7 @@ describe('guards: deny rules', () => {
       { tools: ['x'], argument: 'command', pattern: 'y', reason: 'r' },
       { tools: ['x'], argument: '$.a', pattern: 'y', flags: 'g', reason: 'r' },
     ]) {
-      const ctx = new Context()
-      started.push(ctx)
-      ctx.plugin(ToolRuntime)
-      ctx.plugin(Guards, { deny: [rule] })
-      await ctx.start()
-      let error: unknown
-      await assertStarted(ctx).catch((e) => (error = e))
+      const error = await deployment({ deny: [rule] }).catch((e) => e)
       expect((error as PluginStartError | undefined)?.cause, JSON.stringify(rule)).to.be.instanceOf(TypeError)
     }
   })
@@ -240,13 +222,7 @@ describe('guards: repeat-call breaker', () => {
   })
 
   it('refuses blockAfter <= remindAfter', async () => {
-    const ctx = new Context()
-    started.push(ctx)
-    ctx.plugin(ToolRuntime)
-    ctx.plugin(Guards, { breaker: { remindAfter: 3, blockAfter: 3 } })
-    await ctx.start()
-    let error: unknown
-    await assertStarted(ctx).catch((e) => (error = e))
+    const error = await deployment({ breaker: { remindAfter: 3, blockAfter: 3 } }).catch((e) => e)
     expect(String(error)).to.contain('breaker.blockAfter (3) must be greater than breaker.remindAfter (3)')
   })
 })
@@ -411,29 +387,26 @@ describe('guards: timeout wrapper', () => {
   it('composes with other wrappers: outer ones see TOOL_TIMEOUT, the body gets its signal, cancellation flows through', async () => {
     mock.timers.enable({ apis: ['setTimeout'] })
     const seen: string[] = []
-    const ctx = new Context()
-    started.push(ctx)
-    ctx.plugin(ToolRuntime)
-    ctx.plugin({
-      name: 'outer',
-      apply: (ctx: Context) =>
-        ctx.on('tools/execute', async (_: Execution, next: DispatchNext) => {
-          const result = await next()
-          seen.push(`outer saw ${code(result)}`)
-          return result
-        }),
+    const ctx = await deployment(undefined, {}, (ctx) => {
+      ctx.plugin({
+        name: 'outer',
+        apply: (ctx: Context) =>
+          ctx.on('tools/execute', async (_: Execution, next: DispatchNext) => {
+            const result = await next()
+            seen.push(`outer saw ${code(result)}`)
+            return result
+          }),
+      })
+      ctx.plugin(Guards, { timeout: { defaultMs: 100, exempt: [] } })
+      ctx.plugin({
+        name: 'inner',
+        apply: (ctx: Context) =>
+          ctx.on('tools/execute', async (_: Execution, next: DispatchNext) => {
+            seen.push('inner ran')
+            return next()
+          }),
+      })
     })
-    ctx.plugin(Guards, { timeout: { defaultMs: 100, exempt: [] } })
-    ctx.plugin({
-      name: 'inner',
-      apply: (ctx: Context) =>
-        ctx.on('tools/execute', async (_: Execution, next: DispatchNext) => {
-          seen.push('inner ran')
-          return next()
-        }),
-    })
-    await ctx.start()
-    await assertStarted(ctx)
     const { tool, state } = slow('slow', { honours: true })
     ctx.tools.register(tool)
     const pending = call(ctx, 'slow')
