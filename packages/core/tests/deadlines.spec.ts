@@ -1,30 +1,29 @@
 import { mock } from 'node:test'
-import ToolRuntime, { type ApprovalRequest, assertStarted, TIMED_OUT, type ToolResult } from '@faber/core'
-import { callId, echoTool, signal } from '@faber/core/testing'
+import { type ApprovalRequest, assertStarted, TIMED_OUT, type ToolResult, type ToolRuntime } from '@faber/core'
+import { call as callTool, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context } from 'cordis'
+import type { Context } from 'cordis'
 import { DeadlineQueue } from '../src/deadline.ts'
 import './helpers.ts'
 
 const never = () => new Promise<never>(() => {})
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
-async function deployment(config: Record<string, unknown> = {}) {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, config)
-  await ctx.start()
+async function deployment(config: ToolRuntime.ConfigInput = {}) {
+  const ctx = await deploy(config)
   let ran = 0
   ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
   return { ctx, ran: () => ran }
 }
 
-function call(ctx: Context): Promise<ToolResult> {
-  return ctx.tools.execute({ callId: callId(), name: 'echo', arguments: { text: 'hi' }, signal: signal() })
-}
+const call = (ctx: Context) => callTool(ctx, 'echo', { text: 'hi' })
 
 describe('bounded waits', () => {
   beforeEach(() => mock.timers.enable({ apis: ['setTimeout', 'Date'] }))
-  afterEach(() => mock.timers.reset())
+  afterEach(async () => {
+    mock.timers.reset()
+    await disposeAll()
+  })
 
   it('a tools/pre-execute listener that never answers fails closed at the default deadline (30 s)', async () => {
     const { ctx, ran } = await deployment()

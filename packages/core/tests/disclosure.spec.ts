@@ -1,10 +1,10 @@
 // progressive disclosure: how the SDK is presented (full, index, auto) per deployment and per agent, and what
 // tools.$search / tools.$describe answer; all limited to what the agent can see.
 
-import ToolRuntime, { Catalog, CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
-import { deployment } from '@faber/core/testing'
+import { Catalog, CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, type SdkTool, t } from '@faber/core'
+import { deployment, disposeAll } from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context } from 'cordis'
+import type { Context } from 'cordis'
 import { describeTools, renderIndex, summaryOf } from '../src/sdk.ts'
 import './helpers.ts'
 
@@ -23,14 +23,14 @@ function register(ctx: Context, name: string, description: string, extra: Record
 const sdkText = (ctx: Context, agent?: ReturnType<typeof createAgent>) => ctx.tools.wire(agent).sections.find((s) => s.id === SDK_SECTION)!.text
 
 describe('SDK presentation', () => {
+  afterEach(disposeAll)
+
   it('auto shows every declaration while they fit the budget, then an index, then names only', async () => {
     const ctx = await deployment({ mode: 'code' })
     register(ctx, 'fs_read', 'Read a file. Returns its text.')
     register(ctx, 'fs_write', 'Write a file. Creates it when missing.')
     expect(sdkText(ctx)).to.include('```ts').and.include('fs_read(args: ')
-    const small = new Context()
-    small.plugin(ToolRuntime, { mode: 'code', sdkBudget: 200 })
-    await small.start()
+    const small = await deployment({ mode: 'code', sdkBudget: 200 })
     const more = ' Returns its text, whole, as one string.'.repeat(20)
     register(small, 'fs_read', `Read a file.${more}`)
     register(small, 'fs_write', `Write a file.${more}`)
@@ -38,9 +38,7 @@ describe('SDK presentation', () => {
     expect(index).to.include('an index').and.include('fs:\nfs_read(path) Read a file.\nfs_write(path) Write a file.')
     expect(index).not.to.include('Returns its text')
     expect(index).to.include('`ToolCallError` carries the `code` and `toolName`')
-    const tiny = new Context()
-    tiny.plugin(ToolRuntime, { mode: 'code', sdkBudget: 1 })
-    await tiny.start()
+    const tiny = await deployment({ mode: 'code', sdkBudget: 1 })
     register(tiny, 'fs_read', 'Read a file.')
     register(tiny, 'fs_write', 'Write a file.')
     expect(sdkText(tiny)).to.include('fs (2): fs_read, fs_write')
@@ -107,9 +105,7 @@ describe('SDK presentation', () => {
     const texts = new Set<string>()
     for (const order of [names, [...names].reverse(), [names[2], names[0], names[4], names[1], names[3]]]) {
       for (const sdk of ['full', 'index', 'auto'] as const) {
-        const ctx = new Context()
-        ctx.plugin(ToolRuntime, { mode: 'code', sdk })
-        await ctx.start()
+        const ctx = await deployment({ mode: 'code', sdk })
         for (const name of order) register(ctx, name, `Tool ${name}. More words.`)
         texts.add(
           `${sdk}\n${ctx.tools
@@ -193,10 +189,10 @@ describe('the catalog behind tools.$search and tools.$describe', () => {
 })
 
 describe('results sized for a model', () => {
+  afterEach(disposeAll)
+
   it('renders values as compact JSON and cuts content at resultChars with a note', async () => {
-    const ctx = new Context()
-    ctx.plugin(ToolRuntime, { resultChars: 1000 })
-    await ctx.start()
+    const ctx = await deployment({ resultChars: 1000 })
     ctx.tools.register(
       defineTool({
         name: 'big',

@@ -1,16 +1,13 @@
-import ToolRuntime, { createAgent } from '@faber/core'
-import { echoTool, signal } from '@faber/core/testing'
+import { createAgent } from '@faber/core'
+import { deployment, disposeAll, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context } from 'cordis'
+import type { Context } from 'cordis'
 
-async function started() {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'native' })
-  await ctx.start()
-  return ctx
-}
+const started = () => deployment({ mode: 'native' })
 
 describe('ctx.tools, read plainly', () => {
+  afterEach(disposeAll)
+
   it('is one view per context, built once', async () => {
     const ctx = await started()
     expect(ctx.tools).to.equal(ctx.tools)
