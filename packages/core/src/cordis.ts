@@ -78,6 +78,7 @@ interface EventLists {
  * reload, `ctx.on`, a disposer called inside a dispatch, `once`) and `addListener` writes the table itself: each
  * calls `changed()`, which drops every kept list, to be built again when next read. a list is frozen, and a change
  * makes a new one, so a dispatch in progress keeps walking the listeners it started with, as cordis' own does.
+ * (`ready` is the exception: cordis empties its list at start without `unregister`; nothing asks this index for it.)
  */
 export class ListenerIndex {
   private events = new Map<string, EventLists>()

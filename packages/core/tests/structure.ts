@@ -22,8 +22,8 @@ export const INTERNALS = [
 function tsFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name)
-    if (entry.isDirectory()) return entry.name === 'node_modules' ? [] : tsFiles(path)
-    return entry.name.endsWith('.ts') ? [path] : []
+    if (entry.isDirectory()) return ['node_modules', 'dist'].includes(entry.name) ? [] : tsFiles(path)
+    return /\.m?ts$/.test(entry.name) ? [path] : []
   })
 }
 
@@ -40,9 +40,21 @@ export function sourceFiles(root: string): string[] {
   )
 }
 
-/** the source files that read a cordis internal, each with the first pattern it matches */
-export function internalsReaders(root: string): { file: string; reads: string }[] {
-  return sourceFiles(root).flatMap((file) => {
+/** every TypeScript file of the workspace outside node_modules and dist: sources, tests, benchmarks, examples, scripts */
+export function workspaceFiles(root: string): string[] {
+  const groups = ['packages', 'plugins', 'bench', 'examples', 'test', 'scripts']
+  return groups.flatMap((group) => {
+    try {
+      return tsFiles(join(root, group)).map((file) => relative(root, file))
+    } catch {
+      return []
+    }
+  })
+}
+
+/** the files (by default every `src` file) that read a cordis internal, each with the first pattern it matches */
+export function internalsReaders(root: string, files = sourceFiles(root)): { file: string; reads: string }[] {
+  return files.flatMap((file) => {
     const hit = INTERNALS.find((pattern) => pattern.test(readFileSync(join(root, file), 'utf8')))
     return hit ? [{ file, reads: hit.source }] : []
   })
