@@ -6,58 +6,79 @@ describeHazards('worker-vm', () => new WorkerSandbox({ poolSize: 2, limits: haza
 describePool('worker-vm', (poolSize, maxConcurrent) => new WorkerSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), WorkerSandboxService)
 describeHostile('worker-vm')
 
-// the spinning hand-off (on by default), with a generous spinMs so that both sides spin on a loaded machine too: the
-// hazards that involve a nested call, where the spin happens
-describe('worker-vm: spinning hand-off', function () {
-  this.timeout(20000)
-  let sandbox: WorkerSandbox
-  let late = 0
-  let settled = false
-  let waiting: (() => void) | undefined
-  before(() => {
-    sandbox = new WorkerSandbox({ poolSize: 1, limits: hazardLimits, spinMs: 1 })
-  })
-  after(() => sandbox.close())
-  const call = async (name: string, json: string): Promise<BridgeReply> => {
-    if (settled) late++
-    if (name === 'never') {
-      waiting?.()
-      return new Promise(() => {})
+// the hand-off of nested calls, as configured by default and with a generous spinMs so that both sides spin on a loaded
+// machine too: the hazards that involve a nested call, where the spin happens
+for (const spinMs of [undefined, 1])
+  describe(`worker-vm: hand-off (spinMs ${spinMs ?? 'by default'})`, function () {
+    this.timeout(20000)
+    let sandbox: WorkerSandbox
+    let late = 0
+    let settled = false
+    let waiting: (() => void) | undefined
+    before(() => {
+      sandbox = new WorkerSandbox({ poolSize: 1, limits: hazardLimits, spinMs })
+    })
+    after(() => sandbox.close())
+    const call = async (name: string, json: string): Promise<BridgeReply> => {
+      if (settled) late++
+      if (name === 'never') {
+        waiting?.()
+        return new Promise(() => {})
+      }
+      if (name === 'fail') return { ok: false, message: 'no', code: 'E_NO' }
+      // a slow host: the answer comes from a later turn of the event loop, after a timer
+      if (name === 'slow') await new Promise((resolve) => setTimeout(resolve, 2))
+      return { ok: true, value: json }
     }
-    if (name === 'fail') return { ok: false, message: 'no', code: 'E_NO' }
-    return { ok: true, value: json }
-  }
-  const run = async (code: string, signal = new AbortController().signal, limits: Partial<CodeRunLimits> = {}) => {
-    settled = false
-    const outcome = await sandbox.run({ code, tools: ['echo', 'never', 'fail'], call, signal, limits: { ...hazardLimits, ...limits } })
-    settled = true
-    return outcome
-  }
-  const kind = (outcome: CodeRunOutcome) => (outcome.ok ? `ok ${outcome.result}` : outcome.kind)
+    const run = async (code: string, signal = new AbortController().signal, limits: Partial<CodeRunLimits> = {}) => {
+      settled = false
+      const outcome = await sandbox.run({ code, tools: ['echo', 'never', 'fail', 'slow'], call, signal, limits: { ...hazardLimits, ...limits } })
+      settled = true
+      return outcome
+    }
+    const kind = (outcome: CodeRunOutcome) => (outcome.ok ? `ok ${outcome.result}` : outcome.kind)
 
-  it('answers sequential calls, calls under Promise.all and failed calls', async () => {
-    const code =
-      'let n = 0\nfor (let i = 0; i < 200; i++) n += (await tools.echo({ i })).i\nconst all = await Promise.all([1, 2, 3].map((i) => tools.echo({ i })))\n' +
-      'try { await tools.fail({}) } catch (e) { return [n, all.length, e.code] }'
-    expect(await run(code)).to.deep.include({ ok: true, result: '[19900,3,"E_NO"]' })
-  })
+    it('answers sequential calls, calls under Promise.all and failed calls', async () => {
+      const code =
+        'let n = 0\nfor (let i = 0; i < 200; i++) n += (await tools.echo({ i })).i\nconst all = await Promise.all([1, 2, 3].map((i) => tools.echo({ i })))\n' +
+        'try { await tools.fail({}) } catch (e) { return [n, all.length, e.code] }'
+      expect(await run(code)).to.deep.include({ ok: true, result: '[19900,3,"E_NO"]' })
+    })
 
-  it('stops a spin after a call (cpu), allocation after a call (memory) and a flood after a call (output)', async () => {
-    expect(kind(await run('await tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
-    const allocate = 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'
-    expect(kind(await run(allocate, undefined, { cpuMs: 5000, wallMs: 5000 }))).to.equal('memory')
-    expect(kind(await run('await tools.echo({})\nwhile (true) console.log("flood")'))).to.equal('output-limit')
-  })
+    it('stops a spin after a call (cpu), allocation after a call (memory) and a flood after a call (output)', async () => {
+      expect(kind(await run('await tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
+      const allocate = 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'
+      expect(kind(await run(allocate, undefined, { cpuMs: 5000, wallMs: 5000 }))).to.equal('memory')
+      expect(kind(await run('await tools.echo({})\nwhile (true) console.log("flood")'))).to.equal('output-limit')
+    })
 
-  it('ends a run that waits on the host when aborted, and serves the next', async () => {
-    const controller = new AbortController()
-    const asked = new Promise<void>((resolve) => (waiting = resolve))
-    const outcome = run('await tools.echo({})\nawait tools.never({})', controller.signal)
-    // aborted once the run waits on the host's answer to never
-    await asked
-    controller.abort()
-    expect(kind(await outcome)).to.equal('abort')
-    expect(kind(await run('return (await tools.echo({ a: 1 })).a'))).to.equal('ok 1')
-    expect(late).to.equal(0)
+    it('stops a program that computes right after a call it never awaits, while the host answers it (cpu)', async () => {
+      expect(kind(await run('tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
+      expect(kind(await run('const p = tools.echo({ a: 2 })\nfor (let i = 0; i < 1e6; i++) {}\nreturn (await p).a'))).to.equal('ok 2')
+    })
+
+    it('answers a slow host, and the waits are not the program’s cpu', async () => {
+      // 60 answers that each come after a 2 ms timer: at least 120 ms of waiting against a cpu budget of 100 ms
+      const code = 'let n = 0\nfor (let i = 0; i < 60; i++) n += (await tools.slow({ i })).i\nreturn n'
+      expect(kind(await run(code, undefined, { cpuMs: 100, wallMs: 10000 }))).to.equal('ok 1770')
+      expect(kind(await run('return (await tools.echo({ a: 3 })).a'))).to.equal('ok 3')
+    })
+
+    it('answers thousands of calls waiting at once, run after run', async () => {
+      const code =
+        'let n = 0\nfor (let round = 0; round < 3; round++) for (const r of await Promise.all(Array.from({ length: 1000 }, (_, i) => tools.echo({ i })))) n += r.i\nreturn n'
+      for (let i = 0; i < 2; i++) expect(kind(await run(code, undefined, { cpuMs: 5000, wallMs: 10000 }))).to.equal('ok 1498500')
+    })
+
+    it('ends a run that waits on the host when aborted, and serves the next', async () => {
+      const controller = new AbortController()
+      const asked = new Promise<void>((resolve) => (waiting = resolve))
+      const outcome = run('await tools.echo({})\nawait tools.never({})', controller.signal)
+      // aborted once the run waits on the host's answer to never
+      await asked
+      controller.abort()
+      expect(kind(await outcome)).to.equal('abort')
+      expect(kind(await run('return (await tools.echo({ a: 1 })).a'))).to.equal('ok 1')
+      expect(late).to.equal(0)
+    })
   })
-})
