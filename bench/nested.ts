@@ -121,7 +121,7 @@ async function cpuWhenSlow(runtime: CodeRuntime) {
 }
 
 // per nested call of `code`, beyond a trivial run on the same sandbox
-async function perCall(runtime: CodeRuntime, code: string, calls: number) {
+async function perCall(runtime: CodeRuntime, code: string, calls: number, iterations = 3) {
   const signal = new AbortController().signal
   const run = async (program: string) => {
     const outcome = await runtime.run({ code: program, tools: ['echo'], call: echo, signal, limits })
@@ -129,10 +129,10 @@ async function perCall(runtime: CodeRuntime, code: string, calls: number) {
   }
   const trivial = await timeOp(() => run('return 1'), 50, 3)
   const cpuStart = process.cpuUsage()
-  const total = await timeOp(() => run(code), 3, 3)
+  const total = await timeOp(() => run(code), iterations, 3)
   const cpu = process.cpuUsage(cpuStart)
-  // every round and warm-up ran the program: 3 warm-ups + 3 rounds × 3 runs
-  const cpuPerCall = (cpu.user + cpu.system) / (12 * calls)
+  // every round and warm-up ran the program: `iterations` warm-ups + 3 rounds of `iterations` runs
+  const cpuPerCall = (cpu.user + cpu.system) / (4 * iterations * calls)
   return { micros: Math.max(0, total - trivial) / calls, cpuPerCall }
 }
 
@@ -293,13 +293,18 @@ export async function benchNested() {
     const seq = await perCall(runtime, sequential, N)
     const par = await perCall(runtime, parallel, P)
     const slow = label.startsWith('worker') ? await cpuWhenSlow(runtime) : undefined
+    // each run is a fresh context whose code starts cold: a program making many calls shows the call past that warm-up
+    const long = label.startsWith('isolate') ? await perCall(runtime, `for (let i = 0; i < ${10 * N}; i++) await tools.echo({ i })`, 10 * N, 1) : undefined
     await runtime.close()
     const target = label === 'isolate, in-process' ? '≤ 10 µs and ≤ 0.25×' : label === 'worker, in-process' ? '≤ 0.6×' : undefined
     row(`${label}: sequential nested call`, seq.micros, rtt, target)
     row(`${label}: under Promise.all`, par.micros, rtt)
     row(`${label}: host CPU per seq. call`, seq.cpuPerCall, rtt)
+    if (long !== undefined) row(`${label}: sequential, ${10 * N} calls a run`, long.micros, rtt)
+    if (long !== undefined) row(`${label}: host CPU per call, ${10 * N} a run`, long.cpuPerCall, rtt)
     if (slow !== undefined) row(`${label}: host CPU per call, 1 ms tool`, slow, rtt)
     Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
+    if (long !== undefined) Object.assign(figures, { [`${label}.sequentialLongUs`]: long.micros, [`${label}.cpuPerCallLongUs`]: long.cpuPerCall })
   }
 
   console.log('\nthe full stack: run_code → bridge → pipeline → body → back')
