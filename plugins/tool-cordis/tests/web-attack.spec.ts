@@ -6,11 +6,12 @@
 
 import { request } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
-import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import * as kit from '@faber/core/testing'
 import Approval, { WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, type ForkScope, Logger } from 'cordis'
 import type { Browser, Page } from 'playwright-core'
 import Inspector from '../src/index.ts'
 import { openPage } from './helpers.ts'
@@ -31,33 +32,31 @@ const PAYLOADS = {
 }
 
 async function deployment() {
-  const ctx = new Context()
-  // a slow CI machine may need long for a program of 5 000 calls
-  ctx.plugin(ToolRuntime, { mode: 'native', codeLimits: { wallMs: 150_000 } })
-  ctx.plugin(WorkerSandbox, { poolSize: 1 })
-  ctx.plugin(Approval, { require: ['deploy'], rules: [] })
-  ctx.plugin(WebAnswerer)
-  ctx.plugin({
-    name: 'evil-policy',
-    inject: ['tools'],
-    apply: (c: Context) => {
-      c.on('tools/pre-execute', (exec) => {
-        if (exec.name !== 'rm') return
-        const huge = (exec.arguments as { path?: string }).path === 'huge'
-        return { kind: 'deny', reason: huge ? 'r'.repeat(100_000) : PAYLOADS.reason }
-      })
-    },
+  const ctx = await kit.deployment({ mode: 'native', codeLimits: { wallMs: 150_000 } }, (ctx) => {
+    // a slow CI machine may need long for a program of 5 000 calls
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.plugin(Approval, { require: ['deploy'], rules: [] })
+    ctx.plugin(WebAnswerer)
+    ctx.plugin({
+      name: 'evil-policy',
+      inject: ['tools'],
+      apply: (c: Context) => {
+        c.on('tools/pre-execute', (exec) => {
+          if (exec.name !== 'rm') return
+          const huge = (exec.arguments as { path?: string }).path === 'huge'
+          return { kind: 'deny', reason: huge ? 'r'.repeat(100_000) : PAYLOADS.reason }
+        })
+      },
+    })
+    ctx.plugin({
+      name: 'team',
+      inject: ['tools'],
+      Config: undefined,
+      apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
+    })
+    ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
+    ctx.plugin({ name: 'notes', apply: () => {} }, { note: PAYLOADS.config, homepage: PAYLOADS.link })
   })
-  ctx.plugin({
-    name: 'team',
-    inject: ['tools'],
-    Config: undefined,
-    apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
-  })
-  ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
-  ctx.plugin({ name: 'notes', apply: () => {} }, { note: PAYLOADS.config, homepage: PAYLOADS.link })
-  await ctx.start()
-  await assertStarted(ctx)
   for (const name of ['read', 'rm', 'deploy', 'noop'])
     ctx.tools.register(
       defineTool({
@@ -81,8 +80,7 @@ async function deployment() {
 
 /** a call on agent coder (code mode: run_code only), or with agent null on the global layer (native) */
 function call(ctx: Context, callId: string, name: string, args: unknown, agent: string | null = 'coder'): Promise<ToolResult> {
-  const on = agent === null ? undefined : ctx.tools.agent(agent)
-  return ctx.tools.execute({ callId, name, arguments: args, signal: new AbortController().signal, agent: on })
+  return kit.call(ctx, name, args, { callId, agent: agent === null ? undefined : ctx.tools.agent(agent) })
 }
 
 interface Reply {
@@ -340,10 +338,8 @@ describe('the live web view under attack', function () {
   })
 
   it('closes when the inspector is disposed, without stopping the deployment', async () => {
-    const local = new Context()
-    local.plugin(ToolRuntime, { mode: 'native' })
-    const fork = local.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
-    await local.start()
+    let fork!: ForkScope
+    const local = await kit.deployment({ mode: 'native' }, (ctx) => (fork = ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })))
     try {
       const view = local.inspector.web!
       const at = view.port

@@ -5,11 +5,12 @@
 import { mkdirSync } from 'node:fs'
 import { request } from 'node:http'
 import { resolve } from 'node:path'
-import ToolRuntime, { assertStarted, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import * as kit from '@faber/core/testing'
 import Approval, { type ApprovalDecided, WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { Context } from 'cordis'
+import type { Context } from 'cordis'
 import type { Browser, Page } from 'playwright-core'
 import Inspector, { MASK } from '../src/index.ts'
 import { openPage } from './helpers.ts'
@@ -51,28 +52,26 @@ function tools(ctx: Context) {
 }
 
 async function deployment() {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'native' })
-  ctx.plugin(WorkerSandbox, { poolSize: 1 })
-  ctx.plugin(Approval, { require: ['deploy'], rules: [] })
-  ctx.plugin(WebAnswerer)
-  ctx.plugin({
-    name: 'safety',
-    inject: ['tools'],
-    apply: (c: Context) => {
-      c.on('tools/pre-execute', (exec) => (exec.name === 'rm' ? { kind: 'deny', reason: 'rm is never allowed here' } : undefined))
-    },
+  const ctx = await kit.deployment({ mode: 'native' }, (ctx) => {
+    ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.plugin(Approval, { require: ['deploy'], rules: [] })
+    ctx.plugin(WebAnswerer)
+    ctx.plugin({
+      name: 'safety',
+      inject: ['tools'],
+      apply: (c: Context) => {
+        c.on('tools/pre-execute', (exec) => (exec.name === 'rm' ? { kind: 'deny', reason: 'rm is never allowed here' } : undefined))
+      },
+    })
+    ctx.plugin({
+      name: 'team',
+      inject: ['tools'],
+      Config: undefined,
+      apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
+    })
+    ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
+    ctx.plugin({ name: 'vault', apply: () => {} }, { apiKey: 'sk-very-secret', region: 'eu' })
   })
-  ctx.plugin({
-    name: 'team',
-    inject: ['tools'],
-    Config: undefined,
-    apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
-  })
-  ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
-  ctx.plugin({ name: 'vault', apply: () => {} }, { apiKey: 'sk-very-secret', region: 'eu' })
-  await ctx.start()
-  await assertStarted(ctx)
   tools(ctx)
   // loaded after the start check, which would rethrow its failure
   ctx.plugin({
@@ -85,10 +84,8 @@ async function deployment() {
   return ctx
 }
 
-const signal = () => new AbortController().signal
-
 function call(ctx: Context, callId: string, name: string, args: unknown, agent = 'coder'): Promise<ToolResult> {
-  return ctx.tools.execute({ callId, name, arguments: args, signal: signal(), agent: ctx.tools.agent(agent) })
+  return kit.call(ctx, name, args, { callId, agent: ctx.tools.agent(agent) })
 }
 
 function httpStatus(url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<number> {
