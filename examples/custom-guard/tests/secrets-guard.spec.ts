@@ -1,6 +1,7 @@
-import ToolRuntime, { assertStarted, type BridgeReply, type CodeRunRequest, type CodeRuntime, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { assertStarted, type BridgeReply, type CodeRunRequest, type CodeRuntime, createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import * as kit from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context, Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import * as SecretsGuard from '../src/index.ts'
 
 Logger.levels.base = 0
@@ -8,9 +9,7 @@ Logger.levels.base = 0
 const KEY = `sk-${'a'.repeat(32)}`
 
 async function deployment(mode: 'native' | 'code' = 'native') {
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode })
-  await ctx.start()
+  const ctx = await kit.deployment({ mode })
   const runs: unknown[] = []
   ctx.tools.register(
     defineTool({
@@ -40,10 +39,7 @@ async function deployment(mode: 'native' | 'code' = 'native') {
   return { ctx, runs }
 }
 
-let sequence = 0
-function call(ctx: Context, name: string, args: unknown, agent?: ReturnType<typeof createAgent>) {
-  return ctx.tools.execute({ callId: `c${++sequence}`, name, arguments: args, agent, signal: new AbortController().signal })
-}
+const call = (ctx: Context, name: string, args: unknown, agent?: ReturnType<typeof createAgent>) => kit.call(ctx, name, args, { agent })
 
 function error(result: ToolResult) {
   return result.isError ? result.error : undefined
@@ -51,7 +47,7 @@ function error(result: ToolResult) {
 
 describe('secrets-guard', () => {
   let ctx: Context
-  afterEach(() => ctx?.stop())
+  afterEach(kit.disposeAll)
 
   it('denies a call whose arguments carry a secret, before anyone is asked to approve it', async () => {
     const deployed = await deployment()
