@@ -314,15 +314,7 @@ describe('tools-fs: declarations', () => {
   })
 
   it('refuses a root that does not exist', async () => {
-    const { default: ToolRuntime, assertStarted } = await import('@faber/core')
-    const ToolsFs = await import('../src/index.ts')
-    const { Context } = await import('cordis')
-    const ctx = new Context()
-    ctx.plugin(ToolRuntime)
-    ctx.plugin(ToolsFs, { root: '/definitely/not/here' })
-    await ctx.start()
-    let error: unknown
-    await assertStarted(ctx).catch((e) => (error = e))
+    const error = await workspace({ root: '/definitely/not/here' }).catch((e) => e)
     expect(String(error)).to.contain('does not exist')
   })
 })

@@ -1,8 +1,7 @@
 import { AgentSession, ScriptedModel } from '@faber/agent'
-import ToolRuntime, { assertStarted, createAgent } from '@faber/core'
+import { createAgent } from '@faber/core'
 import { gone, value } from '@faber/core/testing'
 import { expect } from 'chai'
-import { Context } from 'cordis'
 import * as ToolsShell from '../src/index.ts'
 import { Capture, commandEnv } from '../src/index.ts'
 import { cleanup, deployment, linesOf, tempDir } from './helpers.ts'
@@ -105,16 +104,11 @@ describe('tools-shell: running a command', () => {
     const root = await tempDir()
     const path = process.env.PATH
     process.env.PATH = root // no bwrap on it
-    const ctx = new Context()
     let error: unknown
     try {
-      ctx.plugin(ToolRuntime)
-      ctx.plugin(ToolsShell, { root })
-      await ctx.start()
-      await assertStarted(ctx).catch((caught) => (error = caught))
+      error = await deployment({ shell: { root } }).catch((caught) => caught)
     } finally {
       process.env.PATH = path
-      await ctx.stop()
     }
     expect(String(error)).to.match(/commands cannot be confined: bwrap is not installed.*set confine: false/)
   })
