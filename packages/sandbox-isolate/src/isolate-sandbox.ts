@@ -250,9 +250,11 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (settled) return
       if (reported) return finish(reported, true)
       if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
-      for (const [call, name, json] of spilled.splice(0)) bridge.call(call, name, json)
+      for (const [call, name, json] of spilled.splice(0)) dispatch(call, name, json)
     }
-    const dispatch = (call: number, name: string, json: string) => bridge.call(call, name, json)
+    const dispatch = (call: number, name: string, json: string) => {
+      if (!settled) bridge.call(call, name, json)
+    }
 
     const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
       if (settled || reported) return false
