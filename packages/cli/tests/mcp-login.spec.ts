@@ -2,11 +2,10 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import ToolRuntime from '@faber/core'
+import { call, deployment } from '@faber/core/testing'
 import * as mcp from '@faber/plugin-mcp'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
-import { Context } from 'cordis'
 import { startOAuthServer } from '../../../plugins/mcp/tests/fixtures/oauth-server.ts'
 import { BIN, faber } from './helpers.ts'
 
@@ -53,13 +52,12 @@ describe('faber mcp login', function () {
     expect(ran.stdout).to.match(/logged in to "secure" \(2 tools\): access token at-\w… \(\d+ chars\), scope "mcp:read", refreshable/)
     expect(ran.stdout).to.not.match(/at-[0-9a-f]{24}/)
     // another process (this one) with the same store: connected at once, no new registration or authorization
-    const ctx = new Context()
-    ctx.plugin(ToolRuntime)
-    ctx.plugin(DeploymentStore, { path: join(dir, 'faber.db') })
-    ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth: {} }] })
+    const ctx = await deployment({}, (ctx) => {
+      ctx.plugin(DeploymentStore, { path: join(dir, 'faber.db') })
+      ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth: {} }] })
+    })
     try {
-      await ctx.start()
-      const result = await ctx.tools.execute({ callId: 'c1', name: 'secure__whoami', arguments: {}, signal: new AbortController().signal })
+      const result = await call(ctx, 'secure__whoami', {})
       expect(result.isError, result.content).to.equal(false)
       expect(server.seen.registrations).to.equal(1)
       expect(server.seen.authorizations).to.have.length(1)
