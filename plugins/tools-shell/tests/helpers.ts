@@ -1,5 +1,6 @@
 // test helpers: a started deployment over a fresh temp workspace, one-line calls, and the bubblewrap policy
 
+import { watch } from 'node:fs'
 import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -75,14 +76,25 @@ export function requireBubblewrap(context: Mocha.Context) {
   context.skip()
 }
 
-/** waits until a file in the workspace has at least `lines` lines; returns them */
+/** waits until a file in the workspace has at least `lines` lines, re-reading it whenever its directory changes; returns them */
 export async function linesOf(file: string, lines: number, withinMs = 5000): Promise<string[]> {
+  const read = async () => (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean)
+  let found: string[] = []
+  let wake = () => {}
+  // watching starts before the first read, so no write falls between them
+  const watcher = watch(path.dirname(file), () => wake())
+  const timer = setTimeout(() => wake(), withinMs)
   const deadline = Date.now() + withinMs
-  for (;;) {
-    const text = await readFile(file, 'utf8').catch(() => '')
-    const found = text.split('\n').filter(Boolean)
-    if (found.length >= lines) return found
-    if (Date.now() > deadline) throw new Error(`${file} did not get ${lines} lines in ${withinMs} ms (it has ${found.length})`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
+  try {
+    for (;;) {
+      const changed = new Promise<void>((resolve) => (wake = resolve))
+      found = await read()
+      if (found.length >= lines) return found
+      if (Date.now() >= deadline) throw new Error(`${file} did not get ${lines} lines in ${withinMs} ms (it has ${found.length})`)
+      await changed
+    }
+  } finally {
+    clearTimeout(timer)
+    watcher.close()
   }
 }
