@@ -2,7 +2,9 @@
 // ships with koishi — a started deployment whose plugin failures throw instead of being only logged, one-line
 // calls, and the small tools tests keep writing. it uses no test framework, so any runner can use it.
 
-import { readFile } from 'node:fs/promises'
+import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import { Context } from 'cordis'
 import type { Agent } from './agent.ts'
 import { assertStarted } from './context.ts'
@@ -36,6 +38,36 @@ export async function disposeAll(): Promise<void> {
   const contexts = [...live]
   live.clear()
   for (const ctx of contexts) await ctx.stop()
+}
+
+export interface Scratch {
+  /** a fresh temp directory (its real path), removed by `cleanup` */
+  tempDir(prefix?: string): Promise<string>
+  /** a deployment for `cleanup` to stop: call it from `deployment`'s setup */
+  track(ctx: Context): void
+  /** stops the tracked deployments, then removes the temp directories */
+  cleanup(): Promise<void>
+}
+
+/**
+ * one spec file's (or one helpers file's) own deployments and temp directories. its `cleanup` may be a root
+ * `afterEach`: it stops only what `track` was given, never other suites' deployments (as disposeAll would)
+ */
+export function scratch(prefix = 'faber-'): Scratch {
+  const dirs: string[] = []
+  const started: Context[] = []
+  return {
+    async tempDir(dirPrefix = prefix) {
+      const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), dirPrefix)))
+      dirs.push(dir)
+      return dir
+    },
+    track: (ctx) => void started.push(ctx),
+    async cleanup() {
+      for (const ctx of started.splice(0)) await ctx.stop()
+      for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+    },
+  }
 }
 
 /** a signal that is never aborted */

@@ -1,32 +1,20 @@
 // test helpers: a started deployment over a fresh temp workspace, one-line calls, and the bubblewrap policy
 
 import { watch } from 'node:fs'
-import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Agent, Mode, ToolResult } from '@faber/core'
-import { call as callTool, deployment as start } from '@faber/core/testing'
+import { call as callTool, scratch, deployment as start } from '@faber/core/testing'
 import { type Context, Logger } from 'cordis'
 import * as ToolsShell from '../src/index.ts'
 import { probeBubblewrap } from '../src/index.ts'
 
 Logger.levels.base = 0
 
-const dirs: string[] = []
-// this file's deployments, stopped by cleanup: a root hook, so it must not stop other suites' (as disposeAll would)
-const started: Context[] = []
-
-export async function tempDir(prefix = 'faber-shell-') {
-  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), prefix)))
-  dirs.push(dir)
-  return dir
-}
-
-/** stops every deployment and removes every temp dir of the test */
-export async function cleanup() {
-  for (const ctx of started.splice(0)) await ctx.stop()
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-}
+// this file's deployments and temp dirs: cleanup is a root hook, so it must not stop other suites' (as disposeAll would)
+const kit = scratch('faber-shell-')
+export const { tempDir, cleanup } = kit
 
 export interface Setup {
   shell?: Partial<ToolsShell.ConfigInput>
@@ -38,7 +26,7 @@ export interface Setup {
 export async function deployment(setup: Setup = {}) {
   const root = await tempDir()
   const ctx = await start({ mode: setup.mode ?? 'native' }, (ctx) => {
-    started.push(ctx)
+    kit.track(ctx)
     ctx.plugin(ToolsShell, { root, ...setup.shell })
     setup.plugins?.(ctx, root)
   })
