@@ -62,6 +62,17 @@ async function present(workspace: Workspace, real: string, rel: string): Promise
   }
 }
 
+/** the bytes of the file at `real` as it is now (undefined: it is gone), checked as `present` checks it */
+async function presentBytes(workspace: Workspace, real: string, rel: string): Promise<Buffer | undefined> {
+  const now = await present(workspace, real, rel)
+  if (!now) return
+  try {
+    return await readAll(now.handle)
+  } finally {
+    await now.handle.close()
+  }
+}
+
 async function tempFile(real: string, rel: string, data: string | Buffer, mode: number | undefined): Promise<string> {
   const dir = path.dirname(real)
   try {
@@ -152,14 +163,8 @@ function watchLate(workspace: Workspace, real: string, rel: string, handle: File
 /** appends `tail` to the file at `real` by checked swaps, carrying over whatever races in meanwhile too */
 async function carryOver(workspace: Workspace, real: string, rel: string, tail: Buffer) {
   for (const deadline = Date.now() + PERSIST_MS; tail.length && Date.now() < deadline; await pause()) {
-    const now = await present(workspace, real, rel)
-    if (!now) return
-    let bytes: Buffer
-    try {
-      bytes = await readAll(now.handle)
-    } finally {
-      await now.handle.close()
-    }
+    const bytes = await presentBytes(workspace, real, rel)
+    if (!bytes) return
     const swapped = await swap(workspace, real, rel, Buffer.concat([bytes, tail]), versionOf(bytes))
     if (swapped.kind === 'done') return
     if (swapped.kind === 'raced') tail = swapped.replaced.subarray(bytes.length)
@@ -178,14 +183,8 @@ export async function settled(): Promise<void> {
 async function restore(workspace: Workspace, real: string, rel: string, ours: Buffer, theirs: Buffer): Promise<void> {
   // a busy writer can keep the check failing; keep trying (a change lost is worse than a slow call), within reason
   for (const deadline = Date.now() + PERSIST_MS; Date.now() < deadline; await pause()) {
-    const now = await present(workspace, real, rel)
-    if (!now) return
-    let bytes: Buffer
-    try {
-      bytes = await readAll(now.handle)
-    } finally {
-      await now.handle.close()
-    }
+    const bytes = await presentBytes(workspace, real, rel)
+    if (!bytes) return
     // replaced by someone else meanwhile: their content stands
     if (!bytes.subarray(0, ours.length).equals(ours)) return
     const merged = Buffer.concat([theirs, bytes.subarray(ours.length)])
