@@ -3,35 +3,20 @@
 // fragments; retries on 429, 529 and other 5xx honour retry-after. the transport (idle timeout, retry loop, SSE) is
 // the one the OpenAI adapter uses, so a retry is reported the same way whichever provider is behind it.
 
+import type { HttpModelOptions } from './http.ts'
 import { type Attempt, BrokenStream, type Defined, type Endpoint, post, providerMessage, readEvents, streamFailure, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
-export interface AnthropicModelOptions {
+export interface AnthropicModelOptions extends HttpModelOptions {
   /** default `https://api.anthropic.com/v1`; requests go to `{baseURL}/messages` */
   baseURL?: string
-  model: string
-  apiKey?: string
-  /** stream the answer (default true) */
-  stream?: boolean
   /** the answer's token budget, which the API requires (default 8192) */
   maxTokens?: number
-  /** ms without a byte from the server (before the headers or between chunks) before the attempt fails; default 60000 */
-  timeoutMs?: number
   /** retries after a 429, a 529 or another 5xx, a network error or a timeout; default 3 */
   maxRetries?: number
-  /** first backoff delay, doubled on each retry and capped at retryMaxMs; default 500 */
-  retryBaseMs?: number
-  retryMaxMs?: number
-  temperature?: number
   /** the `anthropic-version` header (default 2023-06-01) */
   version?: string
-  headers?: Record<string, string>
-  /** merged into the request body as is */
-  extraBody?: Record<string, unknown>
-  fetch?: typeof fetch
-  /** for tests: how to wait between retries */
-  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
 }
 
 type Block =

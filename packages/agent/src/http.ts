@@ -88,6 +88,29 @@ export class Attempt {
   }
 }
 
+/** what every HTTP model adapter takes besides where it posts; each adapter's options extend it */
+export interface HttpModelOptions {
+  model: string
+  apiKey?: string
+  /** stream the answer (default true) */
+  stream?: boolean
+  maxTokens?: number
+  /** ms without a byte from the server (before the headers or between chunks) before the attempt fails; default 60000 */
+  timeoutMs?: number
+  /** retries after a 429, a 5xx, a network error or a timeout; default 3 */
+  maxRetries?: number
+  /** first backoff delay, doubled on each retry and capped at retryMaxMs; default 500 */
+  retryBaseMs?: number
+  retryMaxMs?: number
+  temperature?: number
+  headers?: Record<string, string>
+  /** merged into the request body as is */
+  extraBody?: Record<string, unknown>
+  fetch?: typeof fetch
+  /** for tests: how to wait between retries */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+}
+
 export interface RetryOptions {
   maxRetries: number
   retryBaseMs: number

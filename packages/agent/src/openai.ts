@@ -1,32 +1,14 @@
 // OpenAIChatModel: OpenAI-compatible chat completions over fetch (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp server).
 // streaming SSE with tool-call deltas assembled across chunks, usage, retries with backoff on 429/5xx, an idle timeout.
 
+import type { HttpModelOptions } from './http.ts'
 import { type Attempt, BrokenStream, type Defined, type Endpoint, post, providerMessage, readEvents, streamFailure, withDefaults, withRetries } from './http.ts'
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from './model.ts'
 import { ModelError } from './model.ts'
 
-export interface OpenAIChatModelOptions {
+export interface OpenAIChatModelOptions extends HttpModelOptions {
   /** e.g. `https://api.openai.com/v1`, `https://api.deepseek.com`, `http://localhost:11434/v1` */
   baseURL: string
-  model: string
-  apiKey?: string
-  /** stream the answer (default true) */
-  stream?: boolean
-  /** ms without a byte from the server (before the headers or between chunks) before the attempt fails; default 60000 */
-  timeoutMs?: number
-  /** retries after a 429, a 5xx, a network error or a timeout; default 3 */
-  maxRetries?: number
-  /** first backoff delay, doubled on each retry and capped at retryMaxMs; default 500 */
-  retryBaseMs?: number
-  retryMaxMs?: number
-  temperature?: number
-  maxTokens?: number
-  headers?: Record<string, string>
-  /** merged into the request body as is */
-  extraBody?: Record<string, unknown>
-  fetch?: typeof fetch
-  /** for tests: how to wait between retries */
-  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
 }
 
 type WireMessage = Record<string, unknown>
