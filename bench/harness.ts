@@ -1,6 +1,8 @@
 // a tiny timing harness: best-of-rounds per-op time, so a shared, noisy machine disturbs the figure less.
 // figures are printed next to a baseline measured in the same run, as a ratio.
 
+import { defineTool, t } from '@faber/core'
+
 export async function timeOp(op: () => unknown | Promise<unknown>, iterations: number, rounds = 5): Promise<number> {
   for (let i = 0; i < Math.min(iterations, 2000); i++) await op()
   let best = Number.POSITIVE_INFINITY
@@ -20,3 +22,15 @@ export function row(label: string, micros: number, baseline: number, target?: st
 }
 
 export const isMain = (url: string) => url === `file://${process.argv[1]}`
+
+/** the benches' cheapest tool: `{ a, b }` in, their sum out, so what a row measures is the path around the body */
+export function addTool(name = 'add', options: { description?: string; concurrencySafe?: boolean } = {}) {
+  return defineTool({
+    name,
+    description: options.description ?? 'adds two numbers',
+    parameters: t.object({ a: t.number(), b: t.number() }),
+    output: { schema: t.number() },
+    ...(options.concurrencySafe ? { isConcurrencySafe: () => true } : {}),
+    execute: ({ a, b }) => a + b,
+  })
+}

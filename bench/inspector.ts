@@ -1,10 +1,10 @@
 // what the inspector costs: per call (its pre-execute and result observers), against the same calls without it in the
 // same process; and building a report / one cordis_inspect section for a deployment of many agents and tools.
 
-import ToolRuntime, { createAgent, defineTool, t } from '@faber/core'
+import ToolRuntime, { createAgent } from '@faber/core'
 import Inspector from '@faber/plugin-tool-cordis'
 import { Context, Logger } from 'cordis'
-import { isMain, row, timeOp } from './harness.ts'
+import { addTool, isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -13,13 +13,7 @@ const AGENTS = 20
 const TOOLS = 50
 
 function tool(name: string) {
-  return defineTool({
-    name,
-    description: `adds two numbers (${name})`,
-    parameters: t.object({ a: t.number(), b: t.number() }),
-    output: { schema: t.number() },
-    execute: ({ a, b }) => a + b,
-  })
+  return addTool(name, { description: `adds two numbers (${name})` })
 }
 
 async function deployment(inspector: boolean) {

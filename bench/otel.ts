@@ -1,24 +1,18 @@
 // per-call cost of @faber/plugin-otel: ctx.tools.execute of a trivial tool with the plugin loaded, with no SDK (the
 // API's no-op tracer) and with a real BasicTracerProvider exporting to memory, against execute without the plugin.
 
-import ToolRuntime, { defineTool, t, untraced } from '@faber/core'
+import ToolRuntime, { untraced } from '@faber/core'
 import * as Otel from '@faber/plugin-otel'
 import { trace } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { Context, Logger } from 'cordis'
-import { isMain, row, timeOp } from './harness.ts'
+import { addTool, isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 const ITERATIONS = 20000
 
-const add = defineTool({
-  name: 'add',
-  description: 'adds two numbers',
-  parameters: t.object({ a: t.number(), b: t.number() }),
-  output: { schema: t.number() },
-  execute: ({ a, b }) => a + b,
-})
+const add = addTool()
 
 async function deployment(otel: boolean) {
   const ctx = new Context()

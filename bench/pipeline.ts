@@ -1,21 +1,15 @@
 // per-call cost of ctx.tools.execute for a trivial tool, against calling the tool body directly in the same process.
 
-import ToolRuntime, { createAgent, defineTool, listenersFor, t, untraced } from '@faber/core'
+import ToolRuntime, { createAgent, listenersFor, untraced } from '@faber/core'
 import { Context, Logger } from 'cordis'
-import { isMain, row, timeOp } from './harness.ts'
+import { addTool, isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 const ITERATIONS = 20000
 
 export async function benchPipeline() {
-  const add = defineTool({
-    name: 'add',
-    description: 'adds two numbers',
-    parameters: t.object({ a: t.number(), b: t.number() }),
-    output: { schema: t.number() },
-    execute: ({ a, b }) => a + b,
-  })
+  const add = addTool()
   const args = { a: 1, b: 2 }
   const signal = new AbortController().signal
   const run = { signal } as never

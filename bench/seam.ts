@@ -2,23 +2,16 @@
 // users write it) against a held reference, and the run_code bridge's own cost per sequential nested call, measured
 // with an in-process code runtime that calls its bindings directly, so no sandbox hand-off is in the figure.
 
-import ToolRuntime, { type CodeRuntime, defineTool, t } from '@faber/core'
+import ToolRuntime, { type CodeRuntime } from '@faber/core'
 import { Context, Logger } from 'cordis'
-import { isMain, row, timeOp } from './harness.ts'
+import { addTool, isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 const ITERATIONS = 20000
 const NESTED = 2000
 
-const add = defineTool({
-  name: 'add',
-  description: 'adds two numbers',
-  parameters: t.object({ a: t.number(), b: t.number() }),
-  output: { schema: t.number() },
-  isConcurrencySafe: () => true,
-  execute: ({ a, b }) => a + b,
-})
+const add = addTool('add', { concurrencySafe: true })
 
 // a code runtime with no boundary: the "program" awaits its bindings one after another, NESTED times
 class InProcess implements CodeRuntime {
