@@ -11,8 +11,8 @@ const VALUES = [
   ...['MAX_JSON_DEPTH', 'MAX_JSON_VALUES', 'PROGRAM_GLOBALS', 'PluginStartError', 'RESULT_CHARS', 'RUN_CODE', 'SDK_SECTION', 'SUPPORTED_KEYWORDS'],
   ...['Scheduler', 'SchemaError', 'TIMED_OUT', 'ToolResultError', 'ToolRuntime', 'agentOf', 'assertStarted', 'canonicalJson'],
   ...['checkSchema', 'collapses', 'compileSchema', 'createAgent', 'default', 'defaultCodeLimits', 'defineConfig', 'defineTool'],
-  ...['errorResult', 'formatDuration', 'listenersFor', 'nearestKey', 'ownerOf', 'pluginFailure', 'snapshot', 'startDeployment'],
-  ...['strict', 't', 'untraced', 'withDeadline'],
+  ...['errorResult', 'formatDuration', 'listenersFor', 'nearestKey', 'ownerOf', 'pluginFailure', 'pluginName', 'snapshot'],
+  ...['startDeployment', 'strict', 't', 'untraced', 'withDeadline'],
 ]
 const TYPES = [
   ...['AgentOptions', 'ApprovalOutcome', 'ApprovalRequest', 'ApprovalService', 'BridgeReply', 'CallRequest', 'CodeFailureKind'],

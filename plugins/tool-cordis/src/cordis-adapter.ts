@@ -1,8 +1,9 @@
 // the one place in this package that reads cordis 3.18 internals, for what only an inspector needs: the registry's
-// scopes, the service store and the whole listener table. which listeners hear an agent, and whose a listener is,
-// come from core's adapter (listenersFor, ownerOf), so a cordis upgrade touches this file, core's and their specs.
+// scopes, the service store and the whole listener table. which listeners hear an agent, whose a listener is and which
+// plugin a context belongs to come from core's adapter (listenersFor, ownerOf, pluginName), so a cordis upgrade touches
+// this file, core's and their specs.
 
-import { type Agent, type Listener, ownerOf } from '@faber/core'
+import { type Agent, type Listener, ownerOf, pluginName } from '@faber/core'
 import { Context } from 'cordis'
 
 export type PluginState = 'pending' | 'loading' | 'active' | 'failed' | 'disposed'
@@ -84,11 +85,6 @@ function runtimeName(runtime: AnyRuntime | undefined): string {
   return runtime.name || runtime.plugin.name || 'anonymous'
 }
 
-/** the plugin that owns a context: the name of the plugin whose scope it belongs to */
-export function pluginOf(ctx: Context): string {
-  return runtimeName((ctx as unknown as { scope?: AnyScope }).scope?.runtime)
-}
-
 function stateOf(fork: AnyScope): { state: PluginState; error?: string } {
   if (fork.uid === null) return { state: 'disposed' }
   const runtime = fork.runtime
@@ -156,7 +152,7 @@ export function serviceSlots(ctx: Context): ServiceSlot[] {
     const item = store[key]
     const name = key.description ?? ''
     if (!item || item.value == null || internal[name]?.type !== 'service') continue
-    const slot: ServiceSlot = { name, provider: item.source ? pluginOf(item.source) : 'builtin', isolated: isolate[name] !== key }
+    const slot: ServiceSlot = { name, provider: item.source ? pluginName(item.source) : 'builtin', isolated: isolate[name] !== key }
     if (item.source) slot.context = item.source
     slots.push(slot)
   }

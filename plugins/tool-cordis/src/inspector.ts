@@ -1,9 +1,9 @@
 // the inspector service (`ctx.inspector`): records the call trace and disposals, builds the report on
 // demand, and registers the `cordis_inspect` tool. it observes only: its pre-execute listener abstains.
 
-import { type Agent, agentOf, defineConfig, defineTool, type Execution, type Json, type ToolResult, type ToolRuntime, t } from '@faber/core'
+import { type Agent, agentOf, defineConfig, defineTool, type Execution, type Json, pluginName, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { onDisposed, pluginOf, untraced } from './cordis-adapter.ts'
+import { onDisposed, untraced } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
 import { CallTrace, type Clock, type TraceObserver } from './trace.ts'
@@ -97,7 +97,7 @@ class Inspector extends Service {
     ctx.tools.listen('tools/result', (exec: Execution, result: ToolResult) => trace.record(exec, result))
     const wall = this.config.clock?.wall ?? Date.now
     onDisposed(ctx, ({ name, context }) => {
-      const entry: DisposedPluginReport = { name, loadedBy: pluginOf(context), at: new Date(wall()).toISOString() }
+      const entry: DisposedPluginReport = { name, loadedBy: pluginName(context), at: new Date(wall()).toISOString() }
       const agent = agentOf(context)
       if (agent) entry.agent = agent.name
       records.disposal(entry)

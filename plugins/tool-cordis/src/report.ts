@@ -1,9 +1,20 @@
 // the report: plain JSON built on demand from the live runtime (the adapter for cordis, ctx.tools for
 // agents and tools) plus what the inspector recorded (the call trace, recent disposals).
 
-import { type Agent, agentOf, type CodeRuntime, type CodeRuntimeLoad, type Json, type Listener, listenersFor, RUN_CODE, type ToolRuntime } from '@faber/core'
+import {
+  type Agent,
+  agentOf,
+  type CodeRuntime,
+  type CodeRuntimeLoad,
+  type Json,
+  type Listener,
+  listenersFor,
+  pluginName,
+  RUN_CODE,
+  type ToolRuntime,
+} from '@faber/core'
 import type { Context } from 'cordis'
-import { listeners, type PluginState, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
+import { listeners, type PluginState, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
 import { maskConfig } from './mask.ts'
 import type { CallRecord } from './trace.ts'
 
@@ -197,7 +208,7 @@ function agentReport(root: Context, agent: Agent, events: Map<string, Map<Listen
     name: agent.name,
     parent: agent.parent?.name ?? null,
     chain: agent.chain().map((a) => a.name),
-    createdBy: pluginOf(agent.ctx),
+    createdBy: pluginName(agent.ctx),
     listeners,
   }
 }

@@ -1,6 +1,7 @@
+import { pluginName } from '@faber/core'
 import { expect } from 'chai'
 import { Context, Logger, Service } from 'cordis'
-import { listeners, onDisposed, pluginOf, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
+import { listeners, onDisposed, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
 
 Logger.levels.base = 0
 
@@ -102,7 +103,7 @@ describe('cordis adapter: services', () => {
       { provider: 'provider', isolated: false },
       { provider: 'other', isolated: true },
     ])
-    expect(pluginOf(slots[0].context!)).to.equal('provider')
+    expect(pluginName(slots[0].context!)).to.equal('provider')
   })
 
   it('forgets a service when its provider is disposed', async () => {
