@@ -41,6 +41,13 @@ describe('OpenAIChatModel', () => {
     return new OpenAIChatModel({ baseURL: server!.url, model: 'test-model', apiKey: 'sk-test', retryBaseMs: 1, ...options })
   }
 
+  /** the error completing `messages` fails with (undefined: it did not fail) */
+  const failure = (m: OpenAIChatModel): Promise<any> =>
+    m.complete({ messages, tools: [], signal: signal() }).then(
+      () => undefined,
+      (error) => error,
+    )
+
   it('streams text and assembles tool calls from fragments across chunks', async () => {
     server = await serve((_, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
@@ -131,10 +138,7 @@ describe('OpenAIChatModel', () => {
   it('backs off on 5xx and gives up after maxRetries with a clear error', async () => {
     server = await serve((_, res) => json(res, 503, { error: { message: 'overloaded' } }))
     const delays: number[] = []
-    let error: any
-    await model({ maxRetries: 3, retryBaseMs: 10, sleep: async (ms) => void delays.push(ms) })
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(model({ maxRetries: 3, retryBaseMs: 10, sleep: async (ms) => void delays.push(ms) }))
     expect(error).to.be.instanceOf(ModelError)
     expect(error.status).to.equal(503)
     expect(error.message).to.include('overloaded')
@@ -144,10 +148,7 @@ describe('OpenAIChatModel', () => {
 
   it('does not retry a 401 and says to check the API key', async () => {
     server = await serve((_, res) => json(res, 401, { error: { message: 'Incorrect API key provided' } }))
-    let error: any
-    await model()
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(model())
     expect(error.status).to.equal(401)
     expect(error.message).to.match(/Incorrect API key provided.*Check the API key/)
     expect(server.requests).to.have.length(1)
@@ -155,10 +156,7 @@ describe('OpenAIChatModel', () => {
 
   it('names the base URL and the model on a 404', async () => {
     server = await serve((_, res) => json(res, 404, { error: { message: 'model not found' } }))
-    let error: any
-    await model()
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(model())
     expect(error.status).to.equal(404)
     expect(error.message).to.include('/v1/chat/completions').and.include('"test-model"').and.include('model not found')
   })
@@ -211,10 +209,7 @@ describe('OpenAIChatModel', () => {
       res.write(`data: ${JSON.stringify(delta({ content: 'half an ans' }))}\n\n`)
       res.end('data: {"choices": [ broken\n\n')
     })
-    let error: any
-    await model({ sleep: async () => {} })
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(model({ sleep: async () => {} }))
     expect(error).to.be.instanceOf(ModelError)
     expect(error.message).to.match(/stream chunk is not JSON/)
     expect(error.partial).to.equal('half an ans')
@@ -255,19 +250,13 @@ describe('OpenAIChatModel', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write(`data: ${JSON.stringify(delta({ content: 'partial' }))}\n\n`)
     })
-    let error: any
-    await model({ timeoutMs: 100, maxRetries: 0 })
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(model({ timeoutMs: 100, maxRetries: 0 }))
     expect(error?.message).to.match(/for 100 ms \(timeout\)/)
     await server.close()
 
     server = await serve(() => {})
-    error = undefined
-    await model({ timeoutMs: 100, maxRetries: 1, sleep: async () => {} })
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
-    expect(error?.message).to.match(/timeout/)
+    const silent = await failure(model({ timeoutMs: 100, maxRetries: 1, sleep: async () => {} }))
+    expect(silent?.message).to.match(/timeout/)
     expect(server.requests).to.have.length(2)
   })
 
@@ -289,11 +278,8 @@ describe('OpenAIChatModel', () => {
     const url = server.url
     await server.close()
     server = undefined
-    let error: any
     let sleeps = 0
-    await new OpenAIChatModel({ baseURL: url, model: 'm', maxRetries: 2, sleep: async () => void sleeps++ })
-      .complete({ messages, tools: [], signal: signal() })
-      .catch((e) => (error = e))
+    const error = await failure(new OpenAIChatModel({ baseURL: url, model: 'm', maxRetries: 2, sleep: async () => void sleeps++ }))
     expect(error?.message).to.match(/network error connecting to .*ECONNREFUSED/)
     expect(sleeps).to.equal(2)
   })
