@@ -50,6 +50,16 @@ function answerer(ctx: Context, name: string, answer: (query: ApprovalQuery) => 
   on.plugin({ name, apply: (ctx: Context) => ctx.on('approval/request', answer as never) })
 }
 
+/** an answerer named operator that always gives `decision`, counting the times it was asked */
+function counting(ctx: Context, decision: 'allow' | 'reject') {
+  const operator = { asked: 0 }
+  answerer(ctx, 'operator', () => {
+    operator.asked++
+    return { decision }
+  })
+  return operator
+}
+
 function audit(ctx: Context) {
   const events: { asked: ApprovalQuery[]; decided: ApprovalDecided[] } = { asked: [], decided: [] }
   ctx.on('approval/asked', (event) => void events.asked.push(event as ApprovalQuery))
@@ -248,13 +258,9 @@ describe('approval: policies and what needs approval', () => {
     const ctx = await deployment({ policy: 'never' })
     ctx.tools.register(tool('write'))
     const events = audit(ctx)
-    let asked = 0
-    answerer(ctx, 'operator', () => {
-      asked++
-      return { decision: 'allow' }
-    })
+    const operator = counting(ctx, 'allow')
     expect(denial(await call(ctx, 'write'))?.code).to.equal('DENIED')
-    expect(asked).to.equal(0)
+    expect(operator.asked).to.equal(0)
     expect(events.decided[0]).to.include({ outcome: 'rejected', answeredBy: 'policy' })
   })
 
@@ -380,13 +386,9 @@ describe('approval: the rules answerer and grants', () => {
 
     const second = await deployment({}, { store: path })
     second.tools.register(tool('write'))
-    let asked = 0
-    answerer(second, 'operator', () => {
-      asked++
-      return { decision: 'reject' }
-    })
+    const operator = counting(second, 'reject')
     expect((await call(second, 'write')).isError).to.equal(false)
-    expect(asked).to.equal(0)
+    expect(operator.asked).to.equal(0)
     const [grant] = service(second).grants()
     expect(grant).to.include({ tool: 'write', scope: 'always' })
     expect(await service(second).revoke(grant.id)).to.equal(true)
@@ -696,17 +698,13 @@ console.log('after write: ' + await write)`
     const ctx = await deployment({}, { mode: 'code', sandbox: true })
     ctx.tools.register(tool('write'))
     const events = audit(ctx)
-    let asked = 0
-    answerer(ctx, 'operator', () => {
-      asked++
-      return { decision: 'allow' }
-    })
+    const operator = counting(ctx, 'allow')
     const direct = await call(ctx, 'write')
     expect(denial(direct)?.code).to.equal('UNKNOWN_TOOL')
-    expect(asked).to.equal(0)
+    expect(operator.asked).to.equal(0)
     expect(events.asked).to.deep.equal([])
     const nested = await call(ctx, 'run_code', { code: `return await tools.write({})`, description: 'one write' })
     expect(nested.isError, nested.content).to.equal(false)
-    expect(asked).to.equal(1)
+    expect(operator.asked).to.equal(1)
   })
 })
