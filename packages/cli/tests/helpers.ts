@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process'
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
 export const BIN = fileURLToPath(new URL('../bin/faber.mjs', import.meta.url))
@@ -31,6 +32,29 @@ export function faber(args: string[], options: { input?: string; env?: NodeJS.Pr
     })
     child.stdin.end(options.input ?? '')
   })
+}
+
+export interface Serving {
+  readonly child: ChildProcessWithoutNullStreams
+  /** the address the command printed; rejects if it exits first */
+  readonly url: Promise<string>
+  /** what it wrote to stderr so far */
+  stderr(): string
+}
+
+/** starts the real `faber` bin as a server that runs until killed; `pattern`'s first group, on a line of its stdout, is its address */
+export function serving(args: string[], pattern: RegExp): Serving {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const url = new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const found = pattern.exec(line)
+      if (found) resolve(found[1])
+    })
+    child.on('close', (code) => reject(new Error(`faber ${args.join(' ')} exited with ${code}: ${stderr}`)))
+  })
+  return { child, url, stderr: () => stderr }
 }
 
 export function jsonLines(text: string): Record<string, any>[] {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { expect } from 'chai'
-import { BIN, faber } from './helpers.ts'
+import { BIN, faber, serving } from './helpers.ts'
 
 const DEPLOYMENT = `mode: code
 plugins:
@@ -20,21 +20,14 @@ describe('faber inspect --web', function () {
   let dir: string
   let child: ChildProcessWithoutNullStreams
   let url: string
-  let stderr = ''
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'faber-inspect-web-'))
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'deploy.yml'), DEPLOYMENT)
-    child = spawn(process.execPath, [BIN, 'inspect', join(dir, 'deploy.yml'), '--web', '127.0.0.1:0'], { stdio: ['pipe', 'pipe', 'pipe'] })
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    url = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        const found = /is at (http:\/\/\S+)/.exec(line)
-        if (found) resolve(found[1])
-      })
-      child.on('close', (code) => reject(new Error(`faber inspect --web exited with ${code}: ${stderr}`)))
-    })
+    const served = serving(['inspect', join(dir, 'deploy.yml'), '--web', '127.0.0.1:0'], /is at (http:\/\/\S+)/)
+    child = served.child
+    url = await served.url
   })
 
   after(async () => {

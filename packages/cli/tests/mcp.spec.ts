@@ -13,7 +13,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { type CallToolResult, ElicitRequestSchema, type ElicitResult, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { expect } from 'chai'
-import { BIN, faber } from './helpers.ts'
+import { BIN, faber, type Serving, serving } from './helpers.ts'
 
 const DEPLOYMENT = `mode: native
 plugins:
@@ -214,7 +214,7 @@ describe('faber mcp --http', function () {
   let dir: string
   let child: ChildProcessWithoutNullStreams
   let url: string
-  let stderr = ''
+  let served: Serving
   const clients: Client[] = []
 
   before(async () => {
@@ -222,15 +222,9 @@ describe('faber mcp --http', function () {
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
     await writeFile(join(dir, 'deploy.yml'), DEPLOYMENT)
-    child = spawn(process.execPath, [BIN, 'mcp', join(dir, 'deploy.yml'), '--http', '127.0.0.1:0'], { stdio: ['pipe', 'pipe', 'pipe'] })
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    url = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        const found = /at (http:\/\/\S+\/mcp)/.exec(line)
-        if (found) resolve(found[1])
-      })
-      child.on('close', (code) => reject(new Error(`faber mcp --http exited with ${code}: ${stderr}`)))
-    })
+    served = serving(['mcp', join(dir, 'deploy.yml'), '--http', '127.0.0.1:0'], /at (http:\/\/\S+\/mcp)/)
+    child = served.child
+    url = await served.url
   })
   afterEach(() => Promise.all(clients.splice(0).map((client) => client.close())))
   after(async () => {
@@ -285,7 +279,7 @@ describe('faber mcp --http', function () {
     expect(JSON.parse(batch.body).error).to.deep.equal({ code: -32600, message: 'Invalid Request: an empty array' })
     const big = await post({ host: `127.0.0.1:${port}` }, 'x'.repeat(5 * 1024 * 1024))
     expect(big.status).to.equal(413)
-    expect(stderr).to.include('refused a request body over the limit of 4194304 bytes')
+    expect(served.stderr()).to.include('refused a request body over the limit of 4194304 bytes')
   })
 
   it('is driven by the MCP inspector CLI', async () => {
