@@ -288,7 +288,16 @@ export function compileSchema(schema: JsonSchema, definitions?: Definitions): Va
   if (schema.type !== undefined) {
     const types = Array.isArray(schema.type) ? schema.type : [schema.type]
     const expected = types.join(' or ')
-    checks.push((value, path) => (types.some((t) => matchesType(t, value)) ? undefined : `${path}: expected ${expected}, got ${typeName(value)}`))
+    // on every call's arguments and result: one type (the usual case) is checked without a closure per value
+    const [only] = types
+    checks.push(
+      types.length === 1
+        ? (value, path) => (matchesType(only, value) ? undefined : `${path}: expected ${expected}, got ${typeName(value)}`)
+        : (value, path) => {
+            for (const type of types) if (matchesType(type, value)) return
+            return `${path}: expected ${expected}, got ${typeName(value)}`
+          },
+    )
   }
   if (schema.const !== undefined) {
     const expected = schema.const
