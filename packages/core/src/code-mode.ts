@@ -49,8 +49,11 @@ export interface CodeMode {
 export interface CodeModeHost {
   readonly config: { typecheck: boolean; maxParallelSubCalls: number; sdkBudget: number; codeLimits: Partial<CodeRunLimits> }
   codeRuntime(): CodeRuntime | undefined
-  /** create's signal-free half of a nested call: one snapshot and validation per call; `parsed`: see Pipeline.prepare */
-  prepare(input: CallRequest, parsed?: boolean): PreparedCall
+  /**
+   * create's signal-free half of a nested call: one snapshot and validation per call; `parsed`: see Pipeline.prepare.
+   * `settle` runs it like `run`, with the result itself when nothing on the way was pending
+   */
+  prepare(input: CallRequest, parsed?: boolean): PreparedCall & { settle(signal: AbortSignal): ToolResult | Promise<ToolResult> }
   /** whether any listener is on a core event: when none is, the bridge builds no payload for it */
   observes(event: 'code/call-start' | 'code/call-settle'): boolean
   notify<K extends 'code/call-start' | 'code/call-settle'>(
@@ -225,7 +228,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         const begin = started ? performance.now() : 0
         let result: ToolResult
         try {
-          result = await prepared.run(nested.signal)
+          const settled = prepared.settle(nested.signal)
+          result = settled instanceof Promise ? await settled : settled
         } finally {
           scheduler.release(mode)
         }

@@ -73,6 +73,16 @@ class Prepared implements PreparedCall {
   run(signal: AbortSignal): Promise<ToolResult> {
     return this.pipeline.run(this, signal)
   }
+
+  /** run, with the result itself when nothing on the way was pending (the run_code bridge's nested calls) */
+  settle(signal: AbortSignal): ToolResult | Promise<ToolResult> {
+    return this.pipeline.settle(this, signal)
+  }
+}
+
+/** a prepared call that can settle without a promise: what the run_code bridge holds */
+export interface SettlingCall extends PreparedCall {
+  settle(signal: AbortSignal): ToolResult | Promise<ToolResult>
 }
 
 interface LiveExecution {
@@ -145,7 +155,7 @@ export class Pipeline {
    * read the call's execution mode from it before they schedule the call; `run(signal)` does the rest. `parsed`: the
    * arguments are fresh from JSON.parse and held by no one else (the run_code bridge's), so they are frozen in place
    */
-  prepare(input: CallRequest, parsed = false): PreparedCall {
+  prepare(input: CallRequest, parsed = false): SettlingCall {
     if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute: pass { callId, name, arguments, signal, agent?, parent? }')
     const { name, parent } = input
     if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
@@ -232,41 +242,73 @@ export class Pipeline {
   }
 
   /** stages 1 (the rest) to 9 of a prepared call */
-  async run(call: Prepared, signal: AbortSignal): Promise<ToolResult> {
+  run(call: Prepared, signal: AbortSignal): Promise<ToolResult> {
+    try {
+      const settled = this.settle(call, signal)
+      return settled instanceof Promise ? settled : Promise.resolve(settled)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /**
+   * stages 1 (the rest) to 9, synchronous until a participant or the body is pending: a call that no listener and no
+   * pending body holds up (most nested calls) settles without a promise. stages without participants are skipped
+   * without an await; each stage reads its participants when it is reached, as it would after an await
+   */
+  settle(call: Prepared, signal: AbortSignal): ToolResult | Promise<ToolResult> {
     // 1. create
     const { exec, failure, trace } = this.createExecution(call, signal)
     if (failure) return this.finish(exec, failure, trace)
-    const { name, agent } = exec
-
     // 2. pre-abort
-    if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(name), trace)
+    if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
-    const live: LiveExecution = { exec, program: name === RUN_CODE ? ((exec.arguments as { code?: string }).code ?? '') : undefined }
-    this.live.set(exec.token, live)
+    const token = exec.token
+    this.live.set(token, { exec, program: exec.name === RUN_CODE ? ((exec.arguments as { code?: string }).code ?? '') : undefined })
+    let settled: ToolResult | Promise<ToolResult>
     try {
-      // stages without participants are skipped without an await: the pipeline is on every call
-      // 3. tools/pre-execute
-      const deciders = this.hooks('tools/pre-execute', agent)
-      const decided = deciders.length ? await this.preExecute(exec, deciders, trace) : undefined
-      if (decided && 'isError' in decided) return this.finish(exec, decided, trace)
-      // 4. approval
-      const refused = decided ? await this.approval(exec, decided, trace) : undefined
-      if (refused) return this.finish(exec, refused, trace)
-      // 5. guards
-      const guarded = this.runGuards(exec, trace)
-      if (guarded) return this.finish(exec, guarded, trace)
-      // 6. tools/execute around 7. the body
-      const wrappers = this.hooks('tools/execute', agent)
-      let result = wrappers.length ? await this.dispatch(exec, wrappers, trace) : await this.dispatchToolBody(exec, signal)
-      if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${name}" was cancelled while it ran; its result was discarded`)
-      // 8. tools/post-execute
-      const reviewers = this.hooks('tools/post-execute', agent)
-      if (reviewers.length) result = await this.postExecute(exec, reviewers, result, trace)
-      // 9. finish
-      return this.finish(exec, result, trace)
-    } finally {
-      this.live.delete(exec.token)
+      const deciders = this.hooks('tools/pre-execute', exec.agent)
+      settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
+    } catch (error) {
+      this.live.delete(token)
+      throw error
     }
+    if (settled instanceof Promise) return settled.finally(() => this.live.delete(token))
+    this.live.delete(token)
+    return settled
+  }
+
+  /** 3. tools/pre-execute and 4. approval, then the rest */
+  private async decideThenDispatch(exec: Execution, deciders: readonly Listener[], trace: StageRecord[], signal: AbortSignal): Promise<ToolResult> {
+    // 3. tools/pre-execute
+    const decided = await this.preExecute(exec, deciders, trace)
+    if (decided && 'isError' in decided) return this.finish(exec, decided, trace)
+    // 4. approval
+    const refused = decided ? await this.approval(exec, decided, trace) : undefined
+    if (refused) return this.finish(exec, refused, trace)
+    return this.dispatchStages(exec, trace, signal)
+  }
+
+  /** 5. guards, 6. tools/execute around 7. the body, then the rest */
+  private dispatchStages(exec: Execution, trace: StageRecord[], signal: AbortSignal): ToolResult | Promise<ToolResult> {
+    // 5. guards
+    const guarded = this.runGuards(exec, trace)
+    if (guarded) return this.finish(exec, guarded, trace)
+    // 6. tools/execute around 7. the body
+    const wrappers = this.hooks('tools/execute', exec.agent)
+    const body = wrappers.length ? this.dispatch(exec, wrappers, trace) : this.dispatchToolBody(exec, signal)
+    if (body instanceof Promise) return body.then((result) => this.review(exec, result, trace, signal))
+    return this.review(exec, body, trace, signal)
+  }
+
+  /** 8. tools/post-execute and 9. finish, on the body's result */
+  private review(exec: Execution, result: ToolResult, trace: StageRecord[], signal: AbortSignal): ToolResult | Promise<ToolResult> {
+    if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
+    // 8. tools/post-execute
+    const reviewers = this.hooks('tools/post-execute', exec.agent)
+    if (reviewers.length) return this.postExecute(exec, reviewers, result, trace).then((reviewed) => this.finish(exec, reviewed, trace))
+    // 9. finish
+    return this.finish(exec, result, trace)
   }
 
   private abortedBeforeDispatch(name: string) {
@@ -494,8 +536,11 @@ export class Pipeline {
     return tool
   }
 
-  /** 7. the body, resolved again through the collapse: the very definition the call was decided for, or nothing */
-  private async dispatchToolBody(exec: Execution, signal: AbortSignal): Promise<ToolResult> {
+  /**
+   * 7. the body, resolved again through the collapse: the very definition the call was decided for, or nothing. a body
+   * that answers synchronously is answered without a promise (on every nested call); a pending one through `settled`
+   */
+  private dispatchToolBody(exec: Execution, signal: AbortSignal): ToolResult | Promise<ToolResult> {
     const tool = this.decidedTool(exec, 'before it could run')
     if (tool.isError) return tool
     if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
@@ -512,13 +557,21 @@ export class Pipeline {
       // a returned proxy whose traps throw: there is no value to read
       return errorResult('INVALID_OUTPUT', `"${exec.name}" returned a value that could not be read: ${messageOf(error)}`)
     }
-    if (pending) {
-      try {
-        value = await value
-      } catch (error) {
-        return this.bodyFailed(exec, error)
-      }
+    if (pending) return this.settledBody(exec, tool, signal, value)
+    return this.bodyResult(exec, tool, signal, value)
+  }
+
+  private async settledBody(exec: Execution, tool: CompiledTool, signal: AbortSignal, pending: unknown): Promise<ToolResult> {
+    let value: unknown
+    try {
+      value = await pending
+    } catch (error) {
+      return this.bodyFailed(exec, error)
     }
+    return this.bodyResult(exec, tool, signal, value)
+  }
+
+  private bodyResult(exec: Execution, tool: CompiledTool, signal: AbortSignal, value: unknown): ToolResult {
     const checked = this.checkValue(exec, tool, value)
     if (checked.isError) return checked
     if (signal.aborted) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
