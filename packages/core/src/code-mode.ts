@@ -100,6 +100,46 @@ function callText(name: string, argumentsJson: string) {
   return `${binding(name)}(${args})`
 }
 
+interface OutstandingCall {
+  readonly id: number
+  readonly name: string
+  readonly argumentsJson: string
+  previous: OutstandingCall | undefined
+  next: OutstandingCall | undefined
+}
+
+// the calls a program is waiting on, in the order it made them: a call joins and leaves in place, with no map
+class Outstanding {
+  size = 0
+  private first: OutstandingCall | undefined
+  private last: OutstandingCall | undefined
+
+  add(id: number, name: string, argumentsJson: string): OutstandingCall {
+    const call: OutstandingCall = { id, name, argumentsJson, previous: this.last, next: undefined }
+    if (this.last) this.last.next = call
+    else this.first = call
+    this.last = call
+    this.size++
+    return call
+  }
+
+  delete(call: OutstandingCall) {
+    if (call.previous) call.previous.next = call.next
+    else this.first = call.next
+    if (call.next) call.next.previous = call.previous
+    else this.last = call.previous
+    call.previous = call.next = undefined
+    this.size--
+  }
+
+  /** each one as `tools.slow({"ms":1000})`, in the order the program made them */
+  texts(): string[] {
+    const texts: string[] = []
+    for (let call = this.first; call; call = call.next) texts.push(callText(call.name, call.argumentsJson))
+    return texts
+  }
+}
+
 function cancelledNote(cancelled: readonly string[]) {
   const n = cancelled.length
   return `(${n} call${n === 1 ? ' was' : 's were'} cancelled because the program returned first: ${cancelled.join(', ')}; await every call before returning)`
@@ -147,8 +187,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     const stop = () => nested.abort(run.signal.reason)
     run.signal.addEventListener('abort', stop, { once: true })
     const scheduler = new Scheduler(runtime.config.maxParallelSubCalls)
-    // each outstanding call by its sequence number, so the model can be told which ones the program left behind
-    const inflight = new Map<number, { name: string; argumentsJson: string }>()
+    // the calls outstanding, so the model can be told which ones the program left behind
+    const inflight = new Outstanding()
     let drained: (() => void) | undefined
     let settled = false
     let sequence = 0
@@ -167,9 +207,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return Promise.resolve(failedOnHost(name, error))
         }
       }
-      const id = ++sequence
-      inflight.set(id, { name, argumentsJson })
-      return nestedCall(id, name, argumentsJson)
+      return nestedCall(inflight.add(++sequence, name, argumentsJson))
     }
 
     // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
@@ -208,7 +246,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
 
     // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses).
     // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more
-    const nestedCall = async (id: number, name: string, argumentsJson: string): Promise<BridgeReply> => {
+    const nestedCall = async (call: OutstandingCall): Promise<BridgeReply> => {
+      const { id, name, argumentsJson } = call
       try {
         let parsed: unknown
         try {
@@ -239,7 +278,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       } catch (error) {
         return failedOnHost(name, error)
       } finally {
-        inflight.delete(id)
+        inflight.delete(call)
         if (inflight.size === 0) drained?.()
       }
     }
@@ -251,7 +290,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {
-      cancelled = [...inflight.values()].map((call) => callText(call.name, call.argumentsJson))
+      cancelled = inflight.texts()
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
       settled = true
       scheduler.close()
