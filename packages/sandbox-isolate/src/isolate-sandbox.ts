@@ -1,5 +1,5 @@
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
-import { type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
+import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import type { CodeRunOutcome } from './types.ts'
@@ -256,33 +256,15 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (!settled) bridge.call(call, name, json)
     }
 
-    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-      if (settled || reported) return false
-      switch (kind) {
-        case 'call':
-          if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-          // the pipeline runs once the step returned, not inside it: it would spend the program's slice
-          if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
-          if (stepping) spilled.push([a, b, c])
-          else bridge.call(a, b, c)
-          return true
-        case 'log':
-          return typeof a === 'string' && bridge.log(a)
-        case 'done': {
-          const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
-          return void (outcome && report(outcome))
-        }
-        case 'throw':
-          return void report(
-            bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
-          )
-        case 'limit':
-          return void bridge.overOutput()
-        case 'memory':
-          return void bridge.refused(a)
-      }
-      return false
-    }
+    const onBridge = hostCallback(run, {
+      ended: () => settled || reported !== undefined,
+      call: (call, name, json) => {
+        // the pipeline runs once the step returned, not inside it: it would spend the program's slice
+        if (stepping) spilled.push([call, name, json])
+        else bridge.call(call, name, json)
+      },
+      report,
+    })
     // the program's only way out. on this thread it is a plain call; from the isolate's thread (the first stretch) an
     // ignored callback, so the program never waits on the host's thread
     const onHost = new ivm.Callback(onBridge, { sync: true })

@@ -7,10 +7,11 @@
 //   close on stop.
 // - `Run`: one run's host side: the bridge, the abort, wall-clock and cpu budgets, and the epilogue (the outcome once,
 //   then the unit released when it may serve again, discarded otherwise).
+// - `hostCallback`: what a program reports through one untyped host function, checked and handed to its run's bridge.
 
 import { RunBridge } from './bridge.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { failure, limitMessages, messageOf } from './outcome.ts'
+import { argumentBytes, failure, limitMessages, messageOf } from './outcome.ts'
 import {
   type BridgeReply,
   type CodeFailureKind,
@@ -344,4 +345,48 @@ export class Run {
   }
 
   private onAbort = () => this.fail('abort', 'the run was aborted')
+}
+
+/** how a backend takes the reports `hostCallback` checked */
+export interface ProgramReports {
+  /** true once the run ended or the program reported its outcome: nothing more is taken */
+  ended(): boolean
+  /** a tool call whose arguments are within the limit */
+  call(call: number, name: string, json: string): void
+  /** the outcome the program ended with (returned, threw) */
+  report(outcome: CodeRunOutcome): void
+}
+
+/**
+ * the host function of a backend whose program reports through one untyped callback, `(kind, a, b, c)` — the prelude's
+ * call, log, done, throw, limit and memory — each report checked and handed to `run`'s bridge or to `on`. it answers
+ * the program as the prelude expects: true for a call taken or a line logged
+ */
+export function hostCallback(run: Run, on: ProgramReports) {
+  const { bridge, limits } = run
+  return (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+    if (on.ended()) return false
+    switch (kind) {
+      case 'call':
+        if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+        if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
+        on.call(a, b, c)
+        return true
+      case 'log':
+        return typeof a === 'string' && bridge.log(a)
+      case 'done': {
+        const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
+        return void (outcome && on.report(outcome))
+      }
+      case 'throw':
+        return void on.report(
+          bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
+        )
+      case 'limit':
+        return void bridge.overOutput()
+      case 'memory':
+        return void bridge.refused(a)
+    }
+    return false
+  }
 }

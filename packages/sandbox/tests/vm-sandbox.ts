@@ -8,7 +8,7 @@
 
 import vm from 'node:vm'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
-import { type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
+import { hostCallback, type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
 import { preludeSource, wrapProgram } from '../src/prelude.ts'
 import type { CodeRunOutcome } from '../src/types.ts'
 
@@ -53,21 +53,11 @@ export class VmSandbox extends SandboxPool<Unit> {
     let reported: CodeRunOutcome | undefined
     const outbox: [number, string, string][] = []
     // what the program reported stands once a step returned: its microtasks have all run
-    const report = (outcome: CodeRunOutcome | undefined) => void (outcome && (reported = outcome))
-    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-      if (run.settled || reported) return false
-      if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') {
-        if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
-        return outbox.push([a, b, c]) > 0
-      }
-      if (kind === 'log') return typeof a === 'string' && bridge.log(a)
-      if (kind === 'done') return report(bridge.returned(typeof a === 'string' ? a : undefined))
-      const line = typeof b === 'number' ? b : undefined
-      if (kind === 'throw') return report(bridge.threw(typeof a === 'string' ? a : 'the program threw', line, typeof c === 'number' ? c : undefined))
-      if (kind === 'limit') return void bridge.overOutput()
-      if (kind === 'memory') return void bridge.refused(a)
-      return false
-    }
+    const onBridge = hostCallback(run, {
+      ended: () => run.settled || reported !== undefined,
+      call: (call, name, json) => void outbox.push([call, name, json]),
+      report: (outcome) => void (reported = outcome),
+    })
     const context = vm.createContext(Object.create(null), { name: 'faber-program', microtaskMode: 'afterEvaluate' })
     const setup = prelude.runInContext(context)
     const api = driver.runInContext(context)(
