@@ -85,12 +85,6 @@ export interface SettlingCall extends PreparedCall {
   settle(signal: AbortSignal): ToolResult | Promise<ToolResult>
 }
 
-interface LiveExecution {
-  exec: Execution
-  /** the program text, for a run_code execution */
-  program?: string
-}
-
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
 }
@@ -128,7 +122,7 @@ const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
 
 export class Pipeline {
   /** executions between create and finish, by token: a nested call's parent must be one of them */
-  readonly live = new Map<ExecutionToken, LiveExecution>()
+  readonly live = new Map<ExecutionToken, Execution>()
   private sequence = 0
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
   private preExecuteDeadlines?: DeadlineQueue
@@ -163,10 +157,10 @@ export class Pipeline {
       throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
     const outer = parent && this.live.get(parent)
     // a nested sub-dispatch runs as its program's agent
-    if (outer && input.agent !== undefined && input.agent !== outer.exec.agent) {
-      throw new TypeError(`tools.execute: a nested call runs as its program's agent (${outer.exec.agent ?? 'global'}); leave agent out`)
+    if (outer && input.agent !== undefined && input.agent !== outer.agent) {
+      throw new TypeError(`tools.execute: a nested call runs as its program's agent (${outer.agent ?? 'global'}); leave agent out`)
     }
-    const agent = input.agent ?? outer?.exec.agent
+    const agent = input.agent ?? outer?.agent
     this.host.checkAgent(agent, 'execute')
     let args: Json = null
     let notJson: ToolFailure | undefined
@@ -209,9 +203,12 @@ export class Pipeline {
       arguments: call.args,
       agent,
       parent,
-      rootCallId: outer?.exec.rootCallId ?? callId,
+      rootCallId: outer?.rootCallId ?? callId,
       signal,
-      tool: view.tools.get(name)?.info ?? Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
+      // the resolved definition's, or (collapsed, unknown) what the view holds under the name
+      tool:
+        (typeof tool === 'string' ? view.tools.get(name)?.info : tool.info) ??
+        Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
     })
     if (call.notJson) return { exec, failure: call.notJson, trace }
     if (parent !== undefined && !outer) {
@@ -264,7 +261,7 @@ export class Pipeline {
     if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
     const token = exec.token
-    this.live.set(token, { exec, program: exec.name === RUN_CODE ? ((exec.arguments as { code?: string }).code ?? '') : undefined })
+    this.live.set(token, exec)
     let settled: ToolResult | Promise<ToolResult>
     try {
       const deciders = this.hooks('tools/pre-execute', exec.agent)
@@ -441,9 +438,8 @@ export class Pipeline {
 
   /** the program of the nearest enclosing run_code, for approvers */
   private programOf(parent: ExecutionToken | undefined): string | undefined {
-    for (let token = parent; token; token = this.live.get(token)?.exec.parent) {
-      const program = this.live.get(token)?.program
-      if (program !== undefined) return program
+    for (let exec = parent && this.live.get(parent); exec; exec = exec.parent && this.live.get(exec.parent)) {
+      if (exec.name === RUN_CODE) return (exec.arguments as { code?: string }).code ?? ''
     }
   }
 
