@@ -121,8 +121,11 @@ function shapeOf(value: unknown): string {
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
 
 export class Pipeline {
-  /** executions between create and finish, by token: a nested call's parent must be one of them */
-  readonly live = new Map<ExecutionToken, Execution>()
+  /**
+   * executions between create and finish, by their token's number (a frozen token makes a slow key): a nested call's
+   * parent must be one of them. read through liveOf, which checks the token is the very one this pipeline minted
+   */
+  private readonly live = new Map<number, Execution>()
   private sequence = 0
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
   private preExecuteDeadlines?: DeadlineQueue
@@ -155,7 +158,7 @@ export class Pipeline {
     if (typeof name !== 'string') throw new TypeError('tools.execute: name must be a string')
     if (parent !== undefined && !(parent instanceof ExecutionToken))
       throw new TypeError('tools.execute: parent must be an ExecutionToken minted by this registry')
-    const outer = parent && this.live.get(parent)
+    const outer = parent && this.liveOf(parent)
     // a nested sub-dispatch runs as its program's agent
     if (outer && input.agent !== undefined && input.agent !== outer.agent) {
       throw new TypeError(`tools.execute: a nested call runs as its program's agent (${outer.agent ?? 'global'}); leave agent out`)
@@ -190,7 +193,7 @@ export class Pipeline {
     if (!(signal instanceof AbortSignal)) {
       throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
     }
-    const outer = parent && this.live.get(parent)
+    const outer = parent && this.liveOf(parent)
     // a tool registered or removed between prepare and run: decide for what is there now
     const view = this.viewOf(agent)
     if (view !== call.view) this.resolveCall(call, view)
@@ -261,17 +264,17 @@ export class Pipeline {
     if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
     const token = exec.token
-    this.live.set(token, exec)
+    this.live.set(token.id, exec)
     let settled: ToolResult | Promise<ToolResult>
     try {
       const deciders = this.hooks('tools/pre-execute', exec.agent)
       settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
     } catch (error) {
-      this.live.delete(token)
+      this.live.delete(token.id)
       throw error
     }
-    if (settled instanceof Promise) return settled.finally(() => this.live.delete(token))
-    this.live.delete(token)
+    if (settled instanceof Promise) return settled.finally(() => this.live.delete(token.id))
+    this.live.delete(token.id)
     return settled
   }
 
@@ -306,6 +309,18 @@ export class Pipeline {
     if (reviewers.length) return this.postExecute(exec, reviewers, result, trace).then((reviewed) => this.finish(exec, reviewed, trace))
     // 9. finish
     return this.finish(exec, result, trace)
+  }
+
+  /** the execution of `token` while it is between create and finish */
+  private liveOf(token: ExecutionToken): Execution | undefined {
+    let exec: Execution | undefined
+    try {
+      // a forged token (an object made on the prototype) may have a getter here: it names no live execution
+      exec = this.live.get(token.id)
+    } catch {
+      return undefined
+    }
+    return exec?.token === token ? exec : undefined
   }
 
   private abortedBeforeDispatch(name: string) {
@@ -438,7 +453,7 @@ export class Pipeline {
 
   /** the program of the nearest enclosing run_code, for approvers */
   private programOf(parent: ExecutionToken | undefined): string | undefined {
-    for (let exec = parent && this.live.get(parent); exec; exec = exec.parent && this.live.get(exec.parent)) {
+    for (let exec = parent && this.liveOf(parent); exec; exec = exec.parent && this.liveOf(exec.parent)) {
       if (exec.name === RUN_CODE) return (exec.arguments as { code?: string }).code ?? ''
     }
   }
