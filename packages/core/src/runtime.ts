@@ -287,11 +287,17 @@ class ToolRuntime extends Service {
     })
   }
 
-  /** agent-scoped: the mode for this agent and its descendants, over the deployment default */
-  presentAs(mode: Mode): () => void {
+  /** an agent-scoped method's caller and the agent it is inside; throws, naming the method, for a caller outside any agent */
+  private agentCaller(method: string, hint = ''): { caller: Context; agent: Agent } {
     const caller = this.caller ?? this.ctx
     const agent = agentOf(caller)
-    if (!agent) throw new TypeError('tools.presentAs is agent-scoped: call it through agent.ctx; set the deployment default with the `mode` config')
+    if (!agent) throw new TypeError(`tools.${method} is agent-scoped: call it through agent.ctx${hint}`)
+    return { caller, agent }
+  }
+
+  /** agent-scoped: the mode for this agent and its descendants, over the deployment default */
+  presentAs(mode: Mode): () => void {
+    const { caller, agent } = this.agentCaller('presentAs', '; set the deployment default with the `mode` config')
     if (mode !== 'native' && mode !== 'code' && mode !== 'both')
       throw new TypeError(`tools.presentAs: mode must be "native", "code" or "both", got ${JSON.stringify(mode)}`)
     const entry = { value: mode, plugin: pluginName(caller) }
@@ -300,9 +306,7 @@ class ToolRuntime extends Service {
 
   /** agent-scoped: how the SDK is shown to this agent and its descendants, over the deployment's `sdk` */
   presentSdk(presentation: SdkPresentation): () => void {
-    const caller = this.caller ?? this.ctx
-    const agent = agentOf(caller)
-    if (!agent) throw new TypeError('tools.presentSdk is agent-scoped: call it through agent.ctx; set the deployment default with the `sdk` config')
+    const { caller, agent } = this.agentCaller('presentSdk', '; set the deployment default with the `sdk` config')
     if (presentation !== 'full' && presentation !== 'index' && presentation !== 'auto')
       throw new TypeError(`tools.presentSdk: pass "full", "index" or "auto", got ${JSON.stringify(presentation)}`)
     const entry = { value: presentation, plugin: pluginName(caller) }
@@ -311,9 +315,7 @@ class ToolRuntime extends Service {
 
   /** agent-scoped mask over inherited tools; masks intersect */
   restrict(mask: Mask): () => void {
-    const caller = this.caller ?? this.ctx
-    const agent = agentOf(caller)
-    if (!agent) throw new TypeError('tools.restrict is agent-scoped: call it through agent.ctx')
+    const { caller, agent } = this.agentCaller('restrict')
     const names = 'allow' in (mask ?? {}) ? (mask as { allow: string[] }).allow : (mask as { deny?: string[] })?.deny
     if (!Array.isArray(names) || names.some((n) => typeof n !== 'string') || ('allow' in mask && 'deny' in mask)) {
       throw new TypeError('tools.restrict: pass either { allow: string[] } or { deny: string[] }')
