@@ -3,9 +3,9 @@
 // program in @faber/sandbox)
 
 import { existsSync } from 'node:fs'
-import type { BridgeReply, CodeRunOutcome, CodeRunRequest, CodeRuntime, Mode } from '@faber/core'
+import { type BridgeReply, type CodeRunOutcome, type CodeRunRequest, type CodeRuntime, createAgent, type Mode, type ToolResult } from '@faber/core'
 import * as kit from '@faber/core/testing'
-import { Logger } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import Inspector from '../src/index.ts'
 
@@ -16,6 +16,19 @@ export function deployment(options: { mode?: Mode; inspector?: Partial<Inspector
   return kit.deployment({ mode: options.mode ?? 'native' }, (ctx) => {
     if (options.inspector !== false) ctx.plugin(Inspector, options.inspector ?? {})
   })
+}
+
+/** the web specs' team: agent coder, presented in code mode (run_code only) */
+export const team = {
+  name: 'team',
+  inject: ['tools'],
+  Config: undefined,
+  apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
+}
+
+/** a call on agent coder (code mode: run_code only), or with agent null on the global layer (native) */
+export function call(ctx: Context, callId: string, name: string, args: unknown, agent: string | null = 'coder'): Promise<ToolResult> {
+  return kit.call(ctx, name, args, { callId, agent: agent === null ? undefined : ctx.tools.agent(agent) })
 }
 
 /** a CodeRuntime whose program makes these binding calls in order and returns the replies */

@@ -6,7 +6,7 @@
 
 import { request } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
-import { createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { defineTool, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
 import Approval, { WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
@@ -14,7 +14,7 @@ import { expect } from 'chai'
 import { type Context, type ForkScope, Logger } from 'cordis'
 import type { Browser, Page } from 'playwright-core'
 import Inspector from '../src/index.ts'
-import { openPage } from './helpers.ts'
+import { call, openPage, team } from './helpers.ts'
 
 Logger.levels.base = 0
 
@@ -48,12 +48,7 @@ async function deployment() {
         })
       },
     })
-    ctx.plugin({
-      name: 'team',
-      inject: ['tools'],
-      Config: undefined,
-      apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
-    })
+    ctx.plugin(team)
     ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
     ctx.plugin({ name: 'notes', apply: () => {} }, { note: PAYLOADS.config, homepage: PAYLOADS.link })
   })
@@ -76,11 +71,6 @@ async function deployment() {
   })
   await ctx.lifecycle.flush()
   return ctx
-}
-
-/** a call on agent coder (code mode: run_code only), or with agent null on the global layer (native) */
-function call(ctx: Context, callId: string, name: string, args: unknown, agent: string | null = 'coder'): Promise<ToolResult> {
-  return kit.call(ctx, name, args, { callId, agent: agent === null ? undefined : ctx.tools.agent(agent) })
 }
 
 interface Reply {

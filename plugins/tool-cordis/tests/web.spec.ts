@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs'
 import { request } from 'node:http'
 import { resolve } from 'node:path'
-import { createAgent, defineTool, type ToolResult, t } from '@faber/core'
+import { defineTool, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
 import Approval, { type ApprovalDecided, WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
@@ -13,7 +13,7 @@ import { expect } from 'chai'
 import type { Context } from 'cordis'
 import type { Browser, Page } from 'playwright-core'
 import Inspector, { MASK } from '../src/index.ts'
-import { openPage } from './helpers.ts'
+import { call, openPage, team } from './helpers.ts'
 
 const ARTIFACTS = resolve(import.meta.dirname, '../../../artifacts/web')
 // CI machines are slow and shared: wait for the DOM, with room to spare
@@ -63,12 +63,7 @@ async function deployment() {
         c.on('tools/pre-execute', (exec) => (exec.name === 'rm' ? { kind: 'deny', reason: 'rm is never allowed here' } : undefined))
       },
     })
-    ctx.plugin({
-      name: 'team',
-      inject: ['tools'],
-      Config: undefined,
-      apply: (c: Context) => createAgent(c, { name: 'coder' }).ctx.tools.presentAs('code'),
-    })
+    ctx.plugin(team)
     ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
     ctx.plugin({ name: 'vault', apply: () => {} }, { apiKey: 'sk-very-secret', region: 'eu' })
   })
@@ -82,10 +77,6 @@ async function deployment() {
   })
   await ctx.lifecycle.flush()
   return ctx
-}
-
-function call(ctx: Context, callId: string, name: string, args: unknown, agent = 'coder'): Promise<ToolResult> {
-  return kit.call(ctx, name, args, { callId, agent: ctx.tools.agent(agent) })
 }
 
 function httpStatus(url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<number> {
