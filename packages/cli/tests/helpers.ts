@@ -1,8 +1,34 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { copyFile, mkdir, mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
 export const BIN = fileURLToPath(new URL('../bin/faber.mjs', import.meta.url))
+
+const EXAMPLE = fileURLToPath(new URL('../../../examples/deployment/', import.meta.url))
+
+/** a fresh temp dir holding examples/deployment's faber.yml exactly as shipped, next to a copy of its workspace */
+export async function exampleCopy(prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix))
+  await mkdir(join(dir, 'workspace'))
+  await copyFile(join(EXAMPLE, 'faber.yml'), join(dir, 'faber.yml'))
+  await copyFile(join(EXAMPLE, 'workspace', 'NOTES.md'), join(dir, 'workspace', 'NOTES.md'))
+  return dir
+}
+
+/** a program that reads the example's notes and tries to write `content` to SUMMARY.md: the lines read, and the path written or why not */
+export function summaryProgram(content: string): string {
+  return `const notes = await tools.read({ path: 'NOTES.md' })
+let wrote = 'not written'
+try {
+  wrote = (await tools.write({ path: 'SUMMARY.md', content: ${JSON.stringify(content)} })).path
+} catch (error) {
+  wrote = String(error.message)
+}
+return { lines: notes.totalLines, wrote }`
+}
 
 export interface Ran {
   code: number | null

@@ -1,24 +1,13 @@
 // `faber run` and `faber chat` as people run them: the deployment file the READMEs show, a real model server on
 // 127.0.0.1 streaming OpenAI chat completions, and (for the terminal) a real pseudo-terminal.
 
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import { type ModelServer, modelServer, type Step } from '../../agent/tests/model-servers.ts'
-import { faber, faberPty, jsonLines } from './helpers.ts'
+import { exampleCopy, faber, faberPty, jsonLines, summaryProgram } from './helpers.ts'
 
-const EXAMPLE = fileURLToPath(new URL('../../../examples/deployment/', import.meta.url))
-
-const PROGRAM = `const notes = await tools.read({ path: 'NOTES.md' })
-let wrote = 'not written'
-try {
-  wrote = (await tools.write({ path: 'SUMMARY.md', content: 'a workspace for the example\\n' })).path
-} catch (error) {
-  wrote = String(error.message)
-}
-return { lines: notes.totalLines, wrote }`
+const PROGRAM = summaryProgram('a workspace for the example\n')
 
 const runCode = { toolCalls: [{ name: 'run_code', arguments: { code: PROGRAM, description: 'read the notes, write a summary' } }] }
 
@@ -28,11 +17,7 @@ describe('faber against a local model server', function () {
   let server: ModelServer | undefined
 
   beforeEach(async () => {
-    // the example deployment exactly as shipped, next to a copy of its workspace
-    dir = await mkdtemp(join(tmpdir(), 'faber-served-'))
-    await mkdir(join(dir, 'workspace'))
-    await copyFile(join(EXAMPLE, 'faber.yml'), join(dir, 'faber.yml'))
-    await copyFile(join(EXAMPLE, 'workspace', 'NOTES.md'), join(dir, 'workspace', 'NOTES.md'))
+    dir = await exampleCopy('faber-served-')
   })
   afterEach(async () => {
     await server?.close()

@@ -4,28 +4,17 @@
 // following its stream.
 
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { expect } from 'chai'
 import { type ModelServer, modelServer } from '../../agent/tests/model-servers.ts'
-import { BIN, faber } from './helpers.ts'
+import { BIN, exampleCopy, faber, summaryProgram } from './helpers.ts'
 
-const EXAMPLE = fileURLToPath(new URL('../../../examples/deployment/', import.meta.url))
-
-const PROGRAM = `const notes = await tools.read({ path: 'NOTES.md' })
-let wrote = 'not written'
-try {
-  wrote = (await tools.write({ path: 'SUMMARY.md', content: 'a summary\\n' })).path
-} catch (error) {
-  wrote = String(error.message)
-}
-return { lines: notes.totalLines, wrote }`
+const PROGRAM = summaryProgram('a summary\n')
 
 function start(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
   const child = spawn(process.execPath, [BIN, ...args], {
@@ -74,10 +63,7 @@ describe('--web on the commands that work', function () {
   let child: ChildProcessWithoutNullStreams | undefined
 
   beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'faber-web-'))
-    await mkdir(join(dir, 'workspace'))
-    await copyFile(join(EXAMPLE, 'faber.yml'), join(dir, 'faber.yml'))
-    await copyFile(join(EXAMPLE, 'workspace', 'NOTES.md'), join(dir, 'workspace', 'NOTES.md'))
+    dir = await exampleCopy('faber-web-')
   })
   afterEach(async () => {
     child?.kill('SIGKILL')
