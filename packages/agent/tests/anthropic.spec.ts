@@ -1,6 +1,6 @@
 import { AnthropicModel, type AnthropicModelOptions, type Message, ModelError, toAnthropic } from '@faber/agent'
 import { expect } from 'chai'
-import { type ModelServer, modelServer, type Step } from './model-servers.ts'
+import { failure, type ModelServer, modelServer, type Step } from './model-servers.ts'
 
 const signal = () => new AbortController().signal
 const user: Message[] = [{ role: 'user', content: 'hi' }]
@@ -167,8 +167,7 @@ describe('AnthropicModel', () => {
         },
       },
     ])
-    let error: any
-    await cut.complete({ messages: user, tools: [], signal: signal() }).catch((e) => (error = e))
+    const error = await failure(cut, user)
     expect(error).to.be.instanceOf(ModelError)
     expect(error.message).to.match(/ended before the model finished \(no message_stop\)/)
     expect(error.partial).to.equal('half of it')
@@ -184,8 +183,7 @@ describe('AnthropicModel', () => {
         },
       },
     ])
-    let error: any
-    await m.complete({ messages: user, tools: [], signal: signal() }).catch((e) => (error = e))
+    const error = await failure(m, user)
     expect(error.status).to.equal(401)
     expect(error.message).to.match(/invalid x-api-key.*Check the API key/)
     expect(server!.requests).to.have.length(1)

@@ -3,6 +3,7 @@
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Message, Model } from '@faber/agent'
 
 export interface Turn {
   text?: string
@@ -102,4 +103,12 @@ export function modelServer(kind: 'openai' | 'anthropic', steps: Step[]): Promis
     if (kind === 'openai') openai(res, turn, index + 1)
     else anthropic(res, turn, index + 1)
   })
+}
+
+/** the error `model` fails to complete `messages` with, no tools offered (undefined: it did not fail) */
+export function failure(model: Model, messages: Message[]): Promise<any> {
+  return model.complete({ messages, tools: [], signal: new AbortController().signal }).then(
+    () => undefined,
+    (error) => error,
+  )
 }

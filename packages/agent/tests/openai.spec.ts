@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { type Message, ModelError, OpenAIChatModel, type OpenAIChatModelOptions, parseRetryAfter } from '@faber/agent'
 import { expect } from 'chai'
-import { httpServer, type ModelServer, type Received } from './model-servers.ts'
+import { failure, httpServer, type ModelServer, type Received } from './model-servers.ts'
 
 type Handler = (req: Received, res: ServerResponse) => void | Promise<void>
 
@@ -40,13 +40,6 @@ describe('OpenAIChatModel', () => {
   function model(options: Partial<OpenAIChatModelOptions> = {}) {
     return new OpenAIChatModel({ baseURL: server!.url, model: 'test-model', apiKey: 'sk-test', retryBaseMs: 1, ...options })
   }
-
-  /** the error completing `messages` fails with (undefined: it did not fail) */
-  const failure = (m: OpenAIChatModel): Promise<any> =>
-    m.complete({ messages, tools: [], signal: signal() }).then(
-      () => undefined,
-      (error) => error,
-    )
 
   it('streams text and assembles tool calls from fragments across chunks', async () => {
     server = await serve((_, res) => {
@@ -138,7 +131,7 @@ describe('OpenAIChatModel', () => {
   it('backs off on 5xx and gives up after maxRetries with a clear error', async () => {
     server = await serve((_, res) => json(res, 503, { error: { message: 'overloaded' } }))
     const delays: number[] = []
-    const error = await failure(model({ maxRetries: 3, retryBaseMs: 10, sleep: async (ms) => void delays.push(ms) }))
+    const error = await failure(model({ maxRetries: 3, retryBaseMs: 10, sleep: async (ms) => void delays.push(ms) }), messages)
     expect(error).to.be.instanceOf(ModelError)
     expect(error.status).to.equal(503)
     expect(error.message).to.include('overloaded')
@@ -148,7 +141,7 @@ describe('OpenAIChatModel', () => {
 
   it('does not retry a 401 and says to check the API key', async () => {
     server = await serve((_, res) => json(res, 401, { error: { message: 'Incorrect API key provided' } }))
-    const error = await failure(model())
+    const error = await failure(model(), messages)
     expect(error.status).to.equal(401)
     expect(error.message).to.match(/Incorrect API key provided.*Check the API key/)
     expect(server.requests).to.have.length(1)
@@ -156,7 +149,7 @@ describe('OpenAIChatModel', () => {
 
   it('names the base URL and the model on a 404', async () => {
     server = await serve((_, res) => json(res, 404, { error: { message: 'model not found' } }))
-    const error = await failure(model())
+    const error = await failure(model(), messages)
     expect(error.status).to.equal(404)
     expect(error.message).to.include('/v1/chat/completions').and.include('"test-model"').and.include('model not found')
   })
@@ -209,7 +202,7 @@ describe('OpenAIChatModel', () => {
       res.write(`data: ${JSON.stringify(delta({ content: 'half an ans' }))}\n\n`)
       res.end('data: {"choices": [ broken\n\n')
     })
-    const error = await failure(model({ sleep: async () => {} }))
+    const error = await failure(model({ sleep: async () => {} }), messages)
     expect(error).to.be.instanceOf(ModelError)
     expect(error.message).to.match(/stream chunk is not JSON/)
     expect(error.partial).to.equal('half an ans')
@@ -250,12 +243,12 @@ describe('OpenAIChatModel', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write(`data: ${JSON.stringify(delta({ content: 'partial' }))}\n\n`)
     })
-    const error = await failure(model({ timeoutMs: 100, maxRetries: 0 }))
+    const error = await failure(model({ timeoutMs: 100, maxRetries: 0 }), messages)
     expect(error?.message).to.match(/for 100 ms \(timeout\)/)
     await server.close()
 
     server = await serve(() => {})
-    const silent = await failure(model({ timeoutMs: 100, maxRetries: 1, sleep: async () => {} }))
+    const silent = await failure(model({ timeoutMs: 100, maxRetries: 1, sleep: async () => {} }), messages)
     expect(silent?.message).to.match(/timeout/)
     expect(server.requests).to.have.length(2)
   })
@@ -279,7 +272,7 @@ describe('OpenAIChatModel', () => {
     await server.close()
     server = undefined
     let sleeps = 0
-    const error = await failure(new OpenAIChatModel({ baseURL: url, model: 'm', maxRetries: 2, sleep: async () => void sleeps++ }))
+    const error = await failure(new OpenAIChatModel({ baseURL: url, model: 'm', maxRetries: 2, sleep: async () => void sleeps++ }), messages)
     expect(error?.message).to.match(/network error connecting to .*ECONNREFUSED/)
     expect(sleeps).to.equal(2)
   })
