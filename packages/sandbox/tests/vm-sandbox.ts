@@ -45,7 +45,7 @@ export class VmSandbox extends SandboxPool<Unit> {
 
   protected dispose() {}
 
-  protected start(unit: Unit, run: Run) {
+  protected start(_unit: Unit, run: Run) {
     const { request, limits, bridge, fail } = run
     const startedAt = performance.now()
     let spent = 0
