@@ -593,12 +593,28 @@ export class Pipeline {
   private bodyFailed(exec: Execution, error: unknown): ToolFailure {
     let toolCode: string | undefined
     try {
-      if (error instanceof ToolResultError) return error.result
+      if (error instanceof ToolResultError) return this.carried(exec, error)
       const code = (error as { code?: unknown } | null)?.code
       if (typeof code === 'string') toolCode = code
     } catch {}
     const prefix = toolCode ? `${toolCode}: ` : ''
     return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${prefix}${messageOf(error)}`, toolCode ? { toolCode } : {})
+  }
+
+  /**
+   * the error result a body's ToolResultError carries, copied once: its result is the body's data, so a success (which
+   * would skip the output schema and the snapshot), a malformed failure, null or a throwing proxy is the body failing
+   */
+  private carried(exec: Execution, error: ToolResultError): ToolFailure {
+    try {
+      const result = error.result as Partial<ToolFailure> | null
+      // each field read once, and the copy checked, so a getter cannot answer one way to the check and another after
+      if (result?.isError === true) {
+        const copy: ToolFailure = { isError: true, error: Object.freeze({ ...result.error! }), content: result.content!, meta: result.meta }
+        if (isToolResult(copy)) return copy
+      }
+    } catch {}
+    return errorResult('TOOL_FAILED', `"${exec.name}" failed: it threw a ToolResultError that carries no error result`)
   }
 
   private checkValue(exec: Execution, tool: CompiledTool, value: unknown): { isError: false; value: Json } | ToolFailure {

@@ -6,12 +6,14 @@ import {
   createAgent,
   defineTool,
   type Execution,
+  errorResult,
   type Json,
   JsonError,
   MAX_JSON_DEPTH,
   MAX_JSON_VALUES,
   snapshot,
   type ToolResult,
+  ToolResultError,
   t,
 } from '@faber/core'
 import { callId, deployment, signal } from '@faber/core/testing'
@@ -399,6 +401,57 @@ describe('execute never rejects for anything in arguments or results', () => {
       expect(result.isError && result.error).to.deep.include({ code: expected })
       expect(result.content).to.contain(message)
     }
+  })
+
+  it('a ToolResultError carrying anything but an error result is the body failing, not a result taken as it is', async () => {
+    const ctx = await deployment()
+    const carrying = (result: unknown) => {
+      const error = new ToolResultError(errorResult('TOOL_FAILED', 'made up'))
+      Object.defineProperty(error, 'result', { get: () => result })
+      return error
+    }
+    const carried: [string, unknown][] = [
+      // a success, which would skip the output schema and the snapshot: the value holds a BigInt
+      ['a success', { isError: false, value: { unchecked: 1n }, content: 'looks fine' }],
+      ['null', null],
+      ['a code no result has, and content that is not text', { isError: true, error: { code: 'NOPE', message: 5 }, content: 7 }],
+      [
+        'a proxy whose traps throw',
+        new Proxy(
+          {},
+          {
+            get: () => {
+              throw new Error('trap')
+            },
+          },
+        ),
+      ],
+    ]
+    let thrown: unknown
+    ctx.tools.register(
+      defineTool({
+        name: 'forger',
+        description: 'throws what it is given',
+        parameters: t.object({}),
+        output: { schema: t.object({ ok: t.boolean() }) },
+        execute: () => {
+          throw thrown
+        },
+      }),
+    )
+    for (const [what, result] of carried) {
+      thrown = carrying(result)
+      const outcome = await ctx.tools.execute({ callId: callId(), name: 'forger', arguments: {}, signal: signal() })
+      expect(outcome.isError && outcome.error.code, what).to.equal('TOOL_FAILED')
+      expect(outcome.content, what).to.contain('"forger" failed: it threw a ToolResultError that carries no error result')
+    }
+    // a real one still answers with its own result, copied: changing the thrown one afterwards changes nothing
+    const own = errorResult('TOOL_FAILED', 'disk full', { toolCode: 'ENOSPC' })
+    thrown = new ToolResultError(own)
+    const outcome = await ctx.tools.execute({ callId: callId(), name: 'forger', arguments: {}, signal: signal() })
+    ;(own.error as { message: string }).message = 'changed later'
+    expect(outcome.isError && outcome.error).to.deep.include({ code: 'TOOL_FAILED', message: 'disk full', toolCode: 'ENOSPC' })
+    expect(outcome.content).to.equal('Error: disk full')
   })
 })
 
