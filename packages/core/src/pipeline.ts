@@ -339,7 +339,8 @@ export class Pipeline {
   }
 
   private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
-    trace.push({ stage, decision, by: plugin, reason: message })
+    // a wrapper's next() can still be settling after its call finished (and froze the trace): that call's record is final
+    if (!Object.isFrozen(trace)) trace.push({ stage, decision, by: plugin, reason: message })
     const deniedBy: DeniedBy = { stage, plugin }
     return errorResult('DENIED', message, { deniedBy })
   }
@@ -497,7 +498,14 @@ export class Pipeline {
       }
       const hook = wrappers[index]
       const plugin = ownerOf(hook).plugin
+      // a next() kept past its wrapper's answer would run the body after the call was decided and reported
+      let answered = false
       const next: DispatchNext = (replacement) => {
+        if (answered) {
+          const message = `a tools/execute wrapper of plugin "${plugin}" called next() after it returned; nothing ran`
+          this.host.log().warn('%s (on "%s")', message, exec.name)
+          return Promise.resolve(errorResult('ABORTED_BEFORE_DISPATCH', message))
+        }
         if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
           return Promise.resolve(
             this.failedClosed(
@@ -517,6 +525,8 @@ export class Pipeline {
         result = await hook.callback(exec, next, signal)
       } catch (error) {
         return this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
+      } finally {
+        answered = true
       }
       return trusted.has(result as ToolResult) ? (result as ToolResult) : this.normalizeDispatchResult(exec, result, trace, plugin)
     }

@@ -1,5 +1,5 @@
 import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, type TSchema, t } from '@faber/core'
-import { callId, deployment, echoTool, signal } from '@faber/core/testing'
+import { callId, deferred, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import './helpers.ts'
@@ -349,6 +349,55 @@ describe('tools/execute wrappers', () => {
     await assertStarted(ctx)
     const result = await call(ctx)
     expect(result.isError && result.error.deniedBy).to.deep.equal({ stage: 'execute', plugin: 'sloppy' })
+  })
+  it('a next() called after its wrapper returned runs nothing and resolves', async () => {
+    const ctx = await deployment()
+    let runs = 0
+    ctx.tools.register(echoTool('echo', { onRun: () => runs++ }))
+    let kept: ((signal?: AbortSignal) => Promise<ToolResult>) | undefined
+    // a record in the trace, so the call's finish freezes it
+    plugin(ctx, 'allower', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
+    plugin(ctx, 'keeper', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        kept = next
+        return errorResult('TOOL_FAILED', 'answered without the body')
+      }),
+    )
+    await assertStarted(ctx)
+    const result = await call(ctx)
+    expect(result.content).to.equal('Error: answered without the body')
+    const late = await kept!()
+    expect(late.isError && late.error.code).to.equal('ABORTED_BEFORE_DISPATCH')
+    expect(late.content).to.contain('a tools/execute wrapper of plugin "keeper" called next() after it returned')
+    expect(runs).to.equal(0)
+    expect(result.trace).to.have.length(1)
+  })
+
+  it('an inner wrapper failing after the call finished resolves the next() that reached it; the trace stays as it was', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const inner = deferred()
+    let started: Promise<ToolResult> | undefined
+    plugin(ctx, 'allower', (ctx) => ctx.on('tools/pre-execute', () => ({ kind: 'allow' })))
+    plugin(ctx, 'hasty', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        started = next()
+        return errorResult('TOOL_FAILED', 'did not wait')
+      }),
+    )
+    plugin(ctx, 'slow', (ctx) =>
+      ctx.on('tools/execute', async () => {
+        await inner.promise
+        throw new Error('too late')
+      }),
+    )
+    await assertStarted(ctx)
+    const result = await call(ctx)
+    expect(result.content).to.equal('Error: did not wait')
+    inner.resolve()
+    const late = await started!
+    expect(late.isError && late.error.deniedBy).to.deep.equal({ stage: 'execute', plugin: 'slow' })
+    expect(result.trace).to.deep.equal([{ stage: 'pre-execute', decision: 'allow', by: 'allower' }])
   })
 })
 
