@@ -153,6 +153,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
       return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
     }
     if (unit === undefined) return failure('abort', 'the run was aborted before it started')
+    // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens from arm()
+    if (request.signal.aborted) {
+      this.release(unit)
+      return failure('abort', 'the run was aborted before it started')
+    }
     if (this.closed) {
       this.release(unit)
       return failure('abort', 'the sandbox was closed before the run started')

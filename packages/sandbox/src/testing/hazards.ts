@@ -394,6 +394,18 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expect(performance.now() - abortedAt).to.be.below(500)
       })
 
+      test('ends a run aborted while it is being admitted (a microtask or a few after run())', async () => {
+        // the run awaits its place and its unit in between: an abort there must not be lost until wallMs
+        for (let depth = 0; depth < 6; depth++) {
+          const controller = new AbortController()
+          const outcome = run('await tools.never({})', { signal: controller.signal })
+          let left = depth
+          const tick = () => (left-- > 0 ? queueMicrotask(tick) : controller.abort())
+          tick()
+          expectFailure(await outcome, 'abort')
+        }
+      })
+
       test('does not start an aborted run', async () => {
         expectFailure(await run('return 1', { signal: AbortSignal.abort() }), 'abort')
         expect(calls).to.deep.equal([])
