@@ -150,6 +150,8 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     try {
       unit = await this.acquire(limits.memoryMb, request.signal)
     } catch (error) {
+      // the unit it waited for (one being warmed) failed because the sandbox closed: that is no crash
+      if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
       return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
     }
     if (unit === undefined) return failure('abort', 'the run was aborted before it started')

@@ -525,6 +525,13 @@ export function describePool(
       expect(outcome.ok).to.equal(false)
     })
 
+    it('ends a run waiting for the unit being warmed with abort, not crash, when the sandbox closes', async () => {
+      const sandbox = makePool(1)
+      const outcome = sandbox.run({ code: 'return 1', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal })
+      await sandbox.close()
+      expect(await outcome).to.deep.include({ ok: false, kind: 'abort' })
+    })
+
     it('serves overlapping runs beyond the pool size', async () => {
       const sandbox = makePool(1)
       try {
