@@ -85,13 +85,15 @@ interface Making<U> {
   claimed: boolean
 }
 
-// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled
-const warmUp: CodeRunRequest = {
+// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled. each
+// gets a signal of its own: one shared by every unit warming in the process collected a listener each (past 10, node
+// warns of a leak on the host's stderr)
+const warmUp = (): CodeRunRequest => ({
   code: 'await tools.warm({})\nreturn 1',
   tools: ['warm'],
   call: async () => ({ ok: true, value: 'null' }),
   signal: new AbortController().signal,
-}
+})
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -234,7 +236,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     }
     if (!warm) return unit
     let kept = false
-    const outcome = await this.execute(unit, warmUp, this.limits, (unit, reuse) => {
+    const outcome = await this.execute(unit, warmUp(), this.limits, (unit, reuse) => {
       if (reuse) kept = true
       else this.discard(unit)
     })

@@ -35,8 +35,12 @@ class FakePool extends SandboxPool<Fake> {
     unit.disposed = true
   }
 
+  /** while set, programs do not end: they wait here */
+  held: (() => void)[] | undefined
+
   protected start(unit: Fake, run: Run) {
     run.arm(() => 0)
+    if (this.held) return void this.held.push(() => run.finish({ ok: true, logs: [], result: String(unit.id) }, this.heap))
     // the program "returns" the unit it ran on
     queueMicrotask(() => run.finish({ ok: true, logs: [], result: String(unit.id) }, this.heap))
   }
@@ -46,6 +50,29 @@ const run = (pool: FakePool, memoryMb?: number): Promise<CodeRunOutcome> =>
   pool.run({ code: '', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal, limits: memoryMb ? { memoryMb } : {} })
 
 describe('SandboxPool', () => {
+  it('warms many units at once (across sandboxes) without a MaxListenersExceededWarning on the host', async () => {
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.name)
+    process.on('warning', onWarning)
+    const pools = Array.from({ length: 12 }, () => {
+      const pool = new FakePool({ poolSize: 1 })
+      pool.held = []
+      return pool
+    })
+    try {
+      // each pool makes its unit on the next turn and warms it: the warm-up runs are all in progress at once
+      while (pools.some((pool) => pool.held!.length === 0)) await new Promise((resolve) => setImmediate(resolve))
+      for (const pool of pools) for (const end of pool.held!.splice(0)) end()
+      await Promise.all(pools.map((pool) => pool.ready()))
+      // a warning is emitted on the next tick
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings).to.deep.equal([])
+    } finally {
+      process.off('warning', onWarning)
+      await Promise.all(pools.map((pool) => pool.close()))
+    }
+  })
+
   it('reports a unit that cannot be made, without making units in a loop, and fills again once one is made', async () => {
     const pool = new FakePool({ poolSize: 2 })
     pool.broken = 'out of fakes'
