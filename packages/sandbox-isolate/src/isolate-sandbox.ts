@@ -37,7 +37,7 @@ const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
 // the outbox: shared memory where a program driven from the host's thread leaves its tool calls, read by the host once the
 // step returned. `[records, units used]` as int32, then records of utf-16 units: `id & 0xffff, id >>> 16, tool index,
-// argument length, argument…`
+// argument length, argument…` (a call to a tool past the 65 536th takes the callback: its index does not fit)
 const outboxUnits = 32 * 1024
 const outboxRecordUnits = 4096
 
@@ -59,7 +59,7 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
     const tool = toolIndex[name]
     let at = header[1]
     const length = typeof json === 'string' ? json.length : Infinity
-    if (spilled || tool === undefined || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > units.length) {
+    if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > units.length) {
       spilled = true
       return false
     }

@@ -27,6 +27,24 @@ describe('isolated-vm: sliceMs', () => {
 describe('isolated-vm: driving a program from the host', () => {
   const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
 
+  it('calls the tool named, past the 65 536th of a run (the outbox keeps a tool index in 16 bits)', async () => {
+    const sandbox = new IsolateSandbox({ poolSize: 1, limits: hazardLimits })
+    const tools = Array.from({ length: 65540 }, (_, i) => `t${i}`)
+    const called: string[] = []
+    const call = async (name: string) => {
+      called.push(name)
+      return { ok: true as const, value: JSON.stringify(name) }
+    }
+    try {
+      const code = 'await tools.t1({})\nreturn [await tools.t65536({}), await tools.t65539({}), await tools.t2({})]'
+      const outcome = await sandbox.run({ code, tools, call, signal: new AbortController().signal })
+      expect(outcome).to.deep.include({ ok: true, result: '["t65536","t65539","t2"]' })
+      expect(called).to.deep.equal(['t1', 't65536', 't65539', 't2'])
+    } finally {
+      await sandbox.close()
+    }
+  })
+
   it("lets the host's event loop turn while a program's calls are answered at once", async () => {
     const sandbox = new IsolateSandbox({ poolSize: 1, limits: { ...hazardLimits, cpuMs: 20000, wallMs: 20000 } })
     let turned: boolean | undefined
