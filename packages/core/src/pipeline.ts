@@ -478,6 +478,8 @@ export class Pipeline {
           let thenable = false
           try {
             thenable = isThenable(reason)
+            // the call is denied already; an async guard's later rejection must not become an unhandled one (which ends the process)
+            if (thenable) (reason as PromiseLike<unknown>).then(undefined, (error) => this.lateGuardFailure(exec, plugin, error))
           } catch {}
           const what = thenable ? 'a promise (guards must be synchronous)' : `${reason === null ? 'null' : typeof reason}, not a reason string`
           return this.failedClosed(exec, trace, 'guard', plugin, `a guard of plugin "${plugin}"`, `it returned ${what}`)
@@ -485,6 +487,10 @@ export class Pipeline {
         return this.denied(trace, 'guard', plugin, reason || `the call to "${exec.name}" was denied by a guard of plugin "${plugin}" (it gave no reason)`)
       }
     }
+  }
+
+  private lateGuardFailure(exec: Execution, plugin: string, error: unknown) {
+    this.host.log().warn('a guard of plugin "%s" rejected on "%s" after its call was denied (guards must be synchronous): %s', plugin, exec.name, messageOf(error))
   }
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */

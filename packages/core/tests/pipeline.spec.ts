@@ -167,6 +167,34 @@ describe('guards', () => {
     expect(result.content).to.contain('guards must be synchronous')
   })
 
+  it('an async guard that throws, or one that never settles, fails closed, and its rejection is not left unhandled', async () => {
+    const ctx = await deployment()
+    let ran = 0
+    ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
+    const unhandled: unknown[] = []
+    const listener = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', listener)
+    try {
+      plugin(ctx, 'async-throw', (ctx) => ctx.tools.guard((async () => Promise.reject(new Error('boom'))) as never))
+      await assertStarted(ctx)
+      const thrown = await call(ctx)
+      expect(thrown.isError && thrown.error).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'guard', plugin: 'async-throw' } })
+      // unhandled rejections are reported once the microtasks of a macrotask drain: two turns of the loop
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(unhandled).to.deep.equal([])
+    } finally {
+      process.off('unhandledRejection', listener)
+    }
+    const stuck = await deployment()
+    stuck.tools.register(echoTool('echo', { onRun: () => ran++ }))
+    plugin(stuck, 'stuck', (ctx) => ctx.tools.guard((() => new Promise(() => {})) as never))
+    await assertStarted(stuck)
+    const never = await call(stuck)
+    expect(never.isError && never.error).to.deep.include({ code: 'DENIED', deniedBy: { stage: 'guard', plugin: 'stuck' } })
+    expect(ran).to.equal(0)
+  })
+
   it('an empty reason still denies, with a default reason naming the plugin', async () => {
     const ctx = await deployment()
     let ran = 0
