@@ -24,8 +24,9 @@ interface Waiting {
 
 /**
  * waits bounded by one fixed duration, for hot paths: a timer per wait costs microseconds, but waits of one duration
- * expire in the order they began, so one timer, armed for the oldest unsettled wait, serves them all. the timer is
- * unref'd: a wait never keeps the process alive by itself.
+ * expire in the order they began, so one timer, armed for the oldest unsettled wait, serves them all. the timer holds
+ * the process while a wait is pending, as a timer per wait would, and only then: a call held by a listener that never settles
+ * is answered at its deadline, instead of the process exiting with the call unanswered.
  */
 export class DeadlineQueue {
   private waiting: Waiting[] = []
@@ -40,6 +41,7 @@ export class DeadlineQueue {
       const entry: Waiting = { at: Date.now() + this.ms, settle: resolve, done: false }
       this.waiting.push(entry)
       if (!this.timer) this.arm()
+      else this.timer.ref()
       value.then(
         (settled) => {
           if (entry.done) return
@@ -62,6 +64,8 @@ export class DeadlineQueue {
     if (this.head === this.waiting.length) {
       this.waiting.length = 0
       this.head = 0
+      // nothing left to time out: the timer (kept for the next wait, re-arming costs more) no longer holds the process
+      this.timer?.unref()
     }
   }
 
@@ -74,7 +78,6 @@ export class DeadlineQueue {
       return
     }
     this.timer = setTimeout(() => this.expire(), Math.max(0, this.waiting[this.head].at - Date.now()))
-    ;(this.timer as { unref?: () => void }).unref?.()
   }
 
   private expire() {

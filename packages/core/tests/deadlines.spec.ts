@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process'
 import { mock } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { type ApprovalRequest, assertStarted, TIMED_OUT, type ToolResult, type ToolRuntime } from '@faber/core'
-import { call as callTool, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
+import { call as callTool, deferred, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { DeadlineQueue } from '../src/deadline.ts'
@@ -117,5 +119,49 @@ describe('bounded waits', () => {
     mock.timers.tick(1)
     await turn()
     expect(outcomes).to.deep.equal({ a: TIMED_OUT, b: 'b answered', c: TIMED_OUT })
+  })
+})
+
+describe('bounded waits hold the process only while something waits', function () {
+  // a child process on a loaded machine; nothing here is timed
+  this.timeout(120_000)
+  afterEach(() => disposeAll())
+
+  it('a call held by a listener that never settles is answered at the deadline before the process may exit', async () => {
+    const fixture = fileURLToPath(new URL('./fixtures/stuck-listener.ts', import.meta.url))
+    const ran = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, ['--import', 'tsx/esm', fixture, '300'], (error, stdout, stderr) =>
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
+      )
+    })
+    expect(ran.code, ran.stderr).to.equal(0)
+    expect(JSON.parse(ran.stdout)).to.deep.equal({
+      code: 'DENIED',
+      deniedBy: { stage: 'pre-execute', plugin: 'stuck' },
+      message: 'the call to "echo" was denied because a tools/pre-execute listener of plugin "stuck" did not answer within 300 ms',
+    })
+  })
+
+  it('once every wait has settled, the shared deadline timer no longer keeps the process alive', async () => {
+    const { ctx } = await deployment()
+    const answer = deferred<undefined>()
+    ctx.plugin({ name: 'later', inject: ['tools'], apply: (c: Context) => c.tools.listen('tools/pre-execute', () => answer.promise) })
+    await assertStarted(ctx)
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length
+    const before = timers()
+    const pending = call(ctx)
+    await turn()
+    expect(timers(), 'a pending wait holds the process').to.equal(before + 1)
+    answer.resolve(undefined)
+    expect((await pending).isError).to.equal(false)
+    expect(timers(), 'nothing waits: nothing held').to.equal(before)
+    const again = deferred<undefined>()
+    ctx.plugin({ name: 'again', inject: ['tools'], apply: (c: Context) => c.tools.listen('tools/pre-execute', () => again.promise) })
+    await assertStarted(ctx)
+    const second = call(ctx)
+    await turn()
+    expect(timers(), 'the next wait holds it again').to.equal(before + 1)
+    again.resolve(undefined)
+    await second
   })
 })
