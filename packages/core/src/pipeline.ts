@@ -490,7 +490,9 @@ export class Pipeline {
   }
 
   private lateGuardFailure(exec: Execution, plugin: string, error: unknown) {
-    this.host.log().warn('a guard of plugin "%s" rejected on "%s" after its call was denied (guards must be synchronous): %s', plugin, exec.name, messageOf(error))
+    this.host
+      .log()
+      .warn('a guard of plugin "%s" rejected on "%s" after its call was denied (guards must be synchronous): %s', plugin, exec.name, messageOf(error))
   }
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
