@@ -47,6 +47,8 @@ class Prepared implements PreparedCall {
   tool!: Resolution
   /** why the arguments do not match the definition's parameters */
   problem?: string
+  /** the definition `mode` was read for: the caller scheduled the call (overlapped it, or not) on its answer */
+  scheduledFor?: Resolution
 
   constructor(
     private pipeline: Pipeline,
@@ -62,6 +64,7 @@ class Prepared implements PreparedCall {
 
   get mode(): ExecutionMode {
     const tool = this.tool
+    this.scheduledFor = tool
     if (typeof tool === 'string' || !tool.definition.isConcurrencySafe || this.notJson || this.problem !== undefined) return 'exclusive'
     try {
       return tool.definition.isConcurrencySafe(this.args) === true ? 'parallel' : 'exclusive'
@@ -115,6 +118,27 @@ function shapeOf(value: unknown): string {
     return JSON.stringify(value)?.slice(0, 80) ?? String(value)
   } catch {
     return typeof value === 'object' ? 'an object that is not JSON' : typeof value
+  }
+}
+
+/**
+ * a result a wrapper or a body made, copied field by field once (a getter or a proxy trap answers once, and whatever
+ * throws means there is no result), with no `deniedBy`: only the stage that denies names itself. undefined when it
+ * is not a tool result
+ */
+function copyResult(value: unknown): ToolResult | undefined {
+  try {
+    if (typeof value !== 'object' || value === null) return undefined
+    const { isError, error, value: json, content, meta } = value as Record<string, unknown>
+    let copy: ToolResult
+    if (isError === false && 'value' in value) copy = { isError, value: json as Json, content: content as string, meta: meta as ToolResult['meta'] }
+    else if (isError === true && typeof error === 'object' && error !== null) {
+      const { deniedBy: _, ...fields } = error as ToolFailure['error']
+      copy = { isError, error: fields, content: content as string, meta: meta as ToolResult['meta'] }
+    } else return undefined
+    return isToolResult(copy) ? copy : undefined
+  } catch {
+    return undefined
   }
 }
 
@@ -198,6 +222,8 @@ export class Pipeline {
     const view = this.viewOf(agent)
     if (view !== call.view) this.resolveCall(call, view)
     const tool = call.tool
+    // a call scheduled for another definition (overlapped with others on its isConcurrencySafe, say) does not run this one
+    const rescheduled = call.scheduledFor !== undefined && typeof tool !== 'string' && tool !== call.scheduledFor
     const trace: StageRecord[] = []
     const exec: Execution = Object.freeze({
       token: new ExecutionToken(++this.sequence, callId, name),
@@ -227,6 +253,10 @@ export class Pipeline {
     if (tool === 'unknown') {
       trace.push({ stage: 'create', decision: 'unknown', by: 'core' })
       return { exec, failure: errorResult('UNKNOWN_TOOL', this.unknownMessage(name, view)), trace }
+    }
+    if (rescheduled) {
+      trace.push({ stage: 'create', decision: 'changed', by: 'core' })
+      return { exec, failure: errorResult('UNKNOWN_TOOL', `tool "${name}" changed while this call waited; call it again`), trace }
     }
     if (call.problem === undefined) return { exec, trace }
     return { exec, failure: errorResult('INVALID_ARGUMENTS', `invalid arguments for "${name}": ${call.problem}. Fix the arguments and call again.`), trace }
@@ -339,8 +369,7 @@ export class Pipeline {
   }
 
   private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
-    // a wrapper's next() can still be settling after its call finished (and froze the trace): that call's record is final
-    if (!Object.isFrozen(trace)) trace.push({ stage, decision, by: plugin, reason: message })
+    trace.push({ stage, decision, by: plugin, reason: message })
     const deniedBy: DeniedBy = { stage, plugin }
     return errorResult('DENIED', message, { deniedBy })
   }
@@ -497,13 +526,10 @@ export class Pipeline {
 
   /** 6. tools/execute wrappers around 7. the body; wrappers always see a normalized result */
   private dispatch(exec: Execution, wrappers: readonly Listener[], trace: StageRecord[]): Promise<ToolResult> {
+    // what next() answered: already the pipeline's own result, passed on as it is
     const trusted = new WeakSet<ToolResult>()
-    const step = async (index: number, signal: AbortSignal): Promise<ToolResult> => {
-      if (index === wrappers.length) {
-        const result = await this.dispatchToolBody(exec, signal)
-        trusted.add(result)
-        return result
-      }
+    const step = async (index: number, signal: AbortSignal, records: StageRecord[]): Promise<ToolResult> => {
+      if (index === wrappers.length) return this.dispatchToolBody(exec, signal)
       const hook = wrappers[index]
       const plugin = ownerOf(hook).plugin
       // a next() kept past its wrapper's answer would run the body after the call was decided and reported
@@ -515,37 +541,41 @@ export class Pipeline {
           return Promise.resolve(errorResult('ABORTED_BEFORE_DISPATCH', message))
         }
         if (replacement !== undefined && !(replacement instanceof AbortSignal)) {
-          return Promise.resolve(
-            this.failedClosed(
-              exec,
-              trace,
-              'execute',
-              plugin,
-              `a tools/execute wrapper of plugin "${plugin}"`,
-              'it passed next() something other than an AbortSignal',
-            ),
-          )
+          const what = `a tools/execute wrapper of plugin "${plugin}"`
+          return Promise.resolve(this.failedClosed(exec, records, 'execute', plugin, what, 'it passed next() something other than an AbortSignal'))
         }
-        return step(index + 1, replacement ?? signal)
+        // the rest of the chain decided this call only if it answered before this wrapper did (a wrapper racing next()
+        // against a deadline answers first, and the call may finish while the rest still runs): only then its records count
+        const inner: StageRecord[] = []
+        return step(index + 1, replacement ?? signal, inner).then((result) => {
+          if (!answered) records.push(...inner)
+          trusted.add(result)
+          return result
+        })
       }
       let result: unknown
       try {
         result = await hook.callback(exec, next, signal)
       } catch (error) {
-        return this.failedClosed(exec, trace, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
+        return this.failedClosed(exec, records, 'execute', plugin, `a tools/execute wrapper of plugin "${plugin}"`, error)
       } finally {
         answered = true
       }
-      return trusted.has(result as ToolResult) ? (result as ToolResult) : this.normalizeDispatchResult(exec, result, trace, plugin)
+      return trusted.has(result as ToolResult) ? (result as ToolResult) : this.normalizeDispatchResult(exec, result, records, plugin)
     }
-    return step(0, exec.signal)
+    return step(0, exec.signal, trace)
   }
 
   /** a result a wrapper made itself: checked, and a success's value revalidated through the collapse */
-  private normalizeDispatchResult(exec: Execution, result: unknown, trace: StageRecord[], plugin: string): ToolResult {
+  private normalizeDispatchResult(exec: Execution, answer: unknown, trace: StageRecord[], plugin: string): ToolResult {
     const what = `a tools/execute wrapper of plugin "${plugin}"`
-    if (!isToolResult(result)) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
-    if (result.isError) return { isError: true, error: Object.freeze({ ...result.error }), content: result.content, meta: result.meta }
+    const result = copyResult(answer)
+    if (!result) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
+    if (result.isError) {
+      // a denial of its own names the wrapper; it cannot speak for another stage or plugin
+      const error = result.error.code === 'DENIED' ? { ...result.error, deniedBy: { stage: 'execute' as const, plugin } } : result.error
+      return { ...result, error: Object.freeze(error) }
+    }
     const tool = this.decidedTool(exec, 'while the call ran')
     if (tool.isError) return tool
     const checked = this.checkValue(exec, tool, result.value)
@@ -624,15 +654,14 @@ export class Pipeline {
    * would skip the output schema and the snapshot), a malformed failure, null or a throwing proxy is the body failing
    */
   private carried(exec: Execution, error: ToolResultError): ToolFailure {
+    let result: ToolResult | undefined
     try {
-      const result = error.result as Partial<ToolFailure> | null
-      // each field read once, and the copy checked, so a getter cannot answer one way to the check and another after
-      if (result?.isError === true) {
-        const copy: ToolFailure = { isError: true, error: Object.freeze({ ...result.error! }), content: result.content!, meta: result.meta }
-        if (isToolResult(copy)) return copy
-      }
+      result = copyResult(error.result)
     } catch {}
-    return errorResult('TOOL_FAILED', `"${exec.name}" failed: it threw a ToolResultError that carries no error result`)
+    if (!result?.isError) return errorResult('TOOL_FAILED', `"${exec.name}" failed: it threw a ToolResultError that carries no error result`)
+    // a body is no policy stage: a denial it claims is its own failure
+    if (result.error.code === 'DENIED') return errorResult('TOOL_FAILED', `"${exec.name}" failed: ${result.error.message}`)
+    return { ...result, error: Object.freeze(result.error) }
   }
 
   private checkValue(exec: Execution, tool: CompiledTool, value: unknown): { isError: false; value: Json } | ToolFailure {

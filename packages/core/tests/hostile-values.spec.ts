@@ -479,6 +479,19 @@ describe('execute never rejects for what a policy participant answers', () => {
         ),
     ],
     [
+      'a proxy that throws on anything but then',
+      () =>
+        new Proxy(
+          {},
+          {
+            get: (_, name) => {
+              if (name === 'then') return undefined
+              throw new Error('trap')
+            },
+          },
+        ),
+    ],
+    [
       'a getter that throws',
       () => ({
         get kind(): string {
@@ -498,8 +511,8 @@ describe('execute never rejects for what a policy participant answers', () => {
   ]
 
   for (const [what, make] of answers) {
-    it(`${what} from a pre-execute listener, a post-execute listener or a guard fails closed`, async () => {
-      for (const stage of ['tools/pre-execute', 'tools/post-execute', 'guard'] as const) {
+    it(`${what} from a pre-execute listener, a tools/execute wrapper, a post-execute listener or a guard fails closed`, async () => {
+      for (const stage of ['tools/pre-execute', 'tools/execute', 'tools/post-execute', 'guard'] as const) {
         const ctx = await deployment()
         let ran = 0
         ctx.tools.register({ name: 'touch', description: 'counts', parameters: { type: 'object' }, output: { schema: {} }, execute: () => ++ran })
@@ -507,7 +520,7 @@ describe('execute never rejects for what a policy participant answers', () => {
         else ctx.on(stage, () => make() as never)
         const result = await ctx.tools.execute({ callId: callId(), name: 'touch', arguments: {}, signal: signal() })
         expect(code(result), `${what} at ${stage}`).to.equal('DENIED')
-        if (stage !== 'tools/post-execute') expect(ran, `${what} at ${stage}`).to.equal(0)
+        if (stage === 'tools/pre-execute' || stage === 'guard') expect(ran, `${what} at ${stage}`).to.equal(0)
         await ctx.stop()
       }
     })

@@ -1,4 +1,4 @@
-import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, type TSchema, t } from '@faber/core'
+import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, ToolResultError, type TSchema, t } from '@faber/core'
 import { callId, deferred, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
@@ -427,6 +427,66 @@ describe('tools/execute wrappers', () => {
     expect(late.isError && late.error.deniedBy).to.deep.equal({ stage: 'execute', plugin: 'slow' })
     expect(result.trace).to.deep.equal([{ stage: 'pre-execute', decision: 'allow', by: 'allower' }])
   })
+
+  it('an inner wrapper failing before the call finished, after its outer wrapper answered, is not in the trace', async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    const inner = deferred()
+    let started: Promise<ToolResult> | undefined
+    plugin(ctx, 'hasty', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        started = next()
+        return errorResult('TOOL_TIMEOUT', 'gave up waiting')
+      }),
+    )
+    plugin(ctx, 'slow', (ctx) =>
+      ctx.on('tools/execute', async () => {
+        await inner.promise
+        throw new Error('too late')
+      }),
+    )
+    // a post-execute listener keeps the call from finishing until the abandoned inner wrapper has failed
+    plugin(ctx, 'reviewer', (ctx) =>
+      ctx.on('tools/post-execute', async () => {
+        inner.resolve()
+        await started
+      }),
+    )
+    await assertStarted(ctx)
+    const result = await call(ctx)
+    expect(result.isError && result.error).to.deep.include({ code: 'TOOL_TIMEOUT', message: 'gave up waiting' })
+    expect(result.trace).to.deep.equal([])
+  })
+
+  it("a wrapper's own denial names that wrapper; one it passes on from next() keeps who denied", async () => {
+    const ctx = await deployment()
+    ctx.tools.register(echoTool())
+    let forged = true
+    plugin(ctx, 'outer', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        const inner = await next()
+        if (!forged) return inner
+        return errorResult('DENIED', 'the approver said no', { deniedBy: { stage: 'approval', plugin: 'approval' } })
+      }),
+    )
+    plugin(ctx, 'inner', (ctx) => ctx.on('tools/execute', async () => errorResult('DENIED', 'not on mondays')))
+    await assertStarted(ctx)
+    const own = await call(ctx)
+    expect(own.isError && own.error).to.deep.include({ code: 'DENIED', message: 'the approver said no', deniedBy: { stage: 'execute', plugin: 'outer' } })
+    forged = false
+    const passed = await call(ctx)
+    expect(passed.isError && passed.error).to.deep.include({ code: 'DENIED', message: 'not on mondays', deniedBy: { stage: 'execute', plugin: 'inner' } })
+    // a result that is no denial names no one
+    const other = await deployment()
+    other.tools.register(echoTool())
+    plugin(other, 'timer', (ctx) =>
+      ctx.on('tools/execute', async () => errorResult('TOOL_TIMEOUT', 'slow', { deniedBy: { stage: 'guard', plugin: 'guards' } })),
+    )
+    await assertStarted(other)
+    const timed = await call(other)
+    expect(timed.isError && timed.error.code).to.equal('TOOL_TIMEOUT')
+    expect(timed.isError && timed.error).not.to.have.property('deniedBy')
+  })
 })
 
 describe('tools/post-execute', () => {
@@ -576,6 +636,63 @@ describe('a call runs the definition it was decided for', () => {
     const result = await call(ctx, 'echo', { text: 'abc' })
     expect(result.isError && result.error).to.deep.include({ code: 'UNKNOWN_TOOL', message: 'tool "echo" changed while this call waited; call it again' })
     expect(ran).to.deep.equal(['old'])
+  })
+
+  it('a call scheduled for a concurrency-safe tool that was registered anew before it ran ends as UNKNOWN_TOOL', async () => {
+    const ctx = await deployment()
+    const ran: string[] = []
+    const tool = (label: string, safe: boolean) =>
+      defineTool({
+        name: 'echo',
+        description: `echo (${label})`,
+        parameters: t.object({ text: t.string() }),
+        output: { schema: t.unknown() },
+        execute: (args) => {
+          ran.push(label)
+          return args
+        },
+        isConcurrencySafe: () => safe,
+      })
+    const dispose = ctx.tools.register(tool('safe', true))
+    await assertStarted(ctx)
+    const prepared = ctx.tools.executor.prepare({ callId: callId(), name: 'echo', arguments: { text: 'a' } })
+    // the caller overlaps it with other calls on the strength of this answer
+    expect(prepared.mode).to.equal('parallel')
+    dispose()
+    ctx.tools.register(tool('exclusive', false))
+    const result = await prepared.run(signal())
+    expect(result.isError && result.error).to.deep.include({ code: 'UNKNOWN_TOOL', message: 'tool "echo" changed while this call waited; call it again' })
+    expect(ran).to.deep.equal([])
+    // a tool set changed elsewhere changes nothing for the call
+    const again = ctx.tools.executor.prepare({ callId: callId(), name: 'echo', arguments: { text: 'b' } })
+    expect(again.mode).to.equal('exclusive')
+    ctx.tools.register(echoTool('other'))
+    expect(code(await again.run(signal()))).to.equal('OK')
+    expect(ran).to.deep.equal(['exclusive'])
+  })
+
+  it('a body cannot pass its failure off as a policy denial', async () => {
+    const ctx = await deployment()
+    let thrown: unknown
+    ctx.tools.register(
+      defineTool({
+        name: 'impostor',
+        description: 'throws what it is given',
+        parameters: t.object({}),
+        output: { schema: t.unknown() },
+        execute: () => {
+          throw thrown
+        },
+      }),
+    )
+    thrown = new ToolResultError(errorResult('DENIED', 'the approver said no', { deniedBy: { stage: 'approval', plugin: 'approval' } }))
+    const denied = await call(ctx, 'impostor', {})
+    expect(denied.isError && denied.error).to.deep.include({ code: 'TOOL_FAILED', message: '"impostor" failed: the approver said no' })
+    expect(denied.isError && denied.error).not.to.have.property('deniedBy')
+    thrown = new ToolResultError(errorResult('TOOL_FAILED', 'disk full', { deniedBy: { stage: 'guard', plugin: 'guards' } }))
+    const failed = await call(ctx, 'impostor', {})
+    expect(failed.isError && failed.error).to.deep.include({ code: 'TOOL_FAILED', message: 'disk full' })
+    expect(failed.isError && failed.error).not.to.have.property('deniedBy')
   })
 })
 
