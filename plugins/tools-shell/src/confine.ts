@@ -3,7 +3,7 @@
 // in a pids cgroup of its own when one can be made, which bounds its processes and lets every one of them be killed.
 
 import { spawnSync } from 'node:child_process'
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 export interface SandboxConfig {
@@ -19,11 +19,14 @@ export interface SandboxConfig {
 export interface Launch {
   file: string
   args: string[]
+  /** descriptors the command's process gets as 3, 4, … (bubblewrap consumes and closes them); closed here once it started */
+  fds: number[]
 }
 
 const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt']
 
-function bwrapPath(): string | undefined {
+function bwrapPath(configured?: string): string | undefined {
+  if (configured !== undefined) return existsSync(configured) ? configured : undefined
   for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
     const candidate = path.join(dir || '.', 'bwrap')
     if (existsSync(candidate)) return candidate
@@ -38,7 +41,7 @@ function isDirectory(dir: string) {
   }
 }
 
-/** the bubblewrap arguments that confine a command to `root`; `--` and the command follow them */
+/** the bubblewrap arguments that confine a command to `root`; `protectArgs`, then `--` and the command follow them */
 export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): string[] {
   const args = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']
   if (sandbox.network) args.push('--share-net')
@@ -65,21 +68,75 @@ export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): 
   for (const dir of sandbox.readOnly) args.push('--ro-bind-try', dir, dir)
   for (const dir of sandbox.writable) args.push('--bind-try', dir, dir)
   args.push('--bind', root, root)
-  for (const rel of sandbox.protect) {
-    const target = path.resolve(root, rel)
-    if (target.startsWith(root + path.sep) && existsSync(target)) args.push('--ro-bind', target, target)
-  }
   args.push('--chdir', root)
   if (!existsSync(shell)) throw new TypeError(`tools-shell: the shell "${shell}" does not exist; set the shell option`)
   return args
 }
 
+/**
+ * opens `target` without following a symbolic link anywhere below `root`, for a bind that cannot be redirected: a
+ * command may have planted a link at a protected path (`.faber -> ../../root`), and bubblewrap, given the path,
+ * would follow it on the host and show the command whatever it names. undefined when it is absent, a link, below a
+ * link, or neither a directory nor a file.
+ */
+function pin(root: string, target: string): number | undefined {
+  let fd: number
+  try {
+    // O_NONBLOCK: a FIFO planted there must not hang the host
+    fd = openSync(target, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch {
+    return
+  }
+  try {
+    const info = fstatSync(fd)
+    // what the descriptor really names: a link in a parent directory shows here
+    if ((info.isDirectory() || info.isFile()) && target.startsWith(root + path.sep) && readlinkSync(`/proc/self/fd/${fd}`) === target) return fd
+  } catch {}
+  closeSync(fd)
+}
+
+/**
+ * the binds that keep `protect` read-only, each from a descriptor opened here (`pin`): the command's process gets
+ * `fds[i]` as descriptor `firstFd + i`. the directories between the root and a protected path are bound onto
+ * themselves, writable: a mount point cannot be renamed or removed, so a command cannot move `.git` aside and
+ * make a new one. a path that does not exist when the command starts is not protected.
+ */
+export function protectArgs(root: string, protect: string[], firstFd = 3): { args: string[]; fds: number[] } {
+  const readOnly = new Set<string>()
+  const between = new Set<string>()
+  for (const rel of protect) {
+    const target = path.resolve(root, rel)
+    if (!target.startsWith(root + path.sep)) continue
+    readOnly.add(target)
+    for (let dir = path.dirname(target); dir.startsWith(root + path.sep); dir = path.dirname(dir)) between.add(dir)
+  }
+  const depth = (p: string) => p.split(path.sep).length
+  const args: string[] = []
+  const fds: number[] = []
+  const bind = (option: string, target: string) => {
+    const fd = pin(root, target)
+    if (fd === undefined) return false
+    args.push(option, String(firstFd + fds.length), target)
+    fds.push(fd)
+    return true
+  }
+  // outermost first, so an inner bind lands on the outer one; a directory already read-only needs nothing more
+  for (const dir of [...between].filter((dir) => !readOnly.has(dir)).sort((a, b) => depth(a) - depth(b))) {
+    bind('--bind-fd', dir)
+  }
+  for (const target of [...readOnly].sort((a, b) => depth(a) - depth(b))) bind('--ro-bind-fd', target)
+  return { args, fds }
+}
+
 export type Probe = { ok: true; bwrap: string } | { ok: false; why: string }
 
 /** whether bubblewrap can confine a command here: it must exist and start a sandbox with these options */
-export function probeBubblewrap(root: string, shell: string, sandbox: SandboxConfig): Probe {
-  const bwrap = bwrapPath()
-  if (!bwrap) return { ok: false, why: 'bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)' }
+export function probeBubblewrap(root: string, shell: string, sandbox: SandboxConfig, configured?: string): Probe {
+  const bwrap = bwrapPath(configured)
+  if (!bwrap) {
+    if (configured !== undefined) return { ok: false, why: `bwrap was configured as "${configured}", which does not exist` }
+    return { ok: false, why: 'bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)' }
+  }
   const result = spawnSync(bwrap, [...bwrapArgs(root, shell, sandbox), '--', shell, '-c', 'exit 0'], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10000 })
   if (result.status === 0) return { ok: true, bwrap }
   const stderr = result.stderr?.toString().trim()

@@ -5,11 +5,11 @@ import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
-import { bwrapArgs, findCgroups, probeBubblewrap, type SandboxConfig } from './confine.ts'
+import { bwrapArgs, findCgroups, type Launch, probeBubblewrap, protectArgs, type SandboxConfig } from './confine.ts'
 import { shellTools } from './tools.ts'
 
 export { Capture, type Captured } from './capture.ts'
-export { bwrapArgs, probeBubblewrap, type SandboxConfig } from './confine.ts'
+export { bwrapArgs, probeBubblewrap, protectArgs, type SandboxConfig } from './confine.ts'
 export { type Outcome, ShellError } from './tools.ts'
 
 export const name = 'tools-shell'
@@ -21,6 +21,7 @@ export interface Config {
   name: string
   shell: string
   confine: boolean
+  bwrap?: string
   sandbox: SandboxConfig
   timeoutMs: number
   maxTimeoutMs: number
@@ -44,7 +45,7 @@ const SANDBOX: SandboxConfig = {
   hide: ['/home', '/root', '/run', '/var/run', '/mnt', '/media', '/srv'],
   readOnly: [],
   writable: [],
-  protect: ['.git/hooks', '.git/config', '.faber'],
+  protect: ['.git', '.faber'],
 }
 
 const ENV: Config['env'] = {
@@ -60,6 +61,7 @@ export const Config = defineConfig<Config, ConfigInput>()(
     confine: Schema.boolean()
       .default(true)
       .description('run commands inside bubblewrap; when it is unavailable the plugin refuses to start, unless this is false'),
+    bwrap: Schema.string().description('the bubblewrap binary; by default the first bwrap on PATH'),
     sandbox: Schema.object({
       filesystem: Schema.union(['readonly', 'minimal'] as const)
         .default(SANDBOX.filesystem)
@@ -124,22 +126,30 @@ export function apply(ctx: Context, config: Config) {
   if (config.maxTimeoutMs < config.timeoutMs) throw new TypeError('tools-shell: maxTimeoutMs must be at least timeoutMs')
   const cgroups = findCgroups()
   const env = commandEnv(config.env)
-  let launch: (command: string) => { file: string; args: string[] }
+  let launch: (command: string) => Launch
   let status: string
   if (config.confine) {
-    const probe = probeBubblewrap(root, config.shell, config.sandbox)
+    // protected paths are checked per command, not here: the probe passes no descriptor
+    const probe = probeBubblewrap(root, config.shell, { ...config.sandbox, protect: [] }, config.bwrap)
     if (!probe.ok) {
       throw new TypeError(`tools-shell: commands cannot be confined: ${probe.why}. Install bubblewrap, or set confine: false to run them unconfined`)
     }
     if (!('HOME' in config.env.set)) env.HOME = '/tmp'
     // built per command: protected paths are the ones that exist when it starts
-    launch = (command) => ({ file: probe.bwrap, args: [...bwrapArgs(root, config.shell, config.sandbox), '--', config.shell, '-c', command] })
+    launch = (command) => {
+      const protect = protectArgs(root, config.sandbox.protect)
+      return {
+        file: probe.bwrap,
+        args: [...bwrapArgs(root, config.shell, config.sandbox), ...protect.args, '--', config.shell, '-c', command],
+        fds: protect.fds,
+      }
+    }
     const fs = config.sandbox.filesystem === 'readonly' ? 'the rest of the file system read-only' : 'only system directories visible, read-only'
     status =
       `confined by bubblewrap: ${root} writable, ${fs}, ${config.sandbox.network ? 'network allowed' : 'no network'}, ` +
       `own PID namespace; processes ${cgroups.description}`
   } else {
-    launch = (command) => ({ file: config.shell, args: ['-c', command] })
+    launch = (command) => ({ file: config.shell, args: ['-c', command], fds: [] })
     status = `NOT confined (confine: false): commands run with this process's user, file system and network; processes ${cgroups.description}`
   }
   ctx.logger('tools-shell').debug(status)

@@ -2,17 +2,20 @@
 // cgroup; its output captured within caps; stopped by killing the whole group and cgroup, never just the shell.
 
 import { type ChildProcess, spawn } from 'node:child_process'
+import { closeSync } from 'node:fs'
 import { Capture, type Captured } from './capture.ts'
 import type { Cgroup, Cgroups, Launch } from './confine.ts'
 
 // runs before the command, in the shell, then execs it: joins the command's cgroup (before anything can fork) and
-// closes every descriptor but stdio. node marks its own descriptors close-on-exec, but not ones this process
-// inherited from whatever started it, and neither node nor bubblewrap closes those
+// closes every descriptor above $1 (stdio, and those bubblewrap binds from and then closes). node marks its own
+// descriptors close-on-exec, but not ones this process inherited from whatever started it, and neither node nor
+// bubblewrap closes those
 const LAUNCHER = [
   '[ "$0" = - ] || echo $$ > "$0" || exit 126',
+  'keep=$1; shift',
   // no redirection around this loop: bash would keep a saved copy of stderr open above 2 and lose it here
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
-  'for fd in /proc/$$/fd/*; do fd=${fd##*/}; case $fd in 0|1|2) ;; *) eval "exec $fd>&-" ;; esac; done',
+  'for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -le "$keep" ] || eval "exec $fd>&-"; done',
   'exec "$@"',
 ].join('\n')
 
@@ -49,13 +52,21 @@ export class CommandProcess {
     this.stdout = new Capture(limits.headBytes, limits.tailBytes)
     this.stderr = new Capture(limits.headBytes, limits.tailBytes)
     this.cgroup = cgroups.create(limits.maxProcesses)
-    // detached: a new session and process group, so the group can be killed as one
-    this.child = spawn(shell, ['--norc', '--noprofile', '-c', LAUNCHER, this.cgroup?.procs ?? '-', launch.file, ...launch.args], {
-      cwd,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const keep = String(2 + launch.fds.length)
+    try {
+      // detached: a new session and process group, so the group can be killed as one
+      this.child = spawn(shell, ['--norc', '--noprofile', '-c', LAUNCHER, this.cgroup?.procs ?? '-', keep, launch.file, ...launch.args], {
+        cwd,
+        env,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe', ...launch.fds],
+      })
+    } catch (error) {
+      this.cgroup?.remove()
+      throw error
+    } finally {
+      for (const fd of launch.fds) closeSync(fd)
+    }
     this.child.stdout!.on('data', (chunk: Buffer) => this.stdout.push(chunk))
     this.child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk))
     this.done = new Promise<Exit>((resolve) => {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:net'
@@ -64,6 +65,66 @@ describe('tools-shell under bubblewrap', () => {
     expect(existsSync(file('.git/hooks/pre-commit'))).to.equal(false)
     expect(await readFile(file('notes.txt'), 'utf8')).to.equal('ok\n')
     expect(v.stderr).to.match(/Read-only file system/)
+  })
+
+  it('.git is read-only as a whole: it cannot be moved aside and replaced, nor pointed elsewhere', async () => {
+    const { bash, file } = await deployment()
+    await mkdir(file('.git/hooks'), { recursive: true })
+    await writeFile(file('.git/config'), '[core]\n')
+    // each of these would let a command run code on the host the next time someone runs git there
+    const v = value(
+      await bash(
+        'mv .git .git-moved; rm -rf .git; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit; echo ../elsewhere > .git/commondir; ' +
+          'git config core.fsmonitor "touch pwned"; echo ok > notes.txt',
+      ),
+    )
+    expect(existsSync(file('.git-moved'))).to.equal(false)
+    expect(existsSync(file('.git/hooks/pre-commit'))).to.equal(false)
+    expect(existsSync(file('.git/commondir'))).to.equal(false)
+    expect(await readFile(file('.git/config'), 'utf8')).to.equal('[core]\n')
+    expect(await readFile(file('notes.txt'), 'utf8')).to.equal('ok\n')
+    expect(v.stderr).to.match(/Device or resource busy/)
+  })
+
+  it('with .git read-only, git still reads: status, diff and log work, add fails', async () => {
+    const { bash, root, file } = await deployment()
+    await writeFile(file('a.txt'), 'one\n')
+    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: root, stdio: 'ignore' })
+    git('init', '-q')
+    git('add', 'a.txt')
+    git('commit', '-qm', 'one')
+    await writeFile(file('a.txt'), 'two\n')
+    const v = value(await bash('git status --porcelain && git diff --stat && git log --oneline | wc -l'))
+    expect(v.exitCode, v.stderr).to.equal(0)
+    expect(v.stdout).to.match(/^ M a\.txt\n a\.txt \| 2 \+-\n.*\n1\n$/)
+    const add = value(await bash('git add a.txt'))
+    expect(add.exitCode).to.not.equal(0)
+    expect(add.stderr).to.match(/Read-only file system/)
+  })
+
+  it('a nested protected path: the directories above it cannot be moved aside either', async () => {
+    const { bash, file } = await deployment({ shell: { sandbox: { protect: ['ci/workflows'] } } })
+    await mkdir(file('ci/workflows'), { recursive: true })
+    await writeFile(file('ci/workflows/build.yml'), 'safe\n')
+    value(await bash('mv ci ci-moved; mkdir -p ci/workflows; echo evil > ci/workflows/build.yml; echo ok > ci/notes.txt'))
+    expect(existsSync(file('ci-moved'))).to.equal(false)
+    expect(await readFile(file('ci/workflows/build.yml'), 'utf8')).to.equal('safe\n')
+    expect(await readFile(file('ci/notes.txt'), 'utf8')).to.equal('ok\n')
+  })
+
+  it('a link planted at a protected path shows nothing of the host', async () => {
+    // a sibling of the root on the host, hidden from commands
+    const marker = await tempDir('faber-marker-')
+    await writeFile(path.join(marker, 'secret'), 'host secret\n')
+    const parent = path.dirname(marker)
+    const { bash, root } = await deployment({ shell: { sandbox: { hide: [parent] } } })
+    expect(path.dirname(root)).to.equal(parent)
+    // once bound, .faber would be the host's view of the root's parent (`../../root` would be the host's /root)
+    value(await bash('ln -s .. .faber'))
+    const v = value(await bash(`ls -a .faber/ ${parent}; cat ${marker}/secret .faber/${path.basename(marker)}/secret; echo done`))
+    expect(v.stdout).not.to.include(path.basename(marker))
+    expect(v.stdout).not.to.include('host secret')
+    expect(v.stdout).to.match(/done\n$/)
   })
 
   it('the network is unreachable, the host loopback included', async () => {

@@ -113,6 +113,18 @@ describe('tools-shell: running a command', () => {
     expect(String(error)).to.match(/commands cannot be confined: bwrap is not installed.*set confine: false/)
   })
 
+  it('refuses to start when the configured bwrap is missing or cannot start a sandbox; confine: false starts', async () => {
+    const missing = await deployment({ shell: { bwrap: '/nonexistent/bwrap' } }).catch((caught) => caught)
+    expect(String(missing)).to.match(/commands cannot be confined: bwrap was configured as "\/nonexistent\/bwrap", which does not exist.*set confine: false/)
+    // a bwrap that exits 1, as one does where user namespaces are disabled
+    const failing = await deployment({ shell: { bwrap: '/bin/false' } }).catch((caught) => caught)
+    expect(String(failing)).to.match(/commands cannot be confined: bwrap could not start a sandbox.*set confine: false/)
+    const { ctx, bash } = await deployment({ shell: { bwrap: '/nonexistent/bwrap', confine: false } })
+    expect(ctx.tools.get('bash')!.annotations).to.include({ confined: false })
+    expect(ctx.tools.get('bash')!.annotations.status).to.match(/^NOT confined \(confine: false\)/)
+    expect(value(await bash('echo ran')).stdout).to.equal('ran\n')
+  })
+
   it('rejects unknown config keys, nested ones too', () => {
     expect(() => ToolsShell.Config({ root: '/tmp', sandbox: { netwrok: true } } as never)).to.throw(/netwrok/)
     expect(() => ToolsShell.Config({ root: '/tmp', confined: false } as never)).to.throw(/confined/)
