@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import ToolRuntime, { assertStarted, PluginStartError, startDeployment } from '@faber/core'
-import Approval, { TerminalAnswerer } from '@faber/plugin-approval'
+import Approval, { TerminalAnswerer, WebAnswerer } from '@faber/plugin-approval'
 import * as FsObservation from '@faber/plugin-fs-observation'
 import * as Guards from '@faber/plugin-guards'
 import * as Mcp from '@faber/plugin-mcp'
@@ -38,6 +38,7 @@ const subjects: Record<string, Subject> = {
   '@faber/plugin-guards': { plugin: Guards as never, needsTools: true },
   '@faber/plugin-approval': { plugin: Approval as never },
   'TerminalAnswerer (@faber/plugin-approval)': { plugin: TerminalAnswerer as never, needs: Approval },
+  'WebAnswerer (@faber/plugin-approval)': { plugin: WebAnswerer as never, needs: Approval },
   '@faber/plugin-fs-observation': { plugin: FsObservation as never, needsTools: true },
   '@faber/plugin-tools-fs': { plugin: ToolsFs as never, base: { root: tmpdir() }, needsTools: true },
   '@faber/plugin-tools-shell': { plugin: ToolsShell as never, base: { root: tmpdir() }, needsTools: true },
@@ -94,6 +95,72 @@ describe('strict configuration of every plugin', () => {
   })
 })
 
+/**
+ * every object a plugin's Config holds below its top level, however it is reached (a field, an array item, a dict
+ * value, a branch of a union), each with `wrap`, which builds a whole config holding a given object there, and the key
+ * path a deployer would read
+ */
+function* nestedObjects(
+  schema: Schema,
+  wrap: (inner: unknown) => unknown = (v) => v,
+  path = '',
+): Generator<{ path: string; keys: string[]; wrap: (inner: unknown) => unknown }> {
+  switch (schema.type) {
+    case 'object':
+      if (path) yield { path, keys: Object.keys(schema.dict ?? {}), wrap }
+      for (const [key, inner] of Object.entries(schema.dict ?? {})) {
+        yield* nestedObjects(inner, (v) => wrap({ [key]: v }), path ? `${path}.${key}` : key)
+      }
+      return
+    case 'array':
+      return yield* nestedObjects(schema.inner!, (v) => wrap([v]), `${path}[0]`)
+    case 'dict':
+      return yield* nestedObjects(schema.inner!, (v) => wrap({ name: v }), `${path}.name`)
+    case 'union':
+    case 'intersect':
+      for (const branch of schema.list ?? []) yield* nestedObjects(branch, wrap, path)
+      return
+    case 'transform':
+      return yield* nestedObjects(schema.inner!, wrap, path)
+  }
+}
+
+describe('strict configuration at every depth of every plugin', () => {
+  for (const [label, subject] of Object.entries(subjects)) {
+    const nested = [...nestedObjects(subject.plugin.Config)]
+    if (!nested.length) continue
+    it(`${label}: a misspelt key in any nested object is refused with its path and the key it meant (${nested.map((n) => n.path).join(', ')})`, () => {
+      for (const { path, keys, wrap } of nested) {
+        expect(keys, path).to.not.be.empty
+        for (const key of keys) {
+          const typo = misspell(key)
+          const refused = (() => {
+            try {
+              subject.plugin.Config(wrap({ [typo]: 1 }) as never)
+            } catch (error) {
+              return (error as Error).message
+            }
+          })()
+          expect(refused, `${label}: ${path}.${typo}`).to.equal(`\`${path}.${typo}\`: unknown key; did you mean \`${key}\`?`)
+        }
+      }
+    })
+  }
+
+  it('every plugin with nested settings is covered', () => {
+    const covered = Object.entries(subjects)
+      .filter(([, subject]) => [...nestedObjects(subject.plugin.Config)].length)
+      .map(([label]) => label)
+    expect(covered).to.include.members([
+      '@faber/plugin-guards',
+      '@faber/plugin-approval',
+      '@faber/plugin-mcp',
+      '@faber/plugin-tools-shell',
+      '@faber/plugin-tool-cordis',
+    ])
+  })
+})
+
 describe('strict configuration in a deployment file (faber as a child process)', function () {
   this.timeout(60_000)
   let dir: string
@@ -133,6 +200,17 @@ describe('strict configuration in a deployment file (faber as a child process)',
     const ran = await faber(['inspect', file])
     expect(ran.code).to.equal(2)
     expect(ran.stderr.trim()).to.equal(`${file}:5: plugins["@faber/plugin-guards"].deny[0].resaon: unknown key; did you mean \`reason\`?`)
+  })
+
+  it("an agent's plugin, a misspelt required key inside a union (mcp's sampling model)", async () => {
+    const file = join(dir, 'deploy.yml')
+    await writeFile(
+      file,
+      ['mode: code', 'agents:', '  - name: main', '    plugins:', "      '@faber/plugin-mcp':", '        sampling:', '          mdoel: gpt-4o', ''].join('\n'),
+    )
+    const ran = await faber(['inspect', file])
+    expect(ran.code).to.equal(2)
+    expect(ran.stderr.trim()).to.equal(`${file}:7: agents[0].plugins["@faber/plugin-mcp"].sampling.mdoel: unknown key; did you mean \`model\`?`)
   })
 })
 

@@ -138,6 +138,17 @@ export function checkKeys(schema: Schema | undefined, data: unknown, path: Path 
         }
       }
       if (first) throw first
+      // no branch takes it: a misspelt required key (`mdoel` for `model`) may be why, so the object branch that knows
+      // most of its keys names the one it does not know, rather than leave the deployer with the union's shapes
+      if (!isPlainObject(data)) return
+      let closest: Schema | undefined
+      let known = -1
+      for (const branch of schema.list ?? []) {
+        const fields = fieldsOf(branch)
+        const count = fields ? Object.keys(data).filter((key) => fields.has(key)).length : -1
+        if (fields && count > known) [closest, known] = [branch, count]
+      }
+      checkKeys(closest, data, path)
       return
     }
   }
