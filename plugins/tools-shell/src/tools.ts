@@ -7,13 +7,16 @@ import { CommandProcess, type Exit, type Limits } from './process.ts'
 
 export class ShellError extends Error {
   constructor(
-    readonly code: 'SHELL_NO_SUCH_JOB' | 'SHELL_TOO_MANY_JOBS',
+    readonly code: 'SHELL_NO_SUCH_JOB' | 'SHELL_TOO_MANY_JOBS' | 'SHELL_COMMAND_TOO_LONG',
     message: string,
   ) {
     super(message)
     this.name = 'ShellError'
   }
 }
+
+// linux's MAX_ARG_STRLEN (32 pages) less the terminating NUL: the command is one argument of bubblewrap and of bash
+const MAX_COMMAND_BYTES = 131_071
 
 export interface ShellOptions {
   name: string
@@ -101,7 +104,17 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
   const jobs = new Map<string, Job>()
   let sequence = 0
 
-  const start = (command: string) => new CommandProcess(options.shell, options.launch(command), options.root, options.env, limits, options.cgroups)
+  const start = (command: string) => {
+    const bytes = Buffer.byteLength(command)
+    if (bytes > MAX_COMMAND_BYTES) {
+      throw new ShellError(
+        'SHELL_COMMAND_TOO_LONG',
+        `the command is ${bytes} bytes, more than the ${MAX_COMMAND_BYTES} the kernel allows one argument; ` +
+          'write it to a script file in the workspace and run that file instead',
+      )
+    }
+    return new CommandProcess(options.shell, options.launch(command), options.root, options.env, limits, options.cgroups)
+  }
 
   const jobOf = (id: string, agent: Agent | undefined) => {
     const job = jobs.get(id)

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:net'
@@ -185,13 +185,65 @@ describe('tools-shell under bubblewrap', () => {
     expect(tty.stdout).to.equal('no-tty\nno-controlling-tty\n')
   })
 
-  it('a timeout kills everything inside the sandbox', async () => {
+  it('a timeout kills everything inside the sandbox, SIGTERM ignored or not', async () => {
     const { bash, file } = await deployment({ shell: { killGraceMs: 200 } })
-    // inside the sandbox pids are its own: mark the processes by a file they hold open, then look from the host
-    const v = value(await bash('sleep 30 & sleep 30 & echo started > started; wait', { timeoutMs: 300 }))
+    // inside the sandbox pids are its own: find the processes by their working directory, from the host
+    const v = value(await bash(`trap '' TERM; sleep 30 & sleep 30 & echo started > started; wait; sleep 30`, { timeoutMs: 300 }))
     expect(v.status).to.equal('timed-out')
     await linesOf(file('started'), 1)
     expect(await sleepersIn(file('.'))).to.deep.equal([])
+  })
+
+  it('an abort kills everything inside the sandbox', async () => {
+    const { bash, file, root } = await deployment()
+    const controller = new AbortController()
+    const pending = bash(`trap '' TERM; sleep 30 & (setsid sleep 30 > /dev/null 2>&1 &); echo started > started; wait`, { signal: controller.signal })
+    await linesOf(file('started'), 1)
+    controller.abort()
+    const result = await pending
+    expect(result.isError && result.error.code).to.equal('ABORTED')
+    expect(await sleepersIn(root)).to.deep.equal([])
+  })
+
+  it('a background job runs inside the sandbox and dies with the deployment', async () => {
+    const { ctx, call, file, root } = await deployment()
+    const { jobId } = value(await call('bash', { command: 'echo $$ > pid; sleep 30 & echo started > started; wait', background: true }))
+    await linesOf(file('started'), 1)
+    // its own PID namespace: the job's shell is a low pid there
+    expect(Number((await linesOf(file('pid'), 1))[0])).to.be.lessThan(10)
+    expect(value(await call('bash_output', { jobId })).status).to.equal('running')
+    await ctx.stop()
+    expect(await sleepersIn(root)).to.deep.equal([])
+  })
+
+  it("the host's environment does not reach the sandbox, not even through /proc", async () => {
+    process.env.FABER_TEST_SECRET = 'hunter2'
+    try {
+      const { bash } = await deployment()
+      const v = value(await bash(`env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'`))
+      expect(v.stdout).to.match(/^PATH=/m)
+      expect(v.stdout).not.to.include('hunter2')
+      expect(v.stdout).not.to.include('FABER_TEST_SECRET')
+    } finally {
+      delete process.env.FABER_TEST_SECRET
+    }
+  })
+
+  it('kill -9 -1 inside reaches only the sandbox', async () => {
+    const { bash } = await deployment()
+    const host = spawn('sleep', ['30'], { stdio: 'ignore' })
+    try {
+      const v = value(await bash('sleep 30 & kill -9 -1; echo survived'))
+      expect(v.stdout).to.equal('survived\n')
+      expect(await gone(host.pid!, 0)).to.equal(false)
+    } finally {
+      host.kill('SIGKILL')
+    }
+  })
+
+  it('a command just below the length limit runs', async () => {
+    const { bash } = await deployment()
+    expect(value(await bash(`: ${'é'.repeat(65_000)}; echo ran`)).stdout).to.equal('ran\n')
   })
 
   it('a fork bomb is contained: it hits the process limit, the call ends, nothing of it survives', async function () {
@@ -204,6 +256,14 @@ describe('tools-shell under bubblewrap', () => {
     expect(v.stdout + v.stderr).to.match(/fork|Resource temporarily unavailable/)
     expect(value(await bash('echo alive')).stdout).to.equal('alive\n')
     expect(await sleepersIn(root)).to.deep.equal([])
+  })
+
+  it('cannot leave its pids cgroup', async function () {
+    requireCgroup(this)
+    const { bash } = await deployment()
+    const v = value(await bash('for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/pids/cgroup.procs; do [ -e $f ] && echo $$ > $f && echo moved; done; true'))
+    expect(v.stdout).to.equal('')
+    expect(v.stderr).to.match(/Read-only file system/)
   })
 })
 

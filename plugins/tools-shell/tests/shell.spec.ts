@@ -82,6 +82,23 @@ describe('tools-shell: running a command', () => {
     expect(await gone(Number(pid))).to.equal(true)
   })
 
+  it('a command too long for the kernel is refused with what to do; one just below the limit runs', async () => {
+    const { bash } = await deployment({ shell: unconfined })
+    const long = await bash(`echo ${'a'.repeat(200_000)}`)
+    expect(long.isError && long.error.toolCode).to.equal('SHELL_COMMAND_TOO_LONG')
+    expect(long.content).to.match(/the command is 200005 bytes, more than the 131071 .* write it to a script file/)
+    const v = value(await bash(`: ${'é'.repeat(65_000)}; echo ran`))
+    expect(v.stdout).to.equal('ran\n')
+  })
+
+  it('output that is not UTF-8 arrives with replacement characters, NUL bytes kept', async () => {
+    const { bash } = await deployment({ shell: unconfined })
+    const v = value(await bash(`printf 'a\\377\\376b\\000c\\303'; printf '\\351t\\351' >&2`))
+    expect(v.stdout).to.equal('a\uFFFD\uFFFDb\u0000c\uFFFD')
+    expect(v.stderr).to.equal('\uFFFDt\uFFFD')
+    expect(v).to.include({ stdoutBytes: 7, stderrBytes: 3 })
+  })
+
   it('passes only the allowed environment, plus what the deployment sets', async () => {
     process.env.FABER_TEST_SECRET = 'hunter2'
     process.env.LC_FABER_TEST = 'kept'
