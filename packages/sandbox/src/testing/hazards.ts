@@ -510,7 +510,9 @@ export function describePool(
       try {
         await sandbox.ready()
         const call = async (_: string, json: string) => ({ ok: true as const, value: json })
-        const outcome = await sandbox.run({ code: 'return await tools.echo(1)', tools: ['echo'], call, signal: new AbortController().signal })
+        // roomy limits: this asserts where the run is served from, not how fast a loaded machine serves it
+        const limits = { cpuMs: 10000, wallMs: 20000 }
+        const outcome = await sandbox.run({ code: 'return await tools.echo(1)', tools: ['echo'], call, signal: new AbortController().signal, limits })
         expect(outcome).to.deep.include({ ok: true, result: '1' })
       } finally {
         await sandbox.close()

@@ -1,0 +1,53 @@
+// After the last test the run must end by itself. A worker, child process, server or timer that a test left behind
+// keeps node alive, and CI would only see its timeout, with nothing to say which test leaked what. So once mocha has
+// reported, this waits a grace period for what is closing to close; if node is still alive then, it names every
+// handle that holds it (on stderr), kills the child processes and workers among them, and ends the process with
+// mocha's own exit code, repeating the closing `N passed, N failed` line so it stays the last line printed.
+const GRACE_MS = Number(process.env.FABER_LEAK_GRACE_MS || 20000)
+
+function describe(handle) {
+  const kind = handle?.constructor?.name ?? typeof handle
+  try {
+    if (kind === 'ChildProcess') return `child process ${handle.pid}: ${(handle.spawnargs || []).join(' ').slice(0, 300)}`
+    if (kind === 'Worker') return `worker thread ${handle.threadId}`
+    if (kind === 'Server') return `server ${JSON.stringify(handle.address?.())}`
+    if (kind === 'Socket' || kind === 'Pipe') {
+      if (handle === process.stdout || handle === process.stderr || handle === process.stdin) return null
+      const remote = handle.remoteAddress ? ` ${handle.remoteAddress}:${handle.remotePort}` : ''
+      const fd = handle._handle?.fd
+      return `${kind.toLowerCase()}${remote}${fd !== undefined && fd >= 0 ? ` fd ${fd}` : ''}${handle.destroyed ? ' (destroyed)' : ''}`
+    }
+    if (kind === 'Timeout') return `timer of ${handle._idleTimeout} ms: ${String(handle._onTimeout).slice(0, 200).replace(/\s+/g, ' ')}`
+    return kind
+  } catch (error) {
+    return `${kind} (${error})`
+  }
+}
+
+function report() {
+  const handles = process._getActiveHandles()
+  const lines = handles.map(describe).filter(Boolean)
+  process.stderr.write(
+    `\nLEAK: the tests ended, but ${GRACE_MS / 1000} s later node is still kept alive by what a test left behind:\n` +
+      lines.map((line) => `  - ${line}\n`).join('') +
+      `  (active resources: ${process.getActiveResourcesInfo().join(', ')})\n` +
+      'Find the test that starts it and close it there. Killing the child processes and workers, and exiting.\n',
+  )
+  for (const handle of handles) {
+    try {
+      if (handle?.constructor?.name === 'ChildProcess') handle.kill('SIGKILL')
+      else if (handle?.constructor?.name === 'Worker') handle.terminate()
+    } catch {}
+  }
+  const summary = globalThis[Symbol.for('faber.test-summary')]
+  if (summary) process.stdout.write(summary)
+  // mocha's own 'exit' listener sets the exit code from its failure count
+  process.exit()
+}
+
+exports.mochaHooks = {
+  afterAll() {
+    // unref'd: it fires only while something else keeps the loop alive, which is exactly a leak
+    setTimeout(report, GRACE_MS).unref()
+  },
+}
