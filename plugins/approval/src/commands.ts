@@ -74,21 +74,33 @@ export function simpleWords(text: string, patternStars = false): Word[] | undefi
   return words.length ? words : undefined
 }
 
-/** a pattern word against a command word: literal, with its unquoted `*` matching any run of characters */
+/**
+ * a pattern word against a command word: literal, with its unquoted `*` matching any run of characters. a greedy
+ * scan that backs up only to the last star, so it takes at most (pattern × word) steps: a regular expression with
+ * several `.*` backtracks polynomially, and a long command word would stall the host while approval waits.
+ */
 function wordMatches(pattern: Word, word: string): boolean {
-  if (!pattern.stars.length) return pattern.text === word
-  let source = '^'
-  let from = 0
-  for (const at of pattern.stars) {
-    source += escapeRegExp(pattern.text.slice(from, at)) + '.*'
-    from = at + 1
+  const text = pattern.text
+  const star = new Set(pattern.stars)
+  let p = 0
+  let w = 0
+  let lastStar = -1
+  let resume = 0
+  while (w < word.length) {
+    if (p < text.length && star.has(p)) {
+      lastStar = p++
+      resume = w
+    } else if (p < text.length && text[p] === word[w]) {
+      p++
+      w++
+    } else if (lastStar >= 0) {
+      // the last star takes one more character
+      p = lastStar + 1
+      w = ++resume
+    } else return false
   }
-  source += `${escapeRegExp(pattern.text.slice(from))}$`
-  return new RegExp(source, 's').test(word)
-}
-
-function escapeRegExp(text: string) {
-  return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
+  while (p < text.length && star.has(p)) p++
+  return p === text.length
 }
 
 function isRest(word: Word) {

@@ -110,6 +110,24 @@ describe('approval: command patterns', () => {
     expect(rm('rm file.txt')).to.equal(false)
   })
 
+  it('a * in a word matches any run of characters, as a regular expression would', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[ab*]{1,8}$/), fc.stringMatching(/^[ab]{1,10}$/), (pattern, word) => {
+        const reference = new RegExp(`^${pattern.replaceAll('*', '.*')}$`).test(word)
+        expect(allow(`x ${pattern}`)(`x ${word}`), `${pattern} ${word}`).to.equal(reference)
+      }),
+      { numRuns: 2000 },
+    )
+  })
+
+  it('a word with several * against a long command word answers at once (no backtracking blow-up)', () => {
+    // as a regular expression (^.*a.*a.*a.*b$) this took minutes: the host would stall while approval waited
+    const word = 'a'.repeat(100_000)
+    expect(allow('x *a*a*a*b')(`x ${word}`)).to.equal(false)
+    expect(allow('x *a*a*a*')(`x ${word}`)).to.equal(true)
+    expect(reject('x *a*a*a*b')(`x ${word}`)).to.equal(false)
+  })
+
   it('patterns that are not plain commands are refused with what to write', () => {
     expect(() => allow('git status; ls')).to.throw(TypeError, /not a plain command/)
     expect(() => allow('')).to.throw(TypeError, /not a plain command/)
