@@ -222,6 +222,8 @@ export async function benchFsRace() {
   const swaps = await swapRace(ms)
   console.log(`swaps: ${swaps.swaps} swaps by another process, ${swaps.reads} read/list/grep calls, ${swaps.refused} refused`)
   console.log(`  reads outside the root: ${swaps.outsideReads}`)
+  // both must be 0: say so in the exit code too
+  if (appends.lostUpdates || swaps.outsideReads) process.exitCode = 1
   return { appends, swaps }
 }
 

@@ -16,7 +16,8 @@
 //   READMEs' providers, docs.example.com and the like, are remote: the YAML naming them is loaded below, not signed in)
 // - `faber run`, `faber chat`: packages/cli/tests/model-server.spec.ts, against a local model server
 // - `faber mcp`, `--http`: packages/cli/tests/mcp.spec.ts; `npx faber demo`: test/packaging.spec.ts
-// - `pnpm bench …`: benchmarks, not run by tests (their files must exist)
+// - `pnpm bench …`: benchmarks, not run by tests (their files must exist), except `pnpm bench fs-race`, whose
+//   figures must be 0: test/fs-race.spec.ts runs it as written, short
 
 import { execFile, spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
