@@ -1,6 +1,7 @@
 // Code Mode's transport: the run_code tool, the bridge that re-enters the pipeline for each binding call,
 // the scheduler for nested calls, and the prompt text that states the collapse.
 
+import { setMaxListeners } from 'node:events'
 import type { Agent } from './agent.ts'
 import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
@@ -184,6 +185,9 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
 
     const names = runtime.programTools(agent)
     const nested = new AbortController()
+    // every nested call's body may listen on this one signal: past 10 at once node would print a MaxListenersExceededWarning
+    // on the host's stderr, a line a program could cause at will. what listens is bounded by the calls a run may have waiting
+    setMaxListeners(0, nested.signal)
     const stop = () => nested.abort(run.signal.reason)
     run.signal.addEventListener('abort', stop, { once: true })
     const scheduler = new Scheduler(runtime.config.maxParallelSubCalls)

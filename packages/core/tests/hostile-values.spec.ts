@@ -706,6 +706,37 @@ describe('the run_code bridge cannot crash the host', () => {
     expect(second).to.deep.equal({ ok: true, value: '{"fine":true}' })
   })
 
+  it("a program's many calls at once do not make the host print a listener warning", async () => {
+    const ctx = await deployment({ mode: 'code', maxParallelSubCalls: 64 })
+    // a body that listens on its signal, as a cancellable tool does
+    ctx.tools.register(
+      defineTool({
+        name: 'hold',
+        description: 'waits for its signal or the program',
+        parameters: t.object({}),
+        output: { schema: t.unknown() },
+        isConcurrencySafe: () => true,
+        execute: (_, run) => new Promise((resolve) => run.signal.addEventListener('abort', () => resolve('aborted'))),
+      }),
+    )
+    bridgeReplies(ctx, async (call) => {
+      for (let i = 0; i < 40; i++) void call('hold', '{}')
+      return 'left them'
+    })
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => void warnings.push(`${warning.name}: ${warning.message}`)
+    process.on('warning', onWarning)
+    try {
+      const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code: 'x', description: 'd' }, signal: signal() })
+      expect(result.isError ? result.error.message : result.value).to.deep.include({ result: 'left them' })
+      // a warning is emitted on the next tick
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('warning', onWarning)
+    }
+    expect(warnings).to.deep.equal([])
+  })
+
   it('whatever the sandbox hands the bridge, it answers; keys cross as data', async () => {
     const ctx = await deployment({ mode: 'code' })
     ctx.tools.register(echo)
