@@ -146,7 +146,8 @@ export class Catalog {
     if (missing.length) {
       const notes = missing.map((name) => {
         const near = this.nearest(name)
-        return `\`${name}\` is not a tool${near.length ? `; did you mean ${near.map((n) => `\`${n}\``).join(' or ')}?` : ''}`
+        const shown = name.length > 80 ? `${name.slice(0, 79)}…` : name
+        return `\`${shown}\` is not a tool${near.length ? `; did you mean ${near.map((n) => `\`${n}\``).join(' or ')}?` : ''}`
       })
       return { ok: false, message: `tools.$describe: ${notes.join('; ')}` }
     }
@@ -156,10 +157,14 @@ export class Catalog {
   /** up to three names close to `name` */
   nearest(name: string): string[] {
     const lower = name.toLowerCase()
+    const near = Math.max(2, Math.floor(name.length / 3))
     const scored: [number, string][] = []
     for (const entry of this.entries) {
-      const d = entry.lower.includes(lower) || lower.includes(entry.lower) ? 1 : distance(lower, entry.lower)
-      if (d <= Math.max(2, Math.floor(name.length / 3))) scored.push([d, entry.name])
+      let d = entry.lower.includes(lower) || lower.includes(entry.lower) ? 1 : undefined
+      // names whose lengths differ by more than `near` are further apart than that: no distance (quadratic) to compute,
+      // so a name of megabytes a program sends costs the host a scan, not minutes
+      if (d === undefined && Math.abs(lower.length - entry.lower.length) <= near) d = distance(lower, entry.lower)
+      if (d !== undefined && d <= near) scored.push([d, entry.name])
     }
     scored.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1))
     return scored.slice(0, 3).map(([, n]) => n)

@@ -94,6 +94,9 @@ function failedOnHost(name: string, error: unknown): BridgeReply {
 }
 
 const CALL_TEXT = 80
+// what the helpers take: the host answers them on its own thread, so what a program sends must not set their cost
+const MAX_QUERY = 1000
+const MAX_DESCRIBE = 100
 
 /** `tools.slow({"ms":1000})`, its argument cut to a glance */
 function callText(name: string, argumentsJson: string) {
@@ -231,6 +234,13 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
             code: 'INVALID_ARGUMENTS',
           }
         }
+        if (query.length > MAX_QUERY) {
+          return {
+            ok: false,
+            message: `tools.$search: the query has ${query.length} characters; pass a query of at most ${MAX_QUERY} characters, a few words on what you need`,
+            code: 'INVALID_ARGUMENTS',
+          }
+        }
         return { ok: true, value: JSON.stringify(catalog.search(query, limit)) }
       }
       if (name === '$describe') {
@@ -239,6 +249,13 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return {
             ok: false,
             message: "tools.$describe(...names): pass tool names as strings, e.g. tools.$describe('read', 'write')",
+            code: 'INVALID_ARGUMENTS',
+          }
+        }
+        if (names.length > MAX_DESCRIBE) {
+          return {
+            ok: false,
+            message: `tools.$describe: ${names.length} names; describe at most ${MAX_DESCRIBE} tools at a time`,
             code: 'INVALID_ARGUMENTS',
           }
         }

@@ -16,7 +16,7 @@ import {
   ToolResultError,
   t,
 } from '@faber/core'
-import { callId, deployment, signal } from '@faber/core/testing'
+import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import fc from 'fast-check'
@@ -735,6 +735,29 @@ describe('the run_code bridge cannot crash the host', () => {
       process.off('warning', onWarning)
     }
     expect(warnings).to.deep.equal([])
+  })
+
+  it('the host answers $search and $describe in time bounded by the tools, not by what the program sends', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    // enough tools that a comparison of each with a megabyte name (the nearest names of a missing one) takes minutes
+    for (let i = 0; i < 60; i++) ctx.tools.register(echoTool(`tool_number_${i}`))
+    const replies: BridgeReply[] = []
+    bridgeReplies(ctx, async (call) => {
+      replies.push(await call('$describe', JSON.stringify(['tool_numbr_1', 'q'.repeat(2_000_000)])))
+      replies.push(await call('$describe', JSON.stringify(Array.from({ length: 101 }, (_, i) => `tool_number_${i % 60}`))))
+      replies.push(await call('$search', JSON.stringify([Array.from({ length: 100_000 }, (_, i) => `w${i}`).join(' ')])))
+      replies.push(await call('$search', JSON.stringify(['number 7', 1])))
+    })
+    const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code: 'x', description: 'd' }, signal: signal() })
+    expect(code(result)).to.equal('OK')
+    const [missing, many, long, found] = replies
+    expect(missing).to.deep.include({ ok: false, code: 'UNKNOWN_TOOL' })
+    expect(missing.ok === false && missing.message).to.match(/^tools\.\$describe: `tool_numbr_1` is not a tool; did you mean `tool_number_1`/)
+    expect(many).to.deep.include({ ok: false, code: 'INVALID_ARGUMENTS' })
+    expect(many.ok === false && many.message).to.contain('at most 100 tools at a time')
+    expect(long).to.deep.include({ ok: false, code: 'INVALID_ARGUMENTS' })
+    expect(long.ok === false && long.message).to.contain('a query of at most 1000 characters')
+    expect(found).to.deep.equal({ ok: true, value: JSON.stringify([{ name: 'tool_number_7', summary: 'echoes its text (tool_number_7)' }]) })
   })
 
   it('whatever the sandbox hands the bridge, it answers; keys cross as data', async () => {
