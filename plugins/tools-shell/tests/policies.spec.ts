@@ -9,7 +9,7 @@ import ToolCordis, { inspect, renderReport } from '@faber/plugin-tool-cordis'
 import ToolsFs from '@faber/plugin-tools-fs'
 import Sandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import { cleanup, deployment, requireBubblewrap } from './helpers.ts'
+import { cleanup, deployment, linesOf, requireBubblewrap } from './helpers.ts'
 
 afterEach(cleanup)
 
@@ -32,9 +32,18 @@ describe('tools-shell under the policies', () => {
     expect(value(await bash('echo hi')).stdout).to.equal('hi\n')
   })
 
-  it('approval command patterns: listed commands run, rm -rf is rejected, anything else is asked', async () => {
-    // each hides a second effect behind an allowed `echo`: none may match `echo *`, so each is asked about
-    const chained = ['echo hi; touch pwned', 'echo $(touch pwned)', 'echo `touch pwned`', 'echo hi\ntouch pwned', 'echo hi > pwned', 'echo hi && touch pwned']
+  it('approval command patterns: listed commands run, rm -rf is rejected, anything else is asked (the README rules)', async () => {
+    // each hides a second effect behind an allowed command: none may match, so each is asked about
+    const chained = [
+      'git status; touch pwned',
+      'git diff $(touch pwned)',
+      'git status && touch pwned',
+      'git diff > pwned',
+      'git diff `touch pwned`',
+      'git status\ntouch pwned',
+      'git status | touch pwned',
+      'git diff \'a\'"$(touch pwned)"',
+    ]
     const asked: string[] = []
     const { bash, file } = await deployment({
       shell: { confine: false },
@@ -42,7 +51,7 @@ describe('tools-shell under the policies', () => {
         ctx.plugin(Approval, {
           rules: [
             { tool: 'bash', command: 'git status', decision: 'allow' },
-            { tool: 'bash', command: 'echo *', decision: 'allow' },
+            { tool: 'bash', command: 'git diff *', decision: 'allow' },
             { tool: 'bash', command: 'rm -rf *', decision: 'reject' },
           ],
         })
@@ -57,12 +66,13 @@ describe('tools-shell under the policies', () => {
       },
     })
     await writeFile(file('keep.txt'), 'precious')
-    expect(value(await bash('echo allowed')).stdout).to.equal('allowed\n')
-    expect(value(await bash('git status')).status).to.equal('exited') // ran (not a repository: git's own exit code)
+    // both ran (not a repository: git's own exit code)
+    expect(value(await bash('git status')).status).to.equal('exited')
+    expect(value(await bash('git diff --stat')).status).to.equal('exited')
     for (const command of chained) {
       expect(denied(await bash(command))?.code, command).to.equal('DENIED')
     }
-    expect(denied(await bash('echo hi; rm -rf keep.txt'))?.deniedBy).to.deep.include({ stage: 'approval' })
+    expect(denied(await bash('ls; rm -rf keep.txt'))?.deniedBy).to.deep.include({ stage: 'approval' })
     expect(existsSync(file('pwned'))).to.equal(false)
     expect(await readFile(file('keep.txt'), 'utf8')).to.equal('precious')
     expect(asked).to.deep.equal(chained)
@@ -117,6 +127,31 @@ describe('tools-shell under the policies', () => {
     ctx.tools.guard((exec) => (exec.name === 'bash' ? 'no shell now' : undefined))
     denied(await bash('true'))
     value(await call('edit', { path: 'c.txt', oldString: 'new', newString: 'newer' }))
+  })
+
+  it('fs-observation: a background job that changes a file after it was read makes the edit fail', async () => {
+    const {
+      ctx,
+      call: callTool,
+      file,
+    } = await deployment({
+      shell: { confine: false },
+      plugins: (ctx, root) => {
+        ctx.plugin(ToolsFs, { root })
+        ctx.plugin(FsObservation)
+      },
+    })
+    const call = (name: string, args: object) => ctx.tools.execute({ callId: name, name, arguments: args, signal: new AbortController().signal })
+    await writeFile(file('a.txt'), 'one\n')
+    value(await callTool('bash', { command: 'mkfifo go && echo ready > ready && read x < go && echo changed > a.txt && echo done > done', background: true }))
+    await linesOf(file('ready'), 1)
+    // read after the job started: no command finished since, so this read vouches for the file
+    value(await call('read', { path: 'a.txt' }))
+    await writeFile(file('go'), 'go\n')
+    await linesOf(file('done'), 1)
+    const error = denied(await call('edit', { path: 'a.txt', oldString: 'one', newString: 'two' }))
+    expect(error?.message).to.include('"a.txt" changed since you read it — read it again, then retry')
+    expect(await readFile(file('a.txt'), 'utf8')).to.equal('changed\n')
   })
 
   it('from a run_code program: several commands, keeping only what matters', async () => {
