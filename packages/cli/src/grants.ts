@@ -103,13 +103,20 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
           out.write(`${JSON.stringify(saved.export(), null, 2)}\n`)
           return 0
         }
-        const list = saved.list()
+        const list = saved.read()
         if (!list.length) {
           out.write(`no grants in ${store.path}\n`)
           return 0
         }
         const rows = [['ID', 'DECISION', 'TOOL', 'AGENT', 'ARGUMENTS', 'BY', 'CREATED']]
-        for (const g of list) {
+        for (const row of list) {
+          // a row another writer left that is not a grant is shown as such, so it can be revoked
+          if ('unreadable' in row) {
+            const { id, decision, tool, problem } = row.unreadable
+            rows.push([id, String(decision), tool, '?', `UNREADABLE: ${problem}`, '-', '-'])
+            continue
+          }
+          const g = row.grant
           const conditions = Object.entries(g.arguments ?? {}).map(([at, pattern]) => `${at}~${pattern}`)
           rows.push([g.id, g.decision, g.tool, g.agent ?? '*', conditions.join(' ') || '-', g.by ?? '-', g.createdAt || '-'])
         }

@@ -57,6 +57,25 @@ describe('faber grants', function () {
     }
   })
 
+  it('lists a row another writer left that is not a grant, so it can be revoked', async () => {
+    const store = join(dir, 'faber.db')
+    const opened = new Store(store)
+    try {
+      new GrantStore(opened).import({ version: 1, grants: [{ id: 'fine', tool: 'read', decision: 'allow' }] })
+      opened.db.prepare("INSERT INTO approval_grants (id, tool, arguments, decision, created_at) VALUES ('garbled', 'deploy', '{x', 'reject', 'now')").run()
+    } finally {
+      opened.close()
+    }
+    const listed = await faber(['grants', 'list', '--store', store])
+    expect(listed.code, listed.stderr).to.equal(0)
+    const lines = listed.stdout.trim().split('\n')
+    expect(lines[1]).to.match(/^fine\s+allow\s+read\s/)
+    expect(lines[2]).to.match(/^garbled\s+reject\s+deploy\s+\?\s+UNREADABLE: /)
+    const revoked = await faber(['grants', 'revoke', 'garbled', '--store', store])
+    expect(revoked.stdout).to.equal('revoked garbled\n')
+    expect((await faber(['grants', 'list', '--store', store])).stdout).to.not.contain('garbled')
+  })
+
   it("finds the store through a deployment file's @faber/store plugin", async () => {
     await writeFile(join(dir, 'deploy.yml'), `plugins:\n  '@faber/store': { path: '\${dir}/faber.db' }\n  '@faber/plugin-approval': {}\n`)
     const imported = await faber(['grants', 'import', '-', '-d', join(dir, 'deploy.yml')], {

@@ -126,7 +126,27 @@ export class Broker {
   }
 
   private reload(saved: GrantStore, version = saved.store.dataVersion) {
-    this.persisted = saved.list().map((grant) => ({ grant, matches: compileMatcher(grant) }))
+    const persisted: { grant: Grant; matches: Matcher }[] = []
+    const unreadable: string[] = []
+    for (const row of saved.read()) {
+      if ('grant' in row) {
+        persisted.push(row)
+        continue
+      }
+      // a row another writer left that is not a grant: an allow grant is ignored, a reject grant (or one whose decision
+      // cannot be read) denies every call, since what it was meant to refuse is unknown; said once per change
+      const { id, decision, problem } = row.unreadable
+      const rejects = decision !== 'allow'
+      unreadable.push(`"${id}" (${problem}): ${rejects ? 'every call is rejected until it is fixed or revoked' : 'ignored'}`)
+      if (rejects) {
+        const grant = Object.freeze({ id, tool: '*', decision: 'reject', scope: 'always', createdAt: '', by: 'unreadable' }) satisfies Grant
+        persisted.push({ grant, matches: () => true })
+      }
+    }
+    if (unreadable.length) {
+      this.logger.warn('the store %s holds grants that cannot be read: %s (faber grants revoke <id>)', saved.store.path, unreadable.join('; '))
+    }
+    this.persisted = persisted
     this.seen = version
   }
 

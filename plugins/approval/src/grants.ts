@@ -219,9 +219,30 @@ export class GrantStore {
     }
   }
 
-  /** every persisted grant, oldest first */
+  /** every persisted grant, oldest first; throws, naming it, on a row that is not a grant (see `read`) */
   list(): Grant[] {
-    return (this.statements.list.all() as Row[]).map(fromRow)
+    return this.read().map((row) => {
+      if ('grant' in row) return row.grant
+      const { id, problem } = row.unreadable
+      throw new TypeError(`the grant "${id}" in ${this.store.path} cannot be read (${problem}); revoke it (faber grants revoke ${id}) or fix it`)
+    })
+  }
+
+  /**
+   * every persisted row, oldest first, each as its grant or, when another writer left one that is not a grant (its
+   * arguments not JSON, a pattern that does not compile), as its id and decision and what is wrong with it
+   */
+  read(): ({ grant: Grant; matches: Matcher } | { unreadable: { id: string; tool: string; decision: Decision; problem: string } })[] {
+    return (this.statements.list.all() as Row[]).map((row) => {
+      try {
+        const grant = fromRow(row)
+        return { grant, matches: compileMatcher(grant) }
+      } catch (error) {
+        return {
+          unreadable: { id: String(row.id), tool: String(row.tool), decision: row.decision, problem: error instanceof Error ? error.message : String(error) },
+        }
+      }
+    })
   }
 
   /** adds a grant; committed (on disk) when this returns */

@@ -414,6 +414,39 @@ describe('approval: the rules answerer and grants', () => {
     }
   })
 
+  it('a row another writer left that is not a grant: a reject one denies every call, an allow one is ignored, each said once', async () => {
+    const path = join(dir, 'faber.db')
+    const ctx = await deployment({}, { store: path })
+    ctx.tools.register(tool('deploy'))
+    ctx.tools.register(tool('build'))
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    const operator = new Store(path)
+    const insert = operator.db.prepare('INSERT INTO approval_grants (id, tool, arguments, decision, created_at) VALUES (?, ?, ?, ?, ?)')
+    try {
+      new GrantStore(operator).import({ version: 1, grants: [{ id: 'ship-it', tool: '*', decision: 'allow' }] })
+      expect((await call(ctx, 'deploy')).isError).to.equal(false)
+      insert.run('garbled-allow', 'build', '{not json', 'allow', 'now')
+      expect((await call(ctx, 'build')).isError, 'an unreadable allow grant is ignored').to.equal(false)
+      insert.run('garbled-reject', 'deploy', '{"$.x": "("}', 'reject', 'now')
+      for (const name of ['deploy', 'build', 'deploy']) {
+        const result = await call(ctx, name)
+        expect(denial(result)?.code, `${name}: an unreadable reject grant rejects every call`).to.equal('DENIED')
+        expect(result.content).to.contain('rejected by the approver')
+      }
+      const unreadable = warnings.filter((w) => w.includes('cannot be read'))
+      expect(unreadable, 'said once per change of the store, not per call').to.have.length(2)
+      expect(unreadable[1]).to.contain('"garbled-reject"').and.contain('every call is rejected until it is fixed or revoked')
+      expect(() => new GrantStore(operator).list()).to.throw(/the grant "garbled-allow" in .* cannot be read .*faber grants revoke garbled-allow/)
+      expect(new GrantStore(operator).remove('garbled-reject')).to.equal(true)
+      expect((await call(ctx, 'deploy')).isError, 'revoked: the other grants stand').to.equal(false)
+    } finally {
+      operator.close()
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
+  })
+
   it('without a store, always is kept for the session only, and the decision says why', async () => {
     const ctx = await deployment({})
     ctx.tools.register(tool('write'))
