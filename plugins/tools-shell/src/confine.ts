@@ -3,7 +3,21 @@
 // in a pids cgroup of its own when one can be made, which bounds its processes and lets every one of them be killed.
 
 import { spawnSync } from 'node:child_process'
-import { closeSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 
 export interface SandboxConfig {
@@ -41,6 +55,15 @@ function isDirectory(dir: string) {
   }
 }
 
+/** a `hide` entry as a path: `~` is this process's home directory, wherever it lies (its real path; never `/`) */
+function hiddenPath(entry: string): string | undefined {
+  if (entry !== '~' && !entry.startsWith('~/')) return entry
+  try {
+    const real = realpathSync(path.join(os.homedir(), entry.slice(1)))
+    return real === '/' ? undefined : real
+  } catch {}
+}
+
 /** the bubblewrap arguments that confine a command to `root`; `protectArgs`, then `--` and the command follow them */
 export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): string[] {
   const args = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']
@@ -48,7 +71,10 @@ export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): 
   if (sandbox.filesystem === 'readonly') {
     args.push('--ro-bind', '/', '/')
     // a symlink (/var/run -> /run) is hidden with its target
-    for (const hidden of sandbox.hide) if (isDirectory(hidden)) args.push('--tmpfs', hidden)
+    for (const entry of sandbox.hide) {
+      const hidden = hiddenPath(entry)
+      if (hidden !== undefined && isDirectory(hidden)) args.push('--tmpfs', hidden)
+    }
   } else {
     for (const dir of SYSTEM) {
       let info: ReturnType<typeof lstatSync>

@@ -42,7 +42,7 @@ export type ConfigInput = { root: string } & Partial<Omit<Config, 'root' | 'sand
 const SANDBOX: SandboxConfig = {
   filesystem: 'readonly',
   network: false,
-  hide: ['/home', '/root', '/run', '/var/run', '/mnt', '/media', '/srv'],
+  hide: ['~', '/home', '/root', '/run', '/var/run', '/mnt', '/media', '/srv'],
   readOnly: [],
   writable: [],
   protect: ['.git', '.faber'],
@@ -67,7 +67,9 @@ export const Config = defineConfig<Config, ConfigInput>()(
         .default(SANDBOX.filesystem)
         .description('readonly: the host file system, read-only, minus hide; minimal: only /usr, /bin, /lib*, /etc, /opt and readOnly'),
       network: Schema.boolean().default(false).description('let commands use the network (the host network namespace)'),
-      hide: Schema.array(Schema.string()).default(SANDBOX.hide).description('directories replaced by an empty tmpfs (readonly file system)'),
+      hide: Schema.array(Schema.string())
+        .default(SANDBOX.hide)
+        .description('directories replaced by an empty tmpfs (readonly file system); ~ is the home directory of this process'),
       readOnly: Schema.array(Schema.string()).default(SANDBOX.readOnly).description('more directories to show read-only'),
       writable: Schema.array(Schema.string()).default(SANDBOX.writable).description('more directories to make writable'),
       protect: Schema.array(Schema.string())

@@ -1,7 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { gone, value } from '@faber/core/testing'
 import { expect } from 'chai'
@@ -37,6 +38,23 @@ describe('tools-shell under bubblewrap', () => {
     const marker = await tempDir('faber-marker-')
     const v = value(await bash(`ls -A /root | wc -l; test -e ${marker} && echo visible || echo absent; echo x > /tmp/y && cat /tmp/y`))
     expect(v.stdout).to.equal('0\nabsent\nx\n')
+  })
+
+  it('the home directory of this process is hidden wherever it lies (~/.ssh)', async () => {
+    // outside /tmp (a fresh tmpfs inside) and outside the other hidden directories
+    const home = await mkdtemp(path.join(existsSync('/var/tmp') ? '/var/tmp' : os.homedir(), 'faber-home-'))
+    const saved = process.env.HOME
+    try {
+      await mkdir(path.join(home, '.ssh'))
+      await writeFile(path.join(home, '.ssh/id_ed25519'), 'host key\n')
+      process.env.HOME = home
+      const { bash } = await deployment()
+      const v = value(await bash(`ls -A ${home} | wc -l; cat ${home}/.ssh/id_ed25519; echo done`))
+      expect(v.stdout).to.equal('0\ndone\n')
+    } finally {
+      process.env.HOME = saved
+      await rm(home, { recursive: true, force: true })
+    }
   })
 
   it('the minimal file system shows only the system directories and readOnly ones', async () => {
