@@ -55,6 +55,9 @@ for (const backend of ['worker', 'isolate']) {
       expect(results.deepReturn.message).to.match(new RegExp(`nested (deeper than ${MAX_JSON_DEPTH} levels|too deeply)`))
 
       expect(results.withinBounds).to.deep.include({ code: 'OK', value: { logs: [], result: 200 } })
+      expect(results.manyListening).to.deep.include({ code: 'OK', value: { logs: [], result: 40 } })
+      // nothing a program did reached the host's stderr (a listener warning, say)
+      expect(ran.stderr).to.equal('')
       expect(results.after).to.deep.include({ code: 'OK', value: { logs: [], result: 'alive' } })
     })
   })
