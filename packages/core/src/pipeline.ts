@@ -754,11 +754,15 @@ export class Pipeline {
 
   /** notifies observers of a core event, each isolated from the others */
   notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
+    const failed = (hook: Listener, error: unknown) =>
+      this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
     for (const hook of this.hooks(event, agent)) {
       try {
-        hook.callback(payload)
+        // an async observer's rejection is its own failure too, never one left for the host to find unhandled
+        const returned = hook.callback(payload)
+        if (isThenable(returned)) returned.then(undefined, (error) => failed(hook, error))
       } catch (error) {
-        this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
+        failed(hook, error)
       }
     }
   }

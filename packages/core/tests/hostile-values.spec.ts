@@ -760,6 +760,21 @@ describe('the run_code bridge cannot crash the host', () => {
     expect(found).to.deep.equal({ ok: true, value: JSON.stringify([{ name: 'tool_number_7', summary: 'echoes its text (tool_number_7)' }]) })
   })
 
+  it('an async code/call-start or code/call-settle observer that rejects is logged, never left unhandled', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    ctx.tools.register(echo)
+    for (const event of ['code/call-start', 'code/call-settle'] as const) {
+      ctx.on(event, async () => {
+        throw new Error(`${event} observer broke`)
+      })
+    }
+    bridgeReplies(ctx, async (call) => [await call('echo', '{"a":1}'), await call('echo', '{"a":2}')])
+    const watch = watchRejections()
+    const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code: 'x', description: 'd' }, signal: signal() })
+    expect(await watch.stop()).to.deep.equal([])
+    expect(!result.isError && result.value).to.deep.include({ result: [{ ok: true, value: '{"a":1}' }, { ok: true, value: '{"a":2}' }] })
+  })
+
   it('whatever the sandbox hands the bridge, it answers; keys cross as data', async () => {
     const ctx = await deployment({ mode: 'code' })
     ctx.tools.register(echo)
