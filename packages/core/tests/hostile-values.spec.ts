@@ -772,7 +772,12 @@ describe('the run_code bridge cannot crash the host', () => {
     const watch = watchRejections()
     const result = await ctx.tools.execute({ callId: callId(), name: 'run_code', arguments: { code: 'x', description: 'd' }, signal: signal() })
     expect(await watch.stop()).to.deep.equal([])
-    expect(!result.isError && result.value).to.deep.include({ result: [{ ok: true, value: '{"a":1}' }, { ok: true, value: '{"a":2}' }] })
+    expect(!result.isError && result.value).to.deep.include({
+      result: [
+        { ok: true, value: '{"a":1}' },
+        { ok: true, value: '{"a":2}' },
+      ],
+    })
   })
 
   it('whatever the sandbox hands the bridge, it answers; keys cross as data', async () => {
