@@ -9,10 +9,16 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerIsolate?: number
   /**
-   * after its first tool call a program runs on the thread that created the sandbox, so that a reply reaches it
-   * without a thread hand-off: this bounds how long it may compute there at once (a program that passes it ends with
-   * `timeout`). by default only its cpuMs and wallMs bound it; under the process tier that thread is the sandbox
-   * process's, never the host's
+   * the thread that makes the sandbox may be lost: its process is one the host survives (the sandbox process of the
+   * process tier sets it). a program is then driven from that thread after its first tool call, a reply entering it
+   * synchronously, which saves a thread hand-off per call; but V8's out-of-memory handler parks the thread running an
+   * isolate for good, and that would be this one. otherwise (the default) every stretch of a program runs on the
+   * isolate's own thread, replies delivered asynchronously. never set it in a host
+   */
+  disposableThread?: boolean
+  /**
+   * with `disposableThread`: how long a program may compute at once on that thread after a tool call (a program that
+   * passes it ends with `timeout`). by default only its cpuMs and wallMs bound it
    */
   sliceMs?: number
 }
@@ -41,11 +47,12 @@ const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 const outboxUnits = 32 * 1024
 const outboxRecordUnits = 4096
 
-// run in each program's context around the prelude, before the program. until the first reply the program runs on the
-// isolate's own thread and its bridge is an ignored callback. from then on the host drives it (every reply is delivered
-// on the host's thread, synchronously): a call goes into the outbox, which costs no boundary crossing; a call with a
-// long argument, or one that no longer fits, is a plain callback, and so is every later call of the step (they keep
-// their order). the outbox is captured here, out of the program's reach, with the intrinsics it needs
+// run in each program's context around the prelude, before the program. on the isolate's own thread (the first stretch;
+// every stretch unless the sandbox drives from its thread, replies then `post`ed) the bridge is an ignored callback.
+// once a reply was `deliver`ed synchronously from the sandbox's thread, that thread drives the program: a call goes into
+// the outbox, which costs no boundary crossing; a call with a long argument, or one that no longer fits, is a plain
+// callback, and so is every later call of the step (they keep their order). the outbox is captured here, out of the
+// program's reach, with the intrinsics it needs
 const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, ...rest) {
   const header = new Int32Array(outbox, 0, 2)
   const units = new Uint16Array(outbox, 8)
@@ -77,6 +84,7 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
   return {
     start: (main) => { start(main) },
     deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
+    post: (call, ok, text, code) => { deliver(call, ok, text, code) },
   }
 })`
 
@@ -127,6 +135,8 @@ const sliceMessage = (sliceMs: number) =>
 export class IsolateSandbox extends SandboxPool<Slot> {
   readonly backend = 'isolated-vm'
   readonly maxRunsPerIsolate: number
+  /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
+  readonly hostDrive: boolean
   readonly sliceMs: number
   // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
   private live = new Set<Slot>()
@@ -138,6 +148,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   constructor(options: IsolateSandboxOptions = {}) {
     super({ ...options, maxRuns: options.maxRunsPerIsolate })
     this.maxRunsPerIsolate = this.maxRuns
+    this.hostDrive = options.disposableThread === true
     this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
   }
 
@@ -147,7 +158,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     let settled = false
     // what the program reported; it stands once the isolate is idle (nothing of the program still queued)
     let reported: CodeRunOutcome | undefined
-    // the first stretch (script and start) runs on the isolate's own thread; every later one on this thread
+    // the first stretch (script and start) runs on the isolate's own thread; under hostDrive every later one on this thread
     let busy = true
     let stepping = false
     // the host is delivering replies and dispatching calls: a reply that comes meanwhile waits its turn in the inbox
@@ -161,6 +172,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     const inbox: unknown[][] = []
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
+    let post: ivm.Reference | undefined
     let cpuStart = 0n
     const startedAt = performance.now()
     // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
@@ -179,11 +191,24 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     const report = (outcome: CodeRunOutcome) => {
       reported = outcome
+      if (!this.hostDrive) return confirm()
       if (!busy && !stepping) finish(outcome, true)
     }
+    // the program may still be running what it queued along with its report: the outcome stands once a task queued
+    // behind it ran in the isolate (its microtasks are run before the next task)
+    const confirm = () =>
+      void context!.eval('0').then(() => {
+        if (!settled) finish(reported!, true)
+      }, onRejected)
 
-    // a reply enters the program synchronously, on this thread: the program runs until it next waits on a tool
+    // under hostDrive a reply enters the program synchronously, on this thread: the program runs until it next waits on
+    // a tool. otherwise it is queued to the isolate's own thread, and the host goes on at once
     const answer = (args: unknown[]) => {
+      if (!this.hostDrive) {
+        // once the program reported, nothing of it may run on: the run is about to end
+        if (!settled && reported === undefined) post!.apply(undefined, args).then(undefined, onRejected)
+        return
+      }
       inbox.push(args)
       if (!busy && !driving && !paused) drive()
     }
@@ -265,8 +290,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       },
       report,
     })
-    // the program's only way out. on this thread it is a plain call; from the isolate's thread (the first stretch) an
-    // ignored callback, so the program never waits on the host's thread
+    // the program's only way out. on this thread (hostDrive) it is a plain call; from the isolate's thread an ignored
+    // callback, so the program never waits on the host's thread
     const onHost = new ivm.Callback(onBridge, { sync: true })
     const offHost = new ivm.Callback((kind: unknown, a: unknown, b: unknown, c: unknown) => void onBridge(kind, a, b, c), { ignored: true })
 
@@ -300,7 +325,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const driver = hold(slot.driver.runSync(context, { reference: true }))
       const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
       start = hold(api.getSync('start', { reference: true }))
-      deliver = hold(api.getSync('deliver', { reference: true }))
+      if (this.hostDrive) deliver = hold(api.getSync('deliver', { reference: true }))
+      else post = hold(api.getSync('post', { reference: true }))
     } catch (error) {
       return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
     }
@@ -329,7 +355,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       .then(() => context!.eval('0'))
       .then(() => {
         busy = false
-        if (settled) return
+        if (settled || !this.hostDrive) return
         if (reported) return finish(reported, true)
         drive()
       }, onRejected)

@@ -30,7 +30,9 @@ let calls = 0
 async function init(message: Extract<HostMessage, { t: 'init' }>) {
   try {
     const module = (await import(message.module)) as Record<string, new (options: unknown) => Served>
-    runtime = new module[message.exportName](message.options)
+    // this process is one the host survives losing: a backend may run programs on its main thread (the isolate backend
+    // drives them from it after their first tool call), where a host must not
+    runtime = new module[message.exportName]({ ...message.options, disposableThread: true })
     // the host's first run waits for this message: it then finds a warm pool
     await runtime.ready?.()
     send({ t: 'ready' })
