@@ -101,13 +101,22 @@ export const Config = defineConfig<Config, ConfigInput>()(
   }),
 )
 
-/** the environment a command gets: allowed variables of this process, then `set` */
-export function commandEnv(env: Config['env'], from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/**
+ * the environment a command gets: allowed variables of this process, then `set`. with `root`, an inherited PATH
+ * loses its entries a command could write to — empty or relative ones (the root, as commands run there) and any
+ * inside the root — so an earlier command cannot plant a `git` that a later, approved `git status` would run.
+ */
+export function commandEnv(env: Config['env'], from: NodeJS.ProcessEnv = process.env, root?: string): NodeJS.ProcessEnv {
   const exact = new Set(env.allow.filter((name) => !name.endsWith('*')))
   const prefixes = env.allow.filter((name) => name.endsWith('*')).map((name) => name.slice(0, -1))
   const result: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(from)) {
     if (value !== undefined && (exact.has(key) || prefixes.some((prefix) => key.startsWith(prefix)))) result[key] = value
+  }
+  if (root !== undefined && result.PATH !== undefined) {
+    result.PATH = result.PATH.split(':')
+      .filter((dir) => path.isAbsolute(dir) && dir !== root && !path.resolve(dir).startsWith(root + path.sep))
+      .join(':')
   }
   return { ...result, ...env.set }
 }
@@ -127,7 +136,7 @@ export function apply(ctx: Context, config: Config) {
   const root = realRoot(config.root)
   if (config.maxTimeoutMs < config.timeoutMs) throw new TypeError('tools-shell: maxTimeoutMs must be at least timeoutMs')
   const cgroups = findCgroups()
-  const env = commandEnv(config.env)
+  const env = commandEnv(config.env, process.env, root)
   let launch: (command: string) => Launch
   let status: string
   if (config.confine) {

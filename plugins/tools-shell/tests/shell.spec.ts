@@ -1,3 +1,4 @@
+import { mkdir, writeFile } from 'node:fs/promises'
 import { AgentSession, ScriptedModel } from '@faber/agent'
 import { createAgent } from '@faber/core'
 import { gone, value } from '@faber/core/testing'
@@ -115,6 +116,31 @@ describe('tools-shell: running a command', () => {
       delete process.env.LC_FABER_TEST
     }
     expect(commandEnv({ allow: ['A', 'B_*'], set: { C: '3' } }, { A: '1', AB: 'x', B_X: '2', B: 'y' })).to.deep.equal({ A: '1', B_X: '2', C: '3' })
+  })
+
+  it('PATH loses the entries a command could write to: empty, relative, inside the root', async () => {
+    const saved = process.env.PATH!
+    process.env.PATH = `:.:bin:${saved}`
+    let deployed: Awaited<ReturnType<typeof deployment>>
+    try {
+      deployed = await deployment({ shell: unconfined })
+    } finally {
+      process.env.PATH = saved
+    }
+    const { bash, file } = deployed
+    // a git planted by an earlier command, which a later `git --version` (approved, say) must not run
+    await mkdir(file('bin'))
+    await writeFile(file('bin/git'), '#!/bin/sh\necho planted\n', { mode: 0o755 })
+    await writeFile(file('git'), '#!/bin/sh\necho planted\n', { mode: 0o755 })
+    const v = value(await bash('echo "$PATH"; git --version'))
+    expect(v.stdout).not.to.include('planted')
+    expect(v.stdout.split('\n')[0]).to.equal(saved)
+    const root = '/work/ws'
+    expect(commandEnv({ allow: ['PATH'], set: {} }, { PATH: `/usr/bin:${root}:${root}/node_modules/.bin:${root}x/bin:rel:` }, root)).to.deep.equal({
+      PATH: `/usr/bin:${root}x/bin`,
+    })
+    // a PATH the deployment sets is its choice
+    expect(commandEnv({ allow: [], set: { PATH: '.:/bin' } }, {}, root)).to.deep.equal({ PATH: '.:/bin' })
   })
 
   it('refuses to start without bubblewrap unless confine: false is explicit', async () => {
