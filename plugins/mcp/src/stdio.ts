@@ -34,6 +34,10 @@ export class LineTransport implements Transport {
   // while skipping an oversized message: its size so far and its first and last bytes (to find its id)
   private skipping?: { size: number; head: string; tail: Buffer }
   private closed = false
+  // the requests handed to the server and not answered yet: at the end of the input the session waits for their
+  // answers (a client may write its requests and close its side at once: `… | faber mcp deploy.yml`)
+  private unanswered = new Map<string | number, number>()
+  private ended = false
 
   constructor(private options: LineTransportOptions = {}) {
     this.input = options.input ?? process.stdin
@@ -96,7 +100,11 @@ export class LineTransport implements Transport {
     if (!line) return
     const checked = checkLine(line)
     if ('message' in checked) {
+      const message = checked.message as { method?: unknown; id?: string | number; params?: { requestId?: string | number } }
+      if (typeof message.method === 'string' && message.id !== undefined) this.unanswered.set(message.id, (this.unanswered.get(message.id) ?? 0) + 1)
       this.onmessage?.(checked.message)
+      // a cancelled request is not answered (MCP): nothing is owed for it any more
+      if (message.method === 'notifications/cancelled' && message.params?.requestId !== undefined) this.answered(message.params.requestId)
       return
     }
     this.options.onproblem?.(checked.problem, false)
@@ -106,7 +114,8 @@ export class LineTransport implements Transport {
   private onend = () => {
     // a last message without its newline still counts
     if (this.size || this.skipping) this.endLine()
-    void this.close()
+    this.ended = true
+    if (!this.unanswered.size) void this.close()
   }
 
   private onstreamerror = (error: Error) => {
@@ -120,10 +129,22 @@ export class LineTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return Promise.resolve()
-    return new Promise((resolve) => {
+    const written = new Promise<void>((resolve) => {
       if (this.output.write(`${JSON.stringify(message)}\n`)) resolve()
       else this.output.once('drain', resolve)
     })
+    const answer = message as { id?: string | number; result?: unknown; error?: unknown }
+    if (answer.id !== undefined && ('result' in answer || 'error' in answer)) this.answered(answer.id, written)
+    return written
+  }
+
+  /** one answer to `id` is no longer owed; the input having ended, the session ends with the last one (once written) */
+  private answered(id: string | number, written: Promise<void> = Promise.resolve()) {
+    const owed = this.unanswered.get(id)
+    if (owed === undefined) return
+    if (owed > 1) this.unanswered.set(id, owed - 1)
+    else this.unanswered.delete(id)
+    if (this.ended && !this.unanswered.size) void written.then(() => this.close())
   }
 
   async close() {
