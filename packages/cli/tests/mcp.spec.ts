@@ -141,6 +141,11 @@ describe('faber mcp: JSON-RPC under abuse', function () {
     session.write('42')
     expect((await session.reply(null, 4)).error).to.deep.include({ code: -32600 })
     expect((await session.request(6, 'no/such/method')).error).to.deep.include({ code: -32601 })
+    // params the SDK's schema refuses are the client's mistake (-32602), not an internal error (-32603)
+    expect((await session.request(60, 'tools/list', { cursor: { not: 'a string' } })).error).to.deep.equal({
+      code: -32602,
+      message: 'Invalid params: params.cursor: Invalid input: expected string, received object',
+    })
     // a notification is never answered, even a broken one
     session.write('{"jsonrpc":"2.0","method":"notifications/whatever","params":7}')
 
@@ -184,6 +189,43 @@ describe('faber mcp: JSON-RPC under abuse', function () {
     }
     await Promise.all([abuse(session, 8 * 1024 * 1024), sdkTraffic(first, 5), sdkTraffic(second, 5)])
     expect(await session.end()).to.equal(0)
+  })
+})
+
+describe('faber mcp: a client that writes its requests and closes its side at once', function () {
+  this.timeout(60_000)
+  let dir: string
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-mcp-eof-'))
+    await mkdir(join(dir, 'ws'))
+    await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
+    await writeFile(join(dir, 'deploy.yml'), DEPLOYMENT)
+  })
+  after(() => rm(dir, { recursive: true, force: true }))
+
+  it('gets every answer, the last request without its newline included, and then the server exits 0', async () => {
+    const session = new RawSession(join(dir, 'deploy.yml'))
+    const read = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read', arguments: { path: 'notes.txt' } } })
+    session.write(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } },
+      }),
+    )
+    session.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }))
+    session.write(read(2))
+    session.write(read(2))
+    // a request the client cancels is owed no answer: the server must not wait for one
+    session.write(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'write', arguments: { path: 'x.txt', content: 'x' } } }))
+    session.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 3 } }))
+    session.child.stdin.end(read(4))
+    expect(await session.exited, session.stderr).to.equal(0)
+    const answered = (id: number) => session.replies.filter((reply) => reply.id === id)
+    expect(answered(1)[0].result.serverInfo.name).to.equal('faber')
+    expect(answered(2).map((reply) => reply.result.isError)).to.deep.equal([false, false])
+    expect(answered(4)[0].result.content[0].text).to.include('hello')
   })
 })
 

@@ -2,7 +2,7 @@
 // message gets the error reply the JSON-RPC specification gives (or, for a notification or a response, nothing but a
 // log line), so a client that sends garbage learns why instead of waiting for an answer that never comes.
 
-import { ErrorCode, type JSONRPCErrorResponse, type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ClientRequestSchema, ErrorCode, type JSONRPCErrorResponse, type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js'
 
 export type RequestId = string | number
 
@@ -25,6 +25,15 @@ export function errorReply(id: RequestId | null, code: number, message: string):
 function refuse(id: unknown, code: number, message: string): Checked {
   return { reply: errorReply(validId(id) ? id : null, code, message), problem: message }
 }
+
+// the requests Faber's server answers through the SDK's own schemas: params those refuse are the client's mistake
+// (-32602), which the SDK would answer as an internal error (-32603). tools/call checks its params itself, leniently:
+// bad arguments are a tool result the model can read
+const STRICT_REQUESTS = new Map(
+  ClientRequestSchema.options
+    .filter((schema) => ['ping', 'initialize', 'tools/list', 'logging/setLevel'].includes(schema.shape.method.value))
+    .map((schema) => [schema.shape.method.value as string, schema] as const),
+)
 
 /** checks one parsed JSON value (a line of stdio, one HTTP body) against JSON-RPC 2.0 as MCP uses it */
 export function checkMessage(value: unknown): Checked {
@@ -59,7 +68,16 @@ export function checkMessage(value: unknown): Checked {
     return refuse(id, ErrorCode.InvalidParams, `Invalid params: the params of "${method}" must be an object`)
   }
   const parsed = JSONRPCMessageSchema.safeParse(value)
-  if (parsed.success) return { message: parsed.data }
+  if (parsed.success) {
+    const strict = notification ? undefined : STRICT_REQUESTS.get(method)
+    const params = strict?.safeParse(value)
+    if (params && !params.success) {
+      const issue = params.error.issues[0]
+      const at = issue?.path.length ? `${issue.path.join('.')}: ` : ''
+      return refuse(id, ErrorCode.InvalidParams, `Invalid params: ${at}${issue?.message ?? `not the params of "${method}"`}`)
+    }
+    return { message: parsed.data }
+  }
   if (notification) return { problem: `a malformed "${method}" notification was dropped` }
   return refuse(id, ErrorCode.InvalidRequest, `Invalid Request: not a JSON-RPC 2.0 request`)
 }
