@@ -25,14 +25,23 @@ interface Program {
 const count = (n: number) => n.toLocaleString('en-US')
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 
+// what a program prints or a model says would be obeyed by the terminal (clear it, retitle it, overwrite a line with \r):
+// control characters are shown, not sent. tabs and line breaks stay
+function visible(text: string) {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
 function clip(text: string, maxLines: number, width = 150): string[] {
-  const lines = text.split('\n').map((l) => (l.length > width ? `${l.slice(0, width - 1)}…` : l))
+  const lines = visible(text)
+    .split('\n')
+    .map((l) => (l.length > width ? `${l.slice(0, width - 1)}…` : l))
   if (lines.length <= maxLines) return lines
   return [...lines.slice(0, maxLines), `… (${lines.length - maxLines} more lines)`]
 }
 
 function args(text: string, width = 110) {
-  const flat = text.replace(/\s+/g, ' ')
+  const flat = visible(text.replace(/\s+/g, ' '))
   return flat.length > width ? `${flat.slice(0, width - 1)}…` : flat
 }
 
@@ -114,7 +123,7 @@ export class Transcript {
           this.out.write(`${paint('model ›', 'bold', 'magenta')} `)
           this.streaming = true
         }
-        this.out.write(event.delta)
+        this.out.write(visible(event.delta))
         break
       case 'retry': {
         const { retry } = event
@@ -142,7 +151,7 @@ export class Transcript {
         } catch {}
         if (parsed && typeof parsed.code === 'string') {
           this.line(`${paint('  → run_code', 'bold', 'yellow')} ${paint(String(parsed.description ?? ''), 'italic')}`)
-          if (this.options.showCode !== false) for (const l of parsed.code.split('\n')) this.line(paint(`    │ ${l}`, 'gray'))
+          if (this.options.showCode !== false) for (const l of visible(parsed.code).split('\n')) this.line(paint(`    │ ${l}`, 'gray'))
         } else {
           this.line(
             `${paint(`  → ${call.name}`, 'bold', 'yellow')}${paint(`(${args(call.arguments)})`, 'gray')}${event.mode === 'parallel' ? paint('  ∥', 'gray') : ''}`,
@@ -233,7 +242,7 @@ export class Transcript {
     if (this.streaming) this.out.write('\n')
     this.streaming = false
     if (partial) this.line(paint('  (the answer above is partial: the model stopped sending)', 'gray'))
-    this.line(paint(`error: ${message}`, 'red'))
+    this.line(paint(`error: ${visible(message)}`, 'red'))
   }
 
   private outcome(name: string, result: ToolResult) {
