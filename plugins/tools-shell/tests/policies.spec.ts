@@ -30,6 +30,8 @@ describe('tools-shell under the policies', () => {
     expect(error?.deniedBy).to.deep.equal({ stage: 'pre-execute', plugin: 'guards' })
     expect(error?.message).to.match(/guard rule "no-curl" denied "bash".*No network tools/)
     expect(value(await bash('echo hi')).stdout).to.equal('hi\n')
+    // a pattern over the text, not over what the shell runs (the README says so)
+    expect(value(await bash("c''url --version > /dev/null 2>&1; echo passed")).stdout).to.equal('passed\n')
   })
 
   it('approval command patterns: listed commands run, rm -rf is rejected, anything else is asked (the README rules)', async () => {
