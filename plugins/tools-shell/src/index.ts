@@ -148,12 +148,10 @@ export function apply(ctx: Context, config: Config) {
     if (!('HOME' in config.env.set)) env.HOME = '/tmp'
     // built per command: protected paths are the ones that exist when it starts
     launch = (command) => {
+      // bwrapArgs may throw: before any descriptor is opened
+      const base = bwrapArgs(root, config.shell, config.sandbox)
       const protect = protectArgs(root, config.sandbox.protect)
-      return {
-        file: probe.bwrap,
-        args: [...bwrapArgs(root, config.shell, config.sandbox), ...protect.args, '--', config.shell, '-c', command],
-        fds: protect.fds,
-      }
+      return { file: probe.bwrap, args: [...base, ...protect.args, '--', config.shell, '-c', command], fds: protect.fds }
     }
     const fs = config.sandbox.filesystem === 'readonly' ? 'the rest of the file system read-only' : 'only system directories visible, read-only'
     status =

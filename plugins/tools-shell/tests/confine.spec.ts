@@ -189,7 +189,10 @@ describe('tools-shell under bubblewrap', () => {
   })
 
   it('holds no descriptor of the host but stdio', async () => {
-    const { bash } = await deployment()
+    const { bash, file } = await deployment()
+    // protected paths are bound from descriptors: bubblewrap must have closed them
+    await mkdir(file('.git'))
+    await mkdir(file('.faber'))
     // the shell's own descriptors, listed by another process (a glob in the shell would open one more to read them)
     const v = value(await bash('ls /proc/$$/fd; true'))
     expect(v.stdout.trim().split('\n').sort()).to.deep.equal(['0', '1', '2'])
