@@ -236,7 +236,7 @@ describe('a deployment with a plugin that did not start does not run', function 
     expect(ctx.get('tools')).to.equal(undefined)
   })
 
-  for (const command of ['run']) {
+  for (const command of ['run', 'chat', 'mcp', 'inspect']) {
     it(`faber ${command} exits 2 naming the plugin, where it is in the file, and the reason, without a stack dump`, async () => {
       const file = join(dir, 'deploy.yml')
       await writeFile(
