@@ -21,7 +21,7 @@ export interface PipelineHost {
   checkAgent(agent: Agent | undefined, method: string): void
   log(): Logger
   /** how long a tools/pre-execute listener and an approval request may take before the call is denied */
-  deadlines(): { preExecuteMs: number; approvalMs: number }
+  deadlines(): { preExecuteMs: number; postExecuteMs: number; approvalMs: number }
   /** the UNKNOWN_TOOL message of a collapsed call: the route through run_code */
   routeMessage(name: string, declared: boolean): string
   /** the deployment's listeners, per event and agent */
@@ -153,6 +153,7 @@ export class Pipeline {
   private sequence = 0
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
   private preExecuteDeadlines?: DeadlineQueue
+  private postExecuteDeadlines?: DeadlineQueue
 
   constructor(private host: PipelineHost) {}
 
@@ -693,7 +694,16 @@ export class Pipeline {
       let decision: unknown
       try {
         decision = hook.callback(exec, Object.freeze(result))
-        if (isThenable(decision)) decision = await decision
+        if (isThenable(decision)) {
+          const limit = this.host.deadlines().postExecuteMs
+          if (this.postExecuteDeadlines?.ms !== limit) this.postExecuteDeadlines = new DeadlineQueue(limit)
+          decision = await this.postExecuteDeadlines.race(decision)
+          if (decision === TIMED_OUT) {
+            const message = `the result of "${exec.name}" was withheld because a tools/post-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
+            this.host.log().warn('%s', message)
+            return this.denied(trace, 'post-execute', plugin, message, 'timed-out')
+          }
+        }
       } catch (error) {
         return this.failedClosed(exec, trace, 'post-execute', plugin, what, error)
       }

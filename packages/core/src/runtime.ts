@@ -140,12 +140,16 @@ class ToolRuntime extends Service {
   declare protected caller?: Context
 
   declare config: ToolRuntime.Config
-  private deadlines: { preExecuteMs: number; approvalMs: number }
+  private deadlines: { preExecuteMs: number; postExecuteMs: number; approvalMs: number }
 
   constructor(ctx: Context, config: ToolRuntime.ConfigInput = {}) {
     super(ctx, 'tools', true)
     this.config = ToolRuntime.Config(config)
-    this.deadlines = { preExecuteMs: this.config.preExecuteTimeoutMs, approvalMs: this.config.approvalTimeoutMs }
+    this.deadlines = {
+      preExecuteMs: this.config.preExecuteTimeoutMs,
+      postExecuteMs: this.config.postExecuteTimeoutMs,
+      approvalMs: this.config.approvalTimeoutMs,
+    }
     this[kRaw] = this
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
     traceCallerAs(this, 'caller')
@@ -549,6 +553,8 @@ namespace ToolRuntime {
     resultChars: number
     /** a tools/pre-execute listener that has not answered by then fails closed */
     preExecuteTimeoutMs: number
+    /** a tools/post-execute listener that has not answered by then fails closed: the result is withheld */
+    postExecuteTimeoutMs: number
     /** an approval request with no answer by then is denied */
     approvalTimeoutMs: number
   }
@@ -581,6 +587,10 @@ namespace ToolRuntime {
         .min(1)
         .default(30_000)
         .description('a tools/pre-execute listener that has not answered by then fails closed: the call is DENIED'),
+      postExecuteTimeoutMs: Schema.natural()
+        .min(1)
+        .default(30_000)
+        .description('a tools/post-execute listener that has not answered by then fails closed: the call is DENIED, its result withheld'),
       approvalTimeoutMs: Schema.natural()
         .min(1)
         .default(15 * 60_000)

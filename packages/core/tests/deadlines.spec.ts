@@ -74,6 +74,27 @@ describe('bounded waits', () => {
     expect(ran()).to.equal(1)
   })
 
+  it('a tools/post-execute listener that never answers fails closed at its deadline: the result is withheld', async () => {
+    const { ctx, ran } = await deployment({ postExecuteTimeoutMs: 2_000 })
+    ctx.plugin({ name: 'stuck-after', inject: ['tools'], apply: (c: Context) => c.tools.listen('tools/post-execute', never) })
+    await assertStarted(ctx)
+    let result: ToolResult | undefined
+    call(ctx).then((r) => (result = r))
+    await turn()
+    mock.timers.tick(1_999)
+    await turn()
+    expect(result).to.equal(undefined)
+    mock.timers.tick(1)
+    await turn()
+    expect(result?.isError && result.error).to.deep.include({
+      code: 'DENIED',
+      message: 'the result of "echo" was withheld because a tools/post-execute listener of plugin "stuck-after" did not answer within 2 s',
+      deniedBy: { stage: 'post-execute', plugin: 'stuck-after' },
+    })
+    expect(result?.trace?.at(-1)).to.deep.include({ stage: 'post-execute', decision: 'timed-out', by: 'stuck-after' })
+    expect(ran()).to.equal(1)
+  })
+
   it('an approval service that never answers is denied at the deadline, and its request signal aborts', async () => {
     const { ctx, ran } = await deployment({ approvalTimeoutMs: 60_000 })
     const requests: ApprovalRequest[] = []
