@@ -97,7 +97,16 @@ export class ProcessSandbox extends GatedRuntime {
 
   /** resolves once the sandbox process serves runs from a warm pool (or could not start) */
   async ready(): Promise<void> {
-    await this.child?.ready
+    const child = this.child
+    if (!child) return
+    // an idle child keeps the host alive no more than a run in it does: a host awaiting only this would otherwise end
+    // with an unsettled top-level await (exit code 13) while the child starts
+    this.busy(child)
+    try {
+      await child.ready
+    } finally {
+      if (child.runs.size === 0) this.idle(child)
+    }
   }
 
   /** the process id of the sandbox process now serving runs, for diagnostics */

@@ -192,13 +192,13 @@ export class WorkerSandbox extends SandboxPool<Slot> {
         maxYoungGenerationSizeMb: Math.max(1, Math.floor(memoryMb / 8)),
         stackSizeMb: 4,
       },
-      // whatever the worker's thread writes (node's own warnings included) is read here and dropped: the host's
-      // stdout may carry a protocol (MCP over stdio)
+      // whatever the worker's thread writes (node's own warnings included) is piped here and never read: the host's
+      // stdout may carry a protocol (MCP over stdio). reading it would keep the host alive with the worker idle and
+      // unref'd (node refs the worker's port for good once its stdio flows); unread, the host buffers at most 16 KB of
+      // it and the worker's further writes wait
       stdout: true,
       stderr: true,
     })
-    worker.stdout.resume()
-    worker.stderr.resume()
     worker.unref()
     // a worker can still fail after its run settled (out of memory while being terminated): never throw in the host
     worker.on('error', () => {})

@@ -1,0 +1,30 @@
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { expect } from 'chai'
+
+const fixture = fileURLToPath(new URL('./fixtures/awaits-ready.ts', import.meta.url))
+
+function host(isolation: string) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const proc = spawn(process.execPath, ['--no-node-snapshot', '--import', 'tsx/esm', fixture, isolation], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    proc.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk))
+    proc.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+    proc.on('error', reject)
+    proc.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+// in a process of its own: whether a host ends by itself, and how, is its exit
+describe('sandbox service: ready() in a host that awaits nothing else', function () {
+  this.timeout(120000)
+  for (const isolation of ['process', 'in-process']) {
+    it(`waits for the sandbox, then lets the host end (${isolation})`, async () => {
+      const { code, stdout, stderr } = await host(isolation)
+      expect(code, `exit code; stderr: ${stderr.slice(-600)}`).to.equal(0)
+      expect(stderr).to.equal('')
+      expect(JSON.parse(stdout)).to.deep.equal({ load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 } })
+    })
+  }
+})
