@@ -9,7 +9,7 @@ export class RunBridge {
   readonly output: Output
   readonly logs: string[]
   private tools: Set<string>
-  private waiting = 0
+  private pending = 0
   // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
   private waitingBytes = 0
 
@@ -25,6 +25,11 @@ export class RunBridge {
     this.output = new Output(limits.outputBytes)
     this.logs = this.output.logs
     this.tools = new Set(request.tools)
+  }
+
+  /** calls waiting on the host: forwarded, not answered yet */
+  get waiting() {
+    return this.pending
   }
 
   /** a call the program made: a run whose argument is over budget ends here, anything else is forwarded */
@@ -63,18 +68,18 @@ export class RunBridge {
   private async forward(call: number, name: string, json: string) {
     const { limits } = this
     let reply: BridgeReply
-    this.waiting++
+    this.pending++
     this.waitingBytes += json.length
     try {
       if (this.waitingBytes > limits.memoryMb * 1024 * 1024) return this.refused('waiting')
       // the prelude refuses these first; the host does not take the program's word for it
       if (!this.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
-      else if (this.waiting > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
+      else if (this.pending > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
       else reply = await this.request.call(name, json)
     } catch (error) {
       reply = { ok: false, message: messageOf(error) }
     } finally {
-      this.waiting--
+      this.pending--
       this.waitingBytes -= json.length
     }
     if (this.settled()) return

@@ -1,4 +1,5 @@
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads'
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
+import { handoffBytes, handoffWaited, type Lane, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -7,17 +8,20 @@ import type { CodeRunOutcome } from './types.ts'
 const entry = new URL('./worker.mjs', import.meta.url)
 
 // after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
-// its event loop and being woken: at most `spinMs` per reply, and only while calls came back that fast lately; at most
-// `maxBurstMs` of such replies in a row before the event loop gets its turn
+// its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process and no other
+// call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop gets its turn
 const maxBurstMs = 2
+// runs going on in this process, across sandboxes: neither side spins while more than one is (the workers read it too)
+const active = new Int32Array(new SharedArrayBuffer(4))
 
 export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerWorker?: number
   /**
    * the longest either side of a nested call spins for the other's answer before it sleeps in its event loop (default
-   * 0.05; 0 never spins). it spins only while answers came back faster than that lately, and a spin that caught nothing
-   * makes the next 1, 3, 7 … 255 hand-offs sleep at once: a slow tool or a busy machine soon costs no spinning (README)
+   * 0.05; 0 never spins). neither spins while more than one run is going on in the process, and a spin that caught
+   * nothing makes the next 1, 3, 7 … 255 hand-offs sleep at once: a slow tool, a program that computes between calls or
+   * a busy machine soon costs no spinning (README)
    */
   spinMs?: number
 }
@@ -26,14 +30,11 @@ interface Slot {
   worker: Worker
   memoryMb: number
   runs: number
-  /** replies to the program's calls, taken by the worker synchronously (see worker.mjs) */
-  replies: MessagePort
-  /** what the worker posts during a run: calls, logs, its outcome */
-  inbox: MessagePort
-  /** [0] bumped by the host after each reply it posts, [1] by the worker after each message it posts */
-  seq: Int32Array
-  /** how long the worker took lately to post again after a reply, in ms: the host spins only when that is short */
-  gapMs: number
+  /** replies to the program's calls (lane.mjs) */
+  replies: Lane
+  /** what the worker sends during a run: calls, logs, its outcome; and the port it comes through when not by the ring */
+  inbox: Lane
+  inboxPort: MessagePort
   /** spins in a row that caught nothing, and the replies after which the host does not spin because of them */
   misses: number
   skip: number
@@ -77,52 +78,44 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     const finish = (outcome: CodeRunOutcome, heap?: number) => run.finish(outcome, heap)
     run.cleanup = () => {
       settled = true
-      slot.inbox.off('message', onMessage)
+      slot.inboxPort.off('message', onPort)
+      Atomics.sub(active, 0, 1)
       worker.off('error', onError)
       worker.off('exit', onExit)
       worker.unref()
     }
     run.deliver = (call, reply) => {
-      const mark = Atomics.load(slot.seq, 1)
-      // a string crosses a port for less than an object: `id:call:text` (worker.mjs reads it)
-      if (reply.ok) slot.replies.postMessage(`${id}:${call}:${reply.value}`)
-      else slot.replies.postMessage({ id, call, text: reply.message, code: reply.code })
-      Atomics.add(slot.seq, 0, 1)
-      repliedAt = performance.now()
-      expect(mark)
+      // a string (`id:call:text`, worker.mjs reads it) through the ring while the worker spins for it, else the port
+      slot.replies.send(reply.ok ? `${id}:${call}:${reply.value}` : { id, call, text: reply.message, code: reply.code })
+      expect()
     }
 
     // the adaptive half of the hand-off on this side: a brief spin for the worker's next message, taken synchronously
-    let repliedAt: number | undefined
     let burst: number | undefined
-    const expect = (mark: number) => {
-      const spin = slot.gapMs < this.spinMs ? Math.min(this.spinMs, 2 * slot.gapMs + 0.005) : 0
-      if (spin === 0) return
+    const expect = () => {
+      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1) return
       if (slot.skip > 0) return void slot.skip--
       const from = performance.now()
       if (burst === undefined) {
         burst = from
         setImmediate(() => (burst = undefined))
       } else if (from - burst > maxBurstMs) return
-      while (Atomics.load(slot.seq, 1) === mark) {
-        if (performance.now() - from < spin) continue
+      if (!slot.inbox.spin(this.spinMs)) {
         // as in worker.mjs: after a miss the next 1, 3, 7 … 255 replies do not spin
         slot.misses = Math.min(slot.misses + 1, 8)
         slot.skip = (1 << slot.misses) - 1
         return
       }
       slot.misses = 0
-      for (let taken = 0; taken < 64 && !settled; taken++) {
-        const message = receiveMessageOnPort(slot.inbox)
-        if (message === undefined) return
-        onMessage(message.message as Message)
-      }
+      drain()
     }
-    const onMessage = (message: Message) => {
-      if (repliedAt !== undefined) {
-        slot.gapMs = slot.gapMs * 0.75 + (performance.now() - repliedAt) * 0.25
-        repliedAt = undefined
-      }
+    // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
+    const drain = () => {
+      if (!settled && slot.inbox.take(onMessage, 64) === 64) setImmediate(drain)
+    }
+    const onPort = (message: unknown) => slot.inbox.port(message, onMessage)
+    const onMessage = (data: unknown) => {
+      const message = data as Message
       if (typeof message === 'string') {
         // a call: `id:call:name length:name json`
         const first = message.indexOf(':')
@@ -153,7 +146,8 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       else fail('crash', `the sandbox worker failed: ${error.message}`)
     }
     const onExit = (code: number) => fail('crash', `the sandbox worker exited unexpectedly (code ${code})`)
-    slot.inbox.on('message', onMessage)
+    slot.inboxPort.on('message', onPort)
+    Atomics.add(active, 0, 1)
     worker.on('error', onError)
     worker.on('exit', onExit)
     worker.ref()
@@ -176,7 +170,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
   }
 
   protected create(memoryMb: number) {
-    const handoff = new SharedArrayBuffer(16)
+    const handoff = new SharedArrayBuffer(handoffBytes)
     const { port1: replies, port2 } = new MessageChannel()
     const { port1: inbox, port2: toHost } = new MessageChannel()
     const worker = new Worker(entry, {
@@ -184,7 +178,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       argv: [],
       // the import() callback in worker.mjs is only consulted with this flag
       execArgv: ['--experimental-vm-modules'],
-      workerData: { prelude: preludeSource, replies: port2, toHost, handoff, spinMs: this.spinMs },
+      workerData: { prelude: preludeSource, replies: port2, toHost, handoff, active, spinMs: this.spinMs },
       transferList: [port2, toHost],
       // the program's memoryMb on top of what the worker itself holds, so a program gets all of it
       resourceLimits: {
@@ -206,13 +200,12 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       worker,
       memoryMb,
       runs: 0,
-      replies,
-      inbox,
-      seq: new Int32Array(handoff, 0, 2),
-      gapMs: 0,
+      replies: lane(handoff, 1, replies),
+      inbox: lane(handoff, 0, inbox),
+      inboxPort: inbox,
       misses: 0,
       skip: 0,
-      waited: new Float64Array(handoff, 8, 1),
+      waited: new Float64Array(handoff, handoffWaited, 1),
     }
     // an idle worker that dies leaves the pool
     worker.once('exit', () => {

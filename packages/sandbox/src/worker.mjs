@@ -2,35 +2,32 @@
 // it runs one program at a time, each in a fresh vm context, and talks to the host in strings and numbers.
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads'
+import { parentPort, workerData } from 'node:worker_threads'
+import { handoffWaited, lane } from './lane.mjs'
 
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
 
-// a run talks to the host over a port pair of its own. replies arrive as port messages through the event loop, and the
-// worker may also take them synchronously: after posting a call, while replies came back quickly lately, it spins a
-// moment on `seq[0]` (the host bumps it after each reply it posts) before going back to its event loop to sleep. it bumps
-// `seq[1]` after each message it posts, for a host that spins the same way after a reply. `waited` tells the host how
-// much of this thread's active time was spent spinning, which is not the program's
-const { replies, toHost, handoff, spinMs: maxSpinMs } = workerData
-const seq = new Int32Array(handoff, 0, 2)
-const waited = new Float64Array(handoff, 8, 1)
-// a spin lasts about twice what replies took lately, and does not happen once they take longer than `maxSpinMs`
-let recentMs = 0
-let calledAt = 0
+// a run talks to the host over two lanes, one each way (lane.mjs): while the receiving side spins for a message, it comes
+// through a ring in shared memory, with no syscall and no turn of the event loop; otherwise through a port. after posting
+// a call, this thread spins a moment for the reply (at most `spinMs`) before it goes back to its event loop to sleep,
+// unless more than one run is going on in the process (`active`). `waited` tells the host how much of this thread's
+// active time was spent spinning, which is not the program's
+const { replies, toHost, handoff, active, spinMs } = workerData
+const waited = new Float64Array(handoff, handoffWaited, 1)
+const calls = lane(handoff, 0, toHost)
+const answers = lane(handoff, 1, replies)
 let scheduled = false
 // a spin that caught no reply makes the next hand-offs sleep at once: 1, 3, 7 … 255 of them after 1, 2, 3 … 8 misses in a
-// row. on a busy machine the host is often not running while this thread spins, and then spinning only takes its core
+// row, and one that caught its reply starts the count again. on a busy machine the host is often not running while this
+// thread spins, and then spinning only takes its core; a slow tool soon costs no spinning either
 let misses = 0
 let skip = 0
 
 // a rejection the program left unhandled belongs to the program, not to the worker
 process.on('unhandledRejection', () => {})
 
-const post = (message) => {
-  toHost.postMessage(message)
-  Atomics.add(seq, 1, 1)
-}
+const post = (message) => calls.send(message)
 
 // what the host reads to decide whether this worker may serve another run
 const heapUsed = () => v8.getHeapStatistics().used_heap_size
@@ -61,7 +58,6 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
         // a string, which crosses a port for less than an object: `id:call:name length:name json`
         post(`${id}:${a}:${b.length}:${b}${c}`)
         run.outstanding++
-        calledAt = performance.now()
         spinForReplies()
         return true
       case 'log':
@@ -119,37 +115,27 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 }
 
 // runs once the program's microtasks are done (an immediate) when it has calls waiting on the host: replies already
-// there are taken, else a spin of about twice what replies took lately, then whatever came
+// there are taken, else a spin of at most `spinMs`, then whatever came
 function spinForReplies() {
-  if (scheduled || !(recentMs < maxSpinMs)) return
+  if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
   if (skip > 0) return void skip--
   scheduled = true
   setImmediate(() => {
     scheduled = false
     const run = current
     if (run === undefined || run.finished || run.outstanding <= 0) return
-    const mark = Atomics.load(seq, 0)
-    if (takeReplies()) return
-    const budget = Math.min(maxSpinMs, 2 * recentMs + 0.01)
+    if (answers.take(reply) > 0) return
     const started = performance.now()
-    let now = started
-    while (Atomics.load(seq, 0) === mark && (now = performance.now()) - started < budget) {}
-    waited[0] += now - started
-    if (Atomics.load(seq, 0) !== mark) misses = 0
+    const caught = answers.spin(spinMs)
+    waited[0] += performance.now() - started
+    if (caught) misses = 0
     else skip = (1 << (misses = Math.min(misses + 1, 8))) - 1
-    takeReplies()
+    answers.take(reply)
   })
-}
-
-function takeReplies() {
-  let taken = false
-  for (let message = receiveMessageOnPort(replies); message !== undefined; message = receiveMessageOnPort(replies)) taken = reply(message.message) || taken
-  return taken
 }
 
 // a reply that succeeded comes as the string `id:call:text`, a failure as { id, call, text, code }
 function reply(message) {
-  recentMs = recentMs * 0.75 + (performance.now() - calledAt) * 0.25
   const run = current
   if (run === undefined || run.finished) return false
   let call
@@ -178,5 +164,5 @@ function reply(message) {
 parentPort.on('message', (message) => {
   if (message.t === 'run') runProgram(message)
 })
-replies.on('message', reply)
+replies.on('message', (message) => answers.port(message, reply))
 parentPort.postMessage({ t: 'ready' })

@@ -45,6 +45,25 @@ for (const spinMs of [undefined, 1])
       expect(await run(code)).to.deep.include({ ok: true, result: '[19900,3,"E_NO"]' })
     })
 
+    it('keeps each call and reply whole and in order, whichever way it crosses (the ring, or the port when it is too long)', async () => {
+      // sizes around a ring message's limit (4096 code units) and past it, enough calls for the ring to wrap many times,
+      // text outside ASCII, lone surrogates (escaped by JSON), and lines printed between the calls
+      const code = `const sizes = [0, 1, 2, 99, 4000, 4086, 4087, 4088, 4089, 4100, 9000, 40000]
+const seen = []
+for (let i = 0; i < 120; i++) {
+  const text = ('é☃😀\\ud800' + i).repeat(sizes[i % sizes.length])
+  const back = await tools.echo({ i, text })
+  if (back.i !== i || back.text !== text) return 'mismatch at ' + i
+  if (i % 7 === 0) console.log(i)
+  seen.push(back.i)
+}
+const all = await Promise.all(sizes.map((n, i) => tools.echo({ i, text: 'x'.repeat(n) })))
+return seen.length + ' ' + all.map((r) => r.text.length).join()`
+      const outcome = await run(code, undefined, { cpuMs: 10000, wallMs: 20000 })
+      expect(outcome).to.deep.include({ ok: true, result: '"120 0,1,2,99,4000,4086,4087,4088,4089,4100,9000,40000"' })
+      expect(outcome.logs).to.deep.equal(Array.from({ length: 18 }, (_, k) => String(7 * k)))
+    })
+
     it('stops a spin after a call (cpu), allocation after a call (memory) and a flood after a call (output)', async () => {
       expect(kind(await run('await tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
       const allocate = 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'

@@ -1,0 +1,12 @@
+// the types of lane.mjs, which is plain js because the worker's entry loads it too
+import type { MessagePort } from 'node:worker_threads'
+
+export declare const handoffBytes: number
+export declare const handoffWaited: number
+export interface Lane {
+  send(message: unknown): void
+  take(handle: (message: unknown) => unknown, limit?: number): number
+  port(message: unknown, handle: (message: unknown) => unknown): void
+  spin(ms: number): boolean
+}
+export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort): Lane

@@ -1,0 +1,119 @@
+// one direction of a run's hand-off between the host and its worker (plain js: the worker's entry loads it too).
+// while the receiving side spins for a message (`spin`), a string that fits goes through a ring in shared memory, which
+// it reads with no syscall and no turn of its event loop; otherwise a message goes through the lane's port as before,
+// which wakes the receiver's event loop. order is kept: the ring is written only while every message sent through the
+// port was taken, so what the ring holds was always sent before what the port holds.
+import { receiveMessageOnPort } from 'node:worker_threads'
+
+/** code units of each lane's ring; a longer message goes through the port */
+const ringUnits = 16384
+const maxUnits = ringUnits / 4
+/** the layout of the buffer the two sides of a worker share: two lane headers, the worker's `waited`, two rings */
+export const handoffBytes = 128 + 4 * ringUnits
+export const handoffWaited = 64
+// a lane's header: units used in its ring; messages sent and taken through its port; 1 while the receiver spins; 1 while
+// a doorbell is on its way
+const USED = 0
+const SENT = 1
+const TAKEN = 2
+const AWAKE = 3
+const RUNG = 4
+const wrap = 0xffff
+
+/** lane 0 carries the worker's messages to the host, lane 1 the host's replies; each side sends on one, takes from the other */
+export function lane(buffer, index, port) {
+  const h = new Int32Array(buffer, 32 * index, 8)
+  const offset = 128 + index * 2 * ringUnits
+  const units = new Uint16Array(buffer, offset, ringUnits)
+  const bytes = Buffer.from(buffer, offset, 2 * ringUnits)
+  let write = 0
+  let read = 0
+
+  const pending = () => Atomics.load(h, USED) > 0 || Atomics.load(h, SENT) !== Atomics.load(h, TAKEN)
+
+  // a message is its length in two units, then its text, padded to an even count; 0xffff as the second unit of a length
+  // ends the ring's content there, and it goes on at 0
+  const put = (text) => {
+    const length = text.length
+    const size = 2 + length + (length & 1)
+    if (size > maxUnits) return false
+    const gap = write + size > ringUnits ? ringUnits - write : 0
+    if (Atomics.load(h, USED) + gap + size > ringUnits) return false
+    if (gap > 0) {
+      units[write + 1] = wrap
+      write = 0
+    }
+    units[write] = length & 0xffff
+    units[write + 1] = length >>> 16
+    bytes.write(text, 2 * (write + 2), 'utf16le')
+    write = (write + size) % ringUnits
+    Atomics.add(h, USED, gap + size)
+    return true
+  }
+
+  const drainRing = (handle, limit) => {
+    let taken = 0
+    while (taken < limit && Atomics.load(h, USED) > 0) {
+      if (units[read + 1] === wrap) {
+        Atomics.sub(h, USED, ringUnits - read)
+        read = 0
+        continue
+      }
+      const length = units[read] | (units[read + 1] << 16)
+      const text = bytes.toString('utf16le', 2 * (read + 2), 2 * (read + 2 + length))
+      const size = 2 + length + (length & 1)
+      read = (read + size) % ringUnits
+      Atomics.sub(h, USED, size)
+      taken++
+      handle(text)
+    }
+    return taken
+  }
+
+  return {
+    /** sends `message`: through the ring when the receiver spins and it is a string that fits, else through the port */
+    send(message) {
+      if (typeof message === 'string' && Atomics.load(h, AWAKE) === 1 && Atomics.load(h, SENT) === Atomics.load(h, TAKEN) && put(message)) {
+        // the receiver may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
+        if (Atomics.load(h, AWAKE) === 0 && Atomics.compareExchange(h, RUNG, 0, 1) === 0) port.postMessage(0)
+        return
+      }
+      Atomics.add(h, SENT, 1)
+      port.postMessage(message)
+    },
+    /** takes up to `limit` messages waiting, in the order they were sent, and hands each to `handle`; returns how many */
+    take(handle, limit = Number.POSITIVE_INFINITY) {
+      let taken = drainRing(handle, limit)
+      while (taken < limit && Atomics.load(h, SENT) !== Atomics.load(h, TAKEN)) {
+        const next = receiveMessageOnPort(port)
+        if (next === undefined) break
+        if (next.message === 0) {
+          Atomics.store(h, RUNG, 0)
+          taken += drainRing(handle, limit - taken)
+          continue
+        }
+        Atomics.add(h, TAKEN, 1)
+        taken++
+        handle(next.message)
+        taken += drainRing(handle, limit - taken)
+      }
+      return taken
+    },
+    /** what the port's event brought: a doorbell (the ring is read), or a message, which comes after what the ring holds */
+    port(message, handle) {
+      if (message === 0) Atomics.store(h, RUNG, 0)
+      drainRing(handle, Number.POSITIVE_INFINITY)
+      if (message === 0) return
+      Atomics.add(h, TAKEN, 1)
+      handle(message)
+    },
+    /** spins up to `ms` for a message, marked as spinning so that the sender uses the ring; true when one came (take it) */
+    spin(ms) {
+      Atomics.store(h, AWAKE, 1)
+      const started = performance.now()
+      while (!pending() && performance.now() - started < ms) {}
+      Atomics.store(h, AWAKE, 0)
+      return pending()
+    },
+  }
+}
