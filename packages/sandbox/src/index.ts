@@ -1,5 +1,6 @@
 import { extname } from 'node:path'
-import type { Context } from 'cordis'
+import { defineConfig } from '@faber/core'
+import { type Context, Schema } from 'cordis'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
@@ -12,17 +13,40 @@ export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 /** provides `ctx.codeRuntime`: programs run in pooled worker threads, a fresh vm context each */
 class WorkerSandboxService extends SandboxService {
   readonly backend = 'worker-vm'
-  static Config = SandboxService.Config
+  declare config: WorkerSandboxService.Config
 
-  constructor(ctx: Context, config: SandboxService.ConfigInput = {}) {
+  constructor(ctx: Context, config: WorkerSandboxService.ConfigInput = {}) {
     super(
       ctx,
       config,
       // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
       { module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
       (config) => new WorkerSandbox(config),
+      WorkerSandboxService.Config,
     )
   }
+}
+
+namespace WorkerSandboxService {
+  export interface Config extends SandboxService.Config {
+    /** the longest either side of a nested call spins for the other's answer (WorkerSandboxOptions.spinMs) */
+    spinMs: number
+  }
+
+  export type ConfigInput = SandboxService.ConfigInput & { spinMs?: number }
+
+  export const Config = defineConfig<Config, ConfigInput>()(
+    Schema.object({
+      ...SandboxService.fields,
+      spinMs: Schema.number()
+        .min(0)
+        .max(1)
+        .default(0.05)
+        .description(
+          'ms either side of a nested call spins for the answer before it sleeps (0: never); only while one run is going on, backing off after misses',
+        ),
+    }),
+  )
 }
 
 export default WorkerSandboxService

@@ -17,6 +17,8 @@ export interface ProcessSandboxOptions extends GatedOptions {
   backend: { module: string; exportName: string; name: string }
   /** workers or isolates the sandbox process keeps waiting */
   poolSize?: number
+  /** the worker backend's hand-off spin (WorkerSandboxOptions.spinMs), handed to the backend when set */
+  spinMs?: number
 }
 
 interface Active {
@@ -65,7 +67,12 @@ export class ProcessSandbox extends GatedRuntime {
   constructor(options: ProcessSandboxOptions) {
     super(options)
     this.backend = options.backend.name
-    const inner = { poolSize: options.poolSize ?? 2, limits: this.limits, maxConcurrent: this.gate.maxConcurrent }
+    const inner = {
+      poolSize: options.poolSize ?? 2,
+      limits: this.limits,
+      maxConcurrent: this.gate.maxConcurrent,
+      ...(options.spinMs === undefined ? {} : { spinMs: options.spinMs }),
+    }
     this.init = { t: 'init', module: options.backend.module, exportName: options.backend.exportName, options: inner }
     this.key = JSON.stringify(this.init)
     const spare = spares.get(this.key)

@@ -30,9 +30,15 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
    * `backend` names the in-process class the sandbox process runs under `isolation: process`; `create` makes it
    * directly under `isolation: in-process`
    */
-  constructor(ctx: Context, config: SandboxService.ConfigInput, backend: ProcessBackend, create: (config: SandboxService.Config) => P) {
+  constructor(
+    ctx: Context,
+    config: SandboxService.ConfigInput,
+    backend: ProcessBackend,
+    create: (config: SandboxService.Config) => P,
+    schema: (config: SandboxService.ConfigInput) => SandboxService.Config = SandboxService.Config,
+  ) {
     super(ctx, 'codeRuntime', true)
-    this.config = SandboxService.Config(config)
+    this.config = schema(config)
     this.sandbox = this.config.isolation === 'process' ? (new ProcessSandbox({ ...this.config, backend }) as Pool as P) : create(this.config)
   }
 
@@ -72,16 +78,17 @@ export namespace SandboxService {
   /** what a deployer writes: every key optional, limits partial */
   export type ConfigInput = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
 
-  export const Config = defineConfig<Config, ConfigInput>()(
-    Schema.object({
-      isolation: Schema.union(['process', 'in-process'] as const)
-        .default('process')
-        .description(
-          'process: programs run in a supervised child process whose death the host survives; in-process: in threads of the host (a fatal out-of-memory there ends the host)',
-        ),
-      maxConcurrent: Schema.natural().min(1).default(defaultMaxConcurrent()).description('programs running at once across the deployment; more wait in order'),
-      poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
-      limits: CodeRunLimitsSchema.default({}).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
-    }),
-  )
+  /** the schemas of the keys every backend's service takes, for a backend whose Config adds its own */
+  export const fields = {
+    isolation: Schema.union(['process', 'in-process'] as const)
+      .default('process')
+      .description(
+        'process: programs run in a supervised child process whose death the host survives; in-process: in threads of the host (a fatal out-of-memory there ends the host)',
+      ),
+    maxConcurrent: Schema.natural().min(1).default(defaultMaxConcurrent()).description('programs running at once across the deployment; more wait in order'),
+    poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
+    limits: CodeRunLimitsSchema.default({}).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
+  }
+
+  export const Config = defineConfig<Config, ConfigInput>()(Schema.object(fields))
 }

@@ -1,4 +1,5 @@
 import { expect } from 'chai'
+import { Context } from 'cordis'
 import WorkerSandboxService, { type BridgeReply, type CodeRunLimits, type CodeRunOutcome, WorkerSandbox } from '../src/index.ts'
 import { describeHazards, describeHostile, describePool, hazardLimits } from '../src/testing/index.ts'
 
@@ -101,3 +102,16 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
       expect(late).to.equal(0)
     })
   })
+
+describe('worker-vm: the service config', () => {
+  it('takes spinMs (0.05 by default, at most 1) and hands it to the sandbox; a misspelling names it', () => {
+    expect(WorkerSandboxService.Config({}).spinMs).to.equal(0.05)
+    expect(WorkerSandboxService.Config({ spinMs: 0 }).spinMs).to.equal(0)
+    expect(() => WorkerSandboxService.Config({ spinMs: 2 })).to.throw()
+    expect(() => WorkerSandboxService.Config({ spinMS: 0.1 } as never)).to.throw(/spinMs/)
+    const ctx = new Context()
+    const service = new WorkerSandboxService(ctx, { isolation: 'in-process', poolSize: 1, spinMs: 0.2 })
+    expect((service.sandbox as WorkerSandbox).spinMs).to.equal(0.2)
+    return service.sandbox.close()
+  })
+})
