@@ -120,6 +120,27 @@ async function cpuWhenSlow(runtime: CodeRuntime) {
   return median(samples)
 }
 
+// CPU (all threads of this process) per sequential call of a program that computes ~0.1 ms between its calls, the host
+// answering at once: what the hand-off's spinning costs when calls do not come back quickly. the median of five runs
+async function cpuWhenComputing(runtime: CodeRuntime) {
+  const calls = 200
+  const samples: number[] = []
+  for (let i = 0; i < 5; i++) {
+    const cpuStart = process.cpuUsage()
+    const outcome = await runtime.run({
+      code: `let x = 0\nfor (let i = 0; i < ${calls}; i++) { for (let j = 0; j < 1e5; j++) x += j; await tools.echo({ i }) }`,
+      tools: ['echo'],
+      call: echo,
+      signal: new AbortController().signal,
+      limits,
+    })
+    if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
+    const cpu = process.cpuUsage(cpuStart)
+    samples.push((cpu.user + cpu.system) / calls)
+  }
+  return median(samples)
+}
+
 // per nested call of `code`, beyond a trivial run on the same sandbox
 async function perCall(runtime: CodeRuntime, code: string, calls: number, iterations = 3) {
   const signal = new AbortController().signal
@@ -300,16 +321,18 @@ export async function benchNested() {
     const seq = await perCall(runtime, sequential, N)
     const par = await perCall(runtime, parallel, P)
     const slow = label.startsWith('worker') ? await cpuWhenSlow(runtime) : undefined
+    const computing = label.startsWith('worker, in-process') ? await cpuWhenComputing(runtime) : undefined
     // each run is a fresh context whose code starts cold: a program making many calls shows the call past that warm-up
     const long = label.startsWith('isolate') ? await perCall(runtime, `for (let i = 0; i < ${10 * N}; i++) await tools.echo({ i })`, 10 * N, 1) : undefined
     await runtime.close()
     const target = label === 'isolate, in-process' ? '≤ 10 µs and ≤ 0.25×' : label === 'worker, in-process' ? '≤ 0.6×' : undefined
     row(`${label}: sequential nested call`, seq.micros, rtt, target)
     row(`${label}: under Promise.all`, par.micros, rtt)
-    row(`${label}: host CPU per seq. call`, seq.cpuPerCall, rtt)
+    row(`${label}: CPU per seq. call (all threads)`, seq.cpuPerCall, rtt)
     if (long !== undefined) row(`${label}: sequential, ${10 * N} calls a run`, long.micros, rtt)
-    if (long !== undefined) row(`${label}: host CPU per call, ${10 * N} a run`, long.cpuPerCall, rtt)
-    if (slow !== undefined) row(`${label}: host CPU per call, 1 ms tool`, slow, rtt)
+    if (long !== undefined) row(`${label}: CPU per call, ${10 * N} a run`, long.cpuPerCall, rtt)
+    if (slow !== undefined) row(`${label}: CPU per call, 1 ms tool`, slow, rtt)
+    if (computing !== undefined) row(`${label}: CPU per call, ~0.1 ms computing between`, computing, rtt)
     Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
     if (long !== undefined) Object.assign(figures, { [`${label}.sequentialLongUs`]: long.micros, [`${label}.cpuPerCallLongUs`]: long.cpuPerCall })
   }
