@@ -79,10 +79,17 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
     header[0]++
     return true
   }
-  const api = setup((kind, a, b, c) => (host ? (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c) : offHost(kind, a, b, c)), toolNamesJson, ...rest)
+  let ended
+  const end = new Promise((resolve) => { ended = resolve })
+  const api = setup((kind, a, b, c) => {
+    const answer = host ? (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c) : offHost(kind, a, b, c)
+    if (kind === 'done' || kind === 'throw') ended()
+    return answer
+  }, toolNamesJson, ...rest)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },
+    begin: (main) => { start(main); return end },
     deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
     post: (call, ok, text, code) => { deliver(call, ok, text, code) },
   }
@@ -191,22 +198,16 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     const report = (outcome: CodeRunOutcome) => {
       reported = outcome
-      if (!this.hostDrive) return confirm()
       if (!busy && !stepping) finish(outcome, true)
     }
-    // the program may still be running what it queued along with its report: the outcome stands once a task queued
-    // behind it ran in the isolate (its microtasks are run before the next task)
-    const confirm = () =>
-      void context!.eval('0').then(() => {
-        if (!settled) finish(reported!, true)
-      }, onRejected)
 
     // under hostDrive a reply enters the program synchronously, on this thread: the program runs until it next waits on
     // a tool. otherwise it is queued to the isolate's own thread, and the host goes on at once
     const answer = (args: unknown[]) => {
       if (!this.hostDrive) {
         // once the program reported, nothing of it may run on: the run is about to end
-        if (!settled && reported === undefined) post!.apply(undefined, args).then(undefined, onRejected)
+        // ignored: an isolate disposed meanwhile (its memory limit) is heard from the program's pending end (begin)
+        if (!settled && reported === undefined) post!.applyIgnored(undefined, args)
         return
       }
       inbox.push(args)
@@ -305,6 +306,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     let script: ivm.Script
     let start: ivm.Reference
+    let begin: ivm.Reference
     const source = wrapProgram(request.code)
     try {
       context = hold(isolate.createContextSync())
@@ -325,6 +327,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const driver = hold(slot.driver.runSync(context, { reference: true }))
       const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
       start = hold(api.getSync('start', { reference: true }))
+      begin = hold(api.getSync('begin', { reference: true }))
       if (this.hostDrive) deliver = hold(api.getSync('deliver', { reference: true }))
       else post = hold(api.getSync('post', { reference: true }))
     } catch (error) {
@@ -349,15 +352,20 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     })
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
     // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
+    // without hostDrive the program's whole run is that stretch: `begin` resolves once it reported its end, and rejects
+    // once its isolate was disposed (its memory limit, while it computed or awaited a reply)
+    const first = this.hostDrive
+      ? (main: ivm.Reference) => start.apply(undefined, [main.derefInto()])
+      : (main: ivm.Reference) => begin.apply(undefined, [main.derefInto()], { result: { promise: true } })
     script
       .run(context, { reference: true })
-      .then((main) => start.apply(undefined, [hold(main).derefInto()]))
+      .then((main) => first(hold(main)))
       .then(() => context!.eval('0'))
       .then(() => {
         busy = false
-        if (settled || !this.hostDrive) return
+        if (settled) return
         if (reported) return finish(reported, true)
-        drive()
+        if (this.hostDrive) drive()
       }, onRejected)
   }
 
