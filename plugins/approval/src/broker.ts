@@ -2,7 +2,18 @@
 // pre-execute listener, the rules answerer, request) never goes through a cordis context, where reaching a service
 // costs tens of microseconds per access.
 
-import { type Agent, type ApprovalOutcome, type ApprovalRequest, formatDuration, type Json, type Listener, ownerOf, TIMED_OUT, withDeadline } from '@faber/core'
+import {
+  type Agent,
+  type ApprovalOutcome,
+  type ApprovalRequest,
+  formatDuration,
+  type Json,
+  type Listener,
+  nearestKey,
+  ownerOf,
+  TIMED_OUT,
+  withDeadline,
+} from '@faber/core'
 import type { Store } from '@faber/store'
 import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
@@ -85,10 +96,15 @@ export class Broker {
   /** the store's data version when `persisted` was read: another process's commit changes it */
   private seen = -1
 
+  /** the names in `answerers` that named a loaded plugin, or were warned about: each is checked once */
+  private checkedAnswerers = new Set<string>()
+
   constructor(
     private config: Config,
     private listeners: ListenersFor,
     private logger: Logger,
+    /** the names of the plugins loaded in the deployment */
+    private pluginNames: () => Iterable<string> = () => [],
   ) {
     this.rules = config.rules.map((rule, index) => {
       const name = rule.name || `rules[${index}]`
@@ -270,8 +286,32 @@ export class Broker {
     }
   }
 
+  /**
+   * a deadline in `answerers` under a name no loaded plugin has (approval-termnal) would bound nothing, without a word;
+   * once a request is made, each such name is warned about once, with the name it most likely meant
+   */
+  private checkAnswererNames() {
+    const unchecked = Object.keys(this.config.answerers).filter((name) => !this.checkedAnswerers.has(name))
+    if (!unchecked.length) return
+    const loaded = [...this.pluginNames()]
+    for (const name of unchecked) {
+      if (loaded.includes(name)) {
+        this.checkedAnswerers.add(name)
+        continue
+      }
+      this.checkedAnswerers.add(name)
+      const near = nearestKey(name, loaded)
+      this.logger.warn(
+        'answerers.%s names no loaded plugin, so its deadline applies to nothing%s',
+        name,
+        near ? `; did you mean ${near}?` : ` (loaded: ${loaded.join(', ')})`,
+      )
+    }
+  }
+
   /** the answerers in order; the first answer counts */
   private async ask(query: ApprovalQuery, asking: { plugin: string }): Promise<Verdict> {
+    this.checkAnswererNames()
     for (const hook of this.listeners('approval/request', query.agent)) {
       const plugin = ownerOf(hook).plugin
       asking.plugin = plugin

@@ -80,7 +80,10 @@ class Approval extends Service implements ApprovalService {
     this.config = config = Approval.Config(config ?? {})
     const root = ctx.root
     const listeners: ListenersFor = (event, agent) => listenersFor(root, event, agent)
-    const broker = new Broker(config, listeners, ctx.logger('approval'))
+    const names = function* () {
+      for (const runtime of root.registry.values()) if (runtime.name) yield runtime.name
+    }
+    const broker = new Broker(config, listeners, ctx.logger('approval'), names)
     this.broker = broker
     this.elicitor = new Elicitor(listeners, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
     const bind = () => broker.useStore(ctx.get('store')?.connection)

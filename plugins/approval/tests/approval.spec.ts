@@ -188,6 +188,25 @@ describe('approval: deadlines', () => {
       ['timed-out', 'slow', 'no answer came within 1500 ms (the deadline of slow)'],
     ])
   })
+
+  it('a deadline under a name no loaded plugin has is warned about once, with the name it most likely meant', async () => {
+    const ctx = await deployment({ answerers: { operater: { timeoutMs: 1_500 }, 'approval-rules': { timeoutMs: 1_000 } } })
+    ctx.tools.register(tool('write'))
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    try {
+      counting(ctx, 'allow')
+      await assertStarted(ctx)
+      expect((await call(ctx, 'write')).isError).to.equal(false)
+      expect((await call(ctx, 'write')).isError).to.equal(false)
+      expect(warnings.filter((w) => w.includes('answerers.'))).to.deep.equal([
+        'answerers.operater names no loaded plugin, so its deadline applies to nothing; did you mean operator?',
+      ])
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
+  })
 })
 
 describe('approval: failing closed', () => {
