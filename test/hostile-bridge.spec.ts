@@ -56,6 +56,21 @@ for (const backend of ['worker', 'isolate']) {
 
       expect(results.withinBounds).to.deep.include({ code: 'OK', value: { logs: [], result: 200 } })
       expect(results.manyListening).to.deep.include({ code: 'OK', value: { logs: [], result: 40 } })
+
+      // thrown, printed or returned values whose reading throws: described, and the run ends as the program's failure
+      for (const name of ['throwRevoked', 'throwTrapping']) {
+        expect(results[name], name).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'exception' })
+        expect(results[name].message, name).to.contain('a value that could not be described')
+      }
+      expect(results.logTrapping).to.deep.include({ code: 'OK', value: { logs: ['[uninspectable]'], result: 1 } })
+      expect(results.returnThenGetter).to.deep.include({ code: 'CODE_RUN_FAILED', kind: 'exception' })
+      expect(results.returnThenGetter.message).to.contain('Error: then')
+      expect(results.hugeErrorName.message).to.contain('(20000000 characters, too long to show): x')
+      expect(results.replacedBuiltins).to.deep.include({ code: 'OK', value: { logs: ['{a: 1}'], result: { b: 2 } } })
+      expect(results.oddNames).to.deep.include({
+        code: 'OK',
+        value: { logs: [], result: ['tool __proto__', 'tool then', 'tool constructor', 'undefined', null] },
+      })
       // nothing a program did reached the host's stderr (a listener warning, say)
       expect(ran.stderr).to.equal('')
       expect(results.after).to.deep.include({ code: 'OK', value: { logs: [], result: 'alive' } })
