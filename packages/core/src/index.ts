@@ -4,6 +4,7 @@
 export { Agent, type AgentOptions, agentOf, createAgent } from './agent.ts'
 export { Catalog } from './catalog.ts'
 export type { NestedCallSettle, NestedCallStart } from './code-mode.ts'
+export { warmRunCode } from './code-mode-warm.ts'
 export * from './code-runtime.ts'
 export { collapses, type Mode } from './collapse.ts'
 export { ConfigKeyError, defineConfig, nearestKey, strict } from './config.ts'

@@ -12,7 +12,7 @@ const VALUES = [
   ...['Scheduler', 'SchemaError', 'TIMED_OUT', 'ToolResultError', 'ToolRuntime', 'agentOf', 'assertStarted', 'canonicalJson'],
   ...['checkSchema', 'collapses', 'compileSchema', 'createAgent', 'default', 'defaultCodeLimits', 'defineConfig', 'defineTool'],
   ...['errorResult', 'formatDuration', 'listenersFor', 'nearestKey', 'ownerOf', 'pluginFailure', 'pluginName', 'snapshot'],
-  ...['startDeployment', 'strict', 't', 'untraced', 'withDeadline'],
+  ...['startDeployment', 'strict', 't', 'untraced', 'warmRunCode', 'withDeadline'],
 ]
 const TYPES = [
   ...['AgentOptions', 'ApprovalOutcome', 'ApprovalRequest', 'ApprovalService', 'BridgeReply', 'CallRequest', 'CodeFailureKind'],

@@ -85,10 +85,10 @@ interface Making<U> {
   claimed: boolean
 }
 
-// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled. each
-// gets a signal of its own: one shared by every unit warming in the process collected a listener each (past 10, node
-// warns of a leak on the host's stderr)
-const warmUp = (): CodeRunRequest => ({
+// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled (the
+// process tier warms its side with it too). each gets a signal of its own: one shared by every unit warming in the
+// process collected a listener each (past 10, node warns of a leak on the host's stderr)
+export const warmUp = (): CodeRunRequest => ({
   code: 'await tools.warm({})\nreturn 1',
   tools: ['warm'],
   call: async () => ({ ok: true, value: 'null' }),

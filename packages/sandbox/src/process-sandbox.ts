@@ -6,7 +6,7 @@ import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { RunBridge } from './bridge.ts'
 import { failure, limitMessages } from './outcome.ts'
-import { type GatedOptions, GatedRuntime } from './pool.ts'
+import { type GatedOptions, GatedRuntime, warmUp } from './pool.ts'
 import type { ChildMessage, HostMessage } from './process-serve.ts'
 import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
 
@@ -221,7 +221,9 @@ export class ProcessSandbox extends GatedRuntime {
     const starting = (message: ChildMessage) => {
       if (message.t === 'ready') {
         child.served = true
-        ready(undefined)
+        // one trivial run with a tool call before programs get the process, as the pool warms each unit: the first
+        // program finds this tier's side warm too (the run path here, the ipc both ways, the process serving it)
+        void this.execute(child, warmUp(), this.limits).then(() => ready(undefined))
       } else if (message.t === 'failed') ready(message.message)
     }
     proc.on('message', starting)

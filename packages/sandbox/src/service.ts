@@ -1,6 +1,6 @@
 // the Cordis face shared by the sandbox backends: a service at `ctx.codeRuntime` around a pool that is closed with it
 
-import { CodeRunLimits as CodeRunLimitsSchema, defineConfig } from '@faber/core'
+import { CodeRunLimits as CodeRunLimitsSchema, defineConfig, warmRunCode } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { defaultMaxConcurrent } from './gate.ts'
 import { ProcessSandbox } from './process-sandbox.ts'
@@ -25,6 +25,9 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   declare config: SandboxService.Config
   abstract readonly backend: string
   readonly sandbox: P
+  // the pool's warm-up, then the host's (its run_code path, once per process: see @faber/core's warmRunCode)
+  private warm: Promise<void>
+  private stopped = false
 
   /**
    * `backend` names the in-process class the sandbox process runs under `isolation: process`; `create` makes it
@@ -40,6 +43,9 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
     super(ctx, 'codeRuntime', true)
     this.config = schema(config)
     this.sandbox = this.config.isolation === 'process' ? (new ProcessSandbox({ ...this.config, backend }) as Pool as P) : create(this.config)
+    this.warm = this.sandbox.ready().then(async () => {
+      if (!this.stopped) await warmRunCode()
+    })
   }
 
   run(request: CodeRunRequest): Promise<CodeRunOutcome> {
@@ -47,11 +53,12 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   }
 
   /**
-   * resolves once the sandbox pool, started in the background when the service started, is warm: the first run then
-   * costs what a warm one does. nothing needs to wait for it; `start()` does not
+   * resolves once the sandbox pool, started in the background when the service started, is warm, and with it the
+   * host's run_code path (the first service in the process runs one program through it, unseen by the deployment):
+   * the first run then costs what a warm one does. nothing needs to wait for it; `start()` does not
    */
   ready(): Promise<void> {
-    return this.sandbox.ready()
+    return this.warm
   }
 
   /** running and queued programs under the cap, for the inspector */
@@ -59,8 +66,12 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
     return this.sandbox.load()
   }
 
-  protected stop() {
-    return this.sandbox.close()
+  protected async stop() {
+    this.stopped = true
+    await this.sandbox.close()
+    // the host's warm-up uses no sandbox and ends by itself (a few ms of cpu): its private context is stopped before
+    // this returns
+    await this.warm
   }
 }
 

@@ -16,15 +16,15 @@ function host(isolation: string) {
   })
 }
 
-// in a process of its own: whether a host ends by itself, and how, is its exit
+// in a process of its own: the host's warm-up runs once per process, and whether a host ends by itself is its exit
 describe('sandbox service: ready() in a host that awaits nothing else', function () {
   this.timeout(120000)
   for (const isolation of ['process', 'in-process']) {
-    it(`waits for the sandbox, then lets the host end (${isolation})`, async () => {
+    it(`waits for the sandbox, warms the host unseen, and lets the host end (${isolation})`, async () => {
       const { code, stdout, stderr } = await host(isolation)
       expect(code, `exit code; stderr: ${stderr.slice(-600)}`).to.equal(0)
       expect(stderr).to.equal('')
-      expect(JSON.parse(stdout)).to.deep.equal({ load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 } })
+      expect(JSON.parse(stdout)).to.deep.equal({ seen: [], warm: true, load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 } })
     })
   }
 })
