@@ -63,6 +63,9 @@ export class ProcessSandbox extends GatedRuntime {
   private seq = 0
   private key: string
   private init: Extract<HostMessage, { t: 'init' }>
+  // the first child is spawned on the turn after construction: spawning is synchronous (until the child's exec, several
+  // ms and more on a busy machine), and a deployment's ctx.start() need not wait for it
+  private spawning: NodeJS.Immediate | undefined
 
   constructor(options: ProcessSandboxOptions) {
     super(options)
@@ -82,11 +85,12 @@ export class ProcessSandbox extends GatedRuntime {
       this.child = spare.child
       spare.child.owner = this
     } else {
-      this.child = this.spawn()
+      this.spawning = setImmediate(() => this.spawnNow())
     }
   }
 
   protected async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
+    this.spawnNow()
     if (!this.child || this.child.exited || this.child.retiring) this.child = this.spawn()
     const child = this.child
     this.busy(child)
@@ -104,6 +108,7 @@ export class ProcessSandbox extends GatedRuntime {
 
   /** resolves once the sandbox process serves runs from a warm pool (or could not start) */
   async ready(): Promise<void> {
+    this.spawnNow()
     const child = this.child
     if (!child) return
     // an idle child keeps the host alive no more than a run in it does: a host awaiting only this would otherwise end
@@ -125,6 +130,8 @@ export class ProcessSandbox extends GatedRuntime {
   async close() {
     if (this.closed) return
     this.closed = true
+    clearImmediate(this.spawning)
+    this.spawning = undefined
     this.gate.drain()
     const child = this.child
     this.child = undefined
@@ -138,6 +145,14 @@ export class ProcessSandbox extends GatedRuntime {
     }, spareMs)
     timer.unref()
     spares.set(this.key, { child, timer })
+  }
+
+  // the first child, if it is still to be spawned
+  private spawnNow() {
+    if (this.spawning === undefined) return
+    clearImmediate(this.spawning)
+    this.spawning = undefined
+    if (!this.closed && !this.child) this.child = this.spawn()
   }
 
   private execute(child: Child, request: CodeRunRequest, limits: CodeRunLimits) {
