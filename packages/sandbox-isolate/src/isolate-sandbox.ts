@@ -306,7 +306,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     let script: ivm.Script
     let start: ivm.Reference
-    let begin: ivm.Reference
     const source = wrapProgram(request.code)
     try {
       context = hold(isolate.createContextSync())
@@ -326,8 +325,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       ]
       const driver = hold(slot.driver.runSync(context, { reference: true }))
       const api: ivm.Reference<any> = hold(driver.applySync(undefined, args, { result: { reference: true } }))
-      start = hold(api.getSync('start', { reference: true }))
-      begin = hold(api.getSync('begin', { reference: true }))
+      // without hostDrive the program's whole run is its first stretch: `begin` resolves once it reported its end, and
+      // rejects once its isolate was disposed (its memory limit, while it computed or awaited a reply)
+      start = hold(api.getSync(this.hostDrive ? 'start' : 'begin', { reference: true }))
       if (this.hostDrive) deliver = hold(api.getSync('deliver', { reference: true }))
       else post = hold(api.getSync('post', { reference: true }))
     } catch (error) {
@@ -352,14 +352,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     })
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
     // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
-    // without hostDrive the program's whole run is that stretch: `begin` resolves once it reported its end, and rejects
-    // once its isolate was disposed (its memory limit, while it computed or awaited a reply)
-    const first = this.hostDrive
-      ? (main: ivm.Reference) => start.apply(undefined, [main.derefInto()])
-      : (main: ivm.Reference) => begin.apply(undefined, [main.derefInto()], { result: { promise: true } })
     script
       .run(context, { reference: true })
-      .then((main) => first(hold(main)))
+      .then((main) => start.apply(undefined, [hold(main).derefInto()], this.hostDrive ? {} : { result: { promise: true } }))
       .then(() => context!.eval('0'))
       .then(() => {
         busy = false
