@@ -90,7 +90,18 @@ export function apply(ctx: Context, config: Config) {
   const useStore = () => {
     saved?.flush()
     const store = ctx.get('store')?.connection
-    saved = store?.open ? new SavedObservations(store) : undefined
+    saved = store?.open
+      ? new SavedObservations(store, (error, lost) =>
+          ctx
+            .logger('fs-observation')
+            .warn(
+              '%d observation(s) were not saved to %s (a resumed session reads those files again): %s',
+              lost,
+              store.path,
+              (error as Error)?.message ?? error,
+            ),
+        )
+      : undefined
   }
   useStore()
   ctx.on('internal/service', (name) => {

@@ -28,7 +28,11 @@ export class SavedObservations {
   private readonly load
   private readonly save
 
-  constructor(readonly store: Store) {
+  constructor(
+    readonly store: Store,
+    /** told when a commit fails (another process held the store past its busy timeout, a full disk, ...) */
+    private onerror: (error: unknown, lost: number) => void = () => {},
+  ) {
     store.migrate('fs-observation', MIGRATIONS)
     this.load = store.db.prepare('SELECT root, path, version FROM fs_observations WHERE session = ? AND agent = ?')
     this.save = store.db.prepare('INSERT OR REPLACE INTO fs_observations (session, agent, root, path, version, at) VALUES (?, ?, ?, ?, ?, ?)')
@@ -52,13 +56,20 @@ export class SavedObservations {
     if (this.store.open) this.store.db.prepare('DELETE FROM fs_observations').run()
   }
 
-  /** commits what is queued in one transaction */
+  /**
+   * commits what is queued in one transaction. it runs from setImmediate, where a throw would end the process: a
+   * commit that fails is reported and its observations are not kept, which costs a resumed session one more read
+   */
   flush() {
     this.scheduled = false
     const rows = this.queue.splice(0)
     if (!rows.length || !this.store.open) return
-    this.store.transaction(() => {
-      for (const row of rows) this.save.run(...row)
-    })
+    try {
+      this.store.transaction(() => {
+        for (const row of rows) this.save.run(...row)
+      })
+    } catch (error) {
+      this.onerror(error, rows.length)
+    }
   }
 }

@@ -1,11 +1,13 @@
+import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
 import { createAgent, defineTool, t } from '@faber/core'
-import { deployment } from '@faber/core/testing'
+import { call, deployment } from '@faber/core/testing'
 import * as ToolsFs from '@faber/plugin-tools-fs'
-import DeploymentStore from '@faber/store'
+import DeploymentStore, { Store } from '@faber/store'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import * as FsObservation from '../src/index.ts'
@@ -93,6 +95,55 @@ describe('fs-observation: a resumed session keeps what its agent read', () => {
     const [resumed] = await turn(log, edit)
     expect(resumed).to.contain('"notes.txt" changed since you read it')
     expect(await readFile(path.join(root, 'notes.txt'), 'utf8')).to.equal('hello world, changed by someone\n')
+  })
+
+  it('another process holding the store past its busy timeout costs observations, not the process', async () => {
+    const store = path.join(dir, 'faber.db')
+    const ctx = await deployment({}, (ctx) => {
+      ctx.plugin(DeploymentStore, { path: store, busyTimeout: 50 })
+      ctx.plugin(ToolsFs, { root })
+      ctx.plugin(FsObservation, {})
+    })
+    const agent = createAgent(ctx, { name: 'main' })
+    ctx.emit('agent/session', { agent, id: 'held', resumed: false })
+    let warned!: (text: string) => void
+    const warning = new Promise<string>((resolve) => (warned = resolve))
+    const target = {
+      levels: { base: 2 },
+      record: (r: { type: string; content: string }) => r.type === 'warn' && r.content.includes('not saved') && warned(r.content),
+    }
+    Logger.targets.push(target as never)
+    // the other process: takes the write lock, says so, and keeps it until its stdin closes
+    const sqlite = createRequire(import.meta.resolve('@faber/store')).resolve('better-sqlite3')
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(store)}); db.exec('BEGIN IMMEDIATE'); console.log('held'); process.stdin.on('end', () => { db.exec('COMMIT'); console.log('released') }).resume()`,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    )
+    const said = (line: string) => new Promise<void>((resolve) => holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes(line) && resolve()))
+    try {
+      await said('held')
+      expect((await call(ctx, 'read', { path: 'notes.txt' }, { agent })).isError).to.equal(false)
+      expect(await warning).to.match(/^1 observation\(s\) were not saved to .*faber\.db \(a resumed session reads those files again\): database is locked$/)
+      const released = said('released')
+      holder.stdin.end()
+      await released
+      // the process went on, and what it reads now is kept
+      expect((await call(ctx, 'read', { path: 'notes.txt' }, { agent })).isError).to.equal(false)
+      await ctx.stop()
+      const kept = new Store(store)
+      try {
+        expect(kept.db.prepare("SELECT path FROM fs_observations WHERE session = 'held'").pluck().all()).to.deep.equal(['notes.txt'])
+      } finally {
+        kept.close()
+      }
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+      holder.kill()
+    }
   })
 
   it('a command after the read makes the kept observation worthless, across a restart too', async () => {
