@@ -1,11 +1,15 @@
 // nested calls against the physical floors, all measured in this process and this run (issue 15): a worker_threads
 // postMessage round trip, a SharedArrayBuffer hand-off with the waiting side spinning, an isolated-vm applySync, and an
 // in-process vm program awaiting an async host function. against them: each backend and tier with the host answering
-// at once (the sandbox alone), the full run_code stack, the bridge's own cost (full stack minus sandbox alone), the first
-// run after start against a warm one, plain `ctx.tools.execute` against a held reference, and the CPU time per call.
-// `pnpm bench nested`
+// at once (the sandbox alone), the full run_code stack, the bridge's own cost (full stack minus sandbox alone), the
+// context setup and the first run after start against a warm one (each in a fresh process: bench/_first-run.ts), plain
+// `ctx.tools.execute` against a held reference, and the CPU time per call.
+// `pnpm bench nested`; NESTED_ONLY=isolate (a part of a row's label) measures only those backends and tiers,
+// NESTED_FIRST_RUNS=5 the first run in five fresh processes per tier (default 3)
 
+import { execFile } from 'node:child_process'
 import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
 import { runInNewContext } from 'node:vm'
 import { Worker } from 'node:worker_threads'
 import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from '@faber/core'
@@ -27,7 +31,6 @@ const ivm: { Isolate: new (options: { memoryLimit: number }) => Isolate } = crea
 )
 
 const N = 2000
-// NESTED_ONLY=isolate (a part of a row's label) measures only those backends and tiers
 const only = process.env.NESTED_ONLY ?? ''
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const sequential = `for (let i = 0; i < ${N}; i++) await tools.echo({ i })`
@@ -186,9 +189,8 @@ async function deployment(kind: 'worker' | 'isolate', isolation: 'in-process' | 
   const ctx = new Context()
   ctx.plugin(ToolRuntime, { mode: 'code', maxParallelSubCalls: 64 })
   ctx.plugin(kind === 'worker' ? WorkerSandboxService : IsolateSandboxService, { isolation, limits })
-  const started = performance.now()
   await ctx.start()
-  const startMs = performance.now() - started
+  await (ctx.get('codeRuntime') as unknown as { ready(): Promise<void> }).ready()
   ctx.tools.register(nop)
   const tools = ctx.tools
   const signal = new AbortController().signal
@@ -196,7 +198,33 @@ async function deployment(kind: 'worker' | 'isolate', isolation: 'in-process' | 
     const result = await tools.execute({ callId: `n${++ids}`, name: 'run_code', arguments: { code, description: 'bench' }, signal })
     if (result.isError) throw new Error(result.content)
   }
-  return { ctx, run, startMs }
+  return { ctx, run }
+}
+
+interface FirstRun {
+  setupMs: number
+  warmSetupMs: number
+  readyMs?: number
+  firstMs: number
+  firstCpuMs: number
+  warmMs: number
+  warmCpuMs: number
+}
+
+const firstRunHost = fileURLToPath(new URL('./_first-run.ts', import.meta.url))
+
+// a deployment's start and first run_code, each in a fresh process (bench/_first-run.ts), one after another
+async function firstRuns(kind: 'worker' | 'isolate', isolation: 'in-process' | 'process', mode: 'ready' | 'immediate', times: number) {
+  const runs: FirstRun[] = []
+  for (let i = 0; i < times; i++) {
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, ['--no-node-snapshot', '--import', 'tsx/esm', firstRunHost, kind, isolation, mode], (error, stdout, stderr) =>
+        error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
+      ),
+    )
+    runs.push(JSON.parse(stdout))
+  }
+  return runs
 }
 
 const bridged = [
@@ -345,39 +373,48 @@ export async function benchNested() {
     for (const isolation of ['in-process', 'process'] as const) {
       const label = `${kind}, ${isolation === 'process' ? 'process tier' : 'in-process'}`
       if (!label.includes(only)) continue
-      // right after start: the pool is still starting in the background
-      let { ctx, run, startMs } = await deployment(kind, isolation)
-      let firstStart = performance.now()
-      await run('return 1')
-      const immediate = (performance.now() - firstStart) * 1000
-      await ctx.stop()
-      // once the background start is done, as a deployment's first model turn finds it
-      ;({ ctx, run, startMs } = await deployment(kind, isolation))
-      const readyStart = performance.now()
-      await (ctx.get('codeRuntime') as unknown as { ready(): Promise<void> }).ready()
-      const readyMs = performance.now() - readyStart
-      firstStart = performance.now()
-      await run('return 1')
-      const first = (performance.now() - firstStart) * 1000
+      const { ctx, run } = await deployment(kind, isolation)
       const warm = await timeOp(() => run('return 1'), 50, 3)
       const seq = Math.max(0, (await timeOp(() => run(sequential), 2, 3)) - warm) / N
       const par = Math.max(0, (await timeOp(() => run(parallel), 2, 3)) - warm) / P
       await ctx.stop()
-      row(`${label}: ctx.start() with the sandbox`, startMs * 1000, rtt)
-      row(`${label}: first run_code right after start`, immediate, warm)
-      row(`${label}: background warm-up after start`, readyMs * 1000, warm)
-      row(`${label}: first run_code after the warm-up`, first, warm, '≤ 2× warm')
-      row(`${label}: warm run_code`, warm, warm)
+      row(`${label}: warm run_code`, warm, rtt)
       row(`${label}: sequential nested call`, seq, rtt)
       row(`${label}: under Promise.all`, par, rtt)
+      Object.assign(figures, { [`${label}.warmMs`]: warm / 1000, [`${label}.fullSequentialUs`]: seq, [`${label}.fullParallelUs`]: par })
+    }
+  }
+
+  // each figure the median over NESTED_FIRST_RUNS fresh processes (3 by default), against the warm run_code measured in
+  // the same processes (a trivial program of its own each run): what a deployment's first model turn finds. cpu: the
+  // host process's, all threads
+  const times = Number(process.env.NESTED_FIRST_RUNS ?? 3)
+  console.log(`\na deployment's start and first run_code, each in a fresh process (median of ${times}; × the warm run_code there)`)
+  for (const kind of ['worker', 'isolate'] as const) {
+    for (const isolation of ['in-process', 'process'] as const) {
+      const label = `${kind}, ${isolation === 'process' ? 'process tier' : 'in-process'}`
+      if (!label.includes(only)) continue
+      const ready = await firstRuns(kind, isolation, 'ready', times)
+      const immediate = await firstRuns(kind, isolation, 'immediate', 1)
+      const of = (key: keyof FirstRun, runs = ready) => median(runs.map((run) => (run[key] ?? 0) * 1000))
+      const warm = of('warmMs')
+      row(`${label}: context setup, first in the process`, of('setupMs'), warm, '≤ 6.5 ms, the reference')
+      row(`${label}: context setup, once warm`, of('warmSetupMs'), warm)
+      row(`${label}: first run_code right after start`, of('firstMs', immediate), of('warmMs', immediate))
+      row(`${label}: background warm-up (ready()) after start`, of('readyMs'), warm)
+      row(`${label}: first run_code after the warm-up`, of('firstMs'), warm, '≤ 2× warm')
+      row(`${label}: warm run_code`, warm, warm)
+      row(`${label}: host cpu, first run_code after the warm-up`, of('firstCpuMs'), of('warmCpuMs'))
+      console.log(`  ${''.padEnd(48)} first ÷ warm per process: ${ready.map((run) => (run.firstMs / run.warmMs).toFixed(1)).join(' ')}`)
       Object.assign(figures, {
-        [`${label}.startMs`]: startMs,
-        [`${label}.firstMs`]: first / 1000,
-        [`${label}.immediateMs`]: immediate / 1000,
-        [`${label}.readyMs`]: readyMs,
-        [`${label}.warmMs`]: warm / 1000,
-        [`${label}.fullSequentialUs`]: seq,
-        [`${label}.fullParallelUs`]: par,
+        [`${label}.setupMs`]: of('setupMs') / 1000,
+        [`${label}.warmSetupMs`]: of('warmSetupMs') / 1000,
+        [`${label}.immediateMs`]: of('firstMs', immediate) / 1000,
+        [`${label}.readyMs`]: of('readyMs') / 1000,
+        [`${label}.firstMs`]: of('firstMs') / 1000,
+        [`${label}.firstWarmMs`]: warm / 1000,
+        [`${label}.firstCpuMs`]: of('firstCpuMs') / 1000,
+        [`${label}.warmCpuMs`]: of('warmCpuMs') / 1000,
       })
     }
   }
