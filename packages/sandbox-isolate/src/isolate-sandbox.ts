@@ -148,7 +148,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
   private live = new Set<Slot>()
   private watchdog = new Watchdog(() => this.live)
-  /** isolates whose thread V8's out-of-memory handler parked: their memory is lost until the process ends */
+  /** isolates whose thread V8's out-of-memory handler parked: their memory is lost, and the process cannot exit but by a signal */
   parked = 0
   protected readonly createFailure = 'could not create an isolate'
 
