@@ -9,4 +9,10 @@ export interface Lane {
   port(message: unknown, handle: (message: unknown) => unknown): void
   spin(ms: number): boolean
 }
+export interface Backoff {
+  called(): void
+  may(ahead: 0 | 1): boolean
+  spun(caught: boolean): void
+}
+export declare function backoff(buffer: SharedArrayBuffer): Backoff
 export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort): Lane

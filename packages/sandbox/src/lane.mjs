@@ -20,6 +20,33 @@ const AWAKE = 3
 const RUNG = 4
 const wrap = 0xffff
 
+// the pair's back-off, shared so that both sides spin at the same hand-offs (one spinning alone waits for the other's
+// wake-up, misses, and backs off too): the worker's calls so far, the call from which they spin again, and misses in a row
+const CALLS = 18
+const UNTIL = 19
+const MISSES = 20
+
+/**
+ * the back-off both sides of a worker share: a spin that caught nothing makes both sleep at once through the next 1, 3,
+ * 7 … 255 calls (after 1, 2, 3 … 8 misses in a row), and one that caught its message starts the count again. the worker
+ * counts its calls (`called`); it spins for the reply to a call from the call on which spinning resumes, the host for
+ * the call after its reply from the reply before it, so that both are awake together
+ */
+export function backoff(buffer) {
+  const h = new Int32Array(buffer, 0, 32)
+  return {
+    called: () => Atomics.add(h, CALLS, 1),
+    /** whether to spin now: `ahead` is 1 on the host, whose spin waits for a call not made yet */
+    may: (ahead) => Atomics.load(h, CALLS) + ahead >= Atomics.load(h, UNTIL),
+    spun(caught) {
+      if (caught) return void Atomics.store(h, MISSES, 0)
+      const misses = Math.min(Atomics.load(h, MISSES) + 1, 8)
+      Atomics.store(h, MISSES, misses)
+      Atomics.store(h, UNTIL, Atomics.load(h, CALLS) + (1 << misses))
+    },
+  }
+}
+
 /** lane 0 carries the worker's messages to the host, lane 1 the host's replies; each side sends on one, takes from the other */
 export function lane(buffer, index, port) {
   const h = new Int32Array(buffer, 32 * index, 8)

@@ -1,5 +1,5 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
-import { handoffBytes, handoffWaited, type Lane, lane } from './lane.mjs'
+import { type Backoff, backoff, handoffBytes, handoffWaited, type Lane, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -35,9 +35,8 @@ interface Slot {
   /** what the worker sends during a run: calls, logs, its outcome; and the port it comes through when not by the ring */
   inbox: Lane
   inboxPort: MessagePort
-  /** spins in a row that caught nothing, and the replies after which the host does not spin because of them */
-  misses: number
-  skip: number
+  /** the back-off the host and the worker share (lane.mjs) */
+  pair: Backoff
   /** ms the worker spent spinning for replies: active time on its event loop that is not the program's */
   waited: Float64Array
 }
@@ -94,20 +93,15 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     let burst: number | undefined
     const expect = () => {
       if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1) return
-      if (slot.skip > 0) return void slot.skip--
+      if (!slot.pair.may(1)) return
       const from = performance.now()
       if (burst === undefined) {
         burst = from
         setImmediate(() => (burst = undefined))
       } else if (from - burst > maxBurstMs) return
-      if (!slot.inbox.spin(this.spinMs)) {
-        // as in worker.mjs: after a miss the next 1, 3, 7 … 255 replies do not spin
-        slot.misses = Math.min(slot.misses + 1, 8)
-        slot.skip = (1 << slot.misses) - 1
-        return
-      }
-      slot.misses = 0
-      drain()
+      const caught = slot.inbox.spin(this.spinMs)
+      slot.pair.spun(caught)
+      if (caught) drain()
     }
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
     const drain = () => {
@@ -203,8 +197,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       replies: lane(handoff, 1, replies),
       inbox: lane(handoff, 0, inbox),
       inboxPort: inbox,
-      misses: 0,
-      skip: 0,
+      pair: backoff(handoff),
       waited: new Float64Array(handoff, handoffWaited, 1),
     }
     // an idle worker that dies leaves the pool

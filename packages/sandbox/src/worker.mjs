@@ -3,7 +3,7 @@
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { parentPort, workerData } from 'node:worker_threads'
-import { handoffWaited, lane } from './lane.mjs'
+import { backoff, handoffWaited, lane } from './lane.mjs'
 
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
@@ -17,12 +17,10 @@ const { replies, toHost, handoff, active, spinMs } = workerData
 const waited = new Float64Array(handoff, handoffWaited, 1)
 const calls = lane(handoff, 0, toHost)
 const answers = lane(handoff, 1, replies)
+// a spin that caught nothing makes both sides sleep at once for a while (lane.mjs): on a busy machine the host is often
+// not running while this thread spins, and then spinning only takes its core; a slow tool soon costs no spinning either
+const pair = backoff(handoff)
 let scheduled = false
-// a spin that caught no reply makes the next hand-offs sleep at once: 1, 3, 7 … 255 of them after 1, 2, 3 … 8 misses in a
-// row, and one that caught its reply starts the count again. on a busy machine the host is often not running while this
-// thread spins, and then spinning only takes its core; a slow tool soon costs no spinning either
-let misses = 0
-let skip = 0
 
 // a rejection the program left unhandled belongs to the program, not to the worker
 process.on('unhandledRejection', () => {})
@@ -58,6 +56,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
         // a string, which crosses a port for less than an object: `id:call:name length:name json`
         post(`${id}:${a}:${b.length}:${b}${c}`)
         run.outstanding++
+        pair.called()
         spinForReplies()
         return true
       case 'log':
@@ -118,7 +117,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 // there are taken, else a spin of at most `spinMs`, then whatever came
 function spinForReplies() {
   if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
-  if (skip > 0) return void skip--
+  if (!pair.may(0)) return
   scheduled = true
   setImmediate(() => {
     scheduled = false
@@ -128,8 +127,7 @@ function spinForReplies() {
     const started = performance.now()
     const caught = answers.spin(spinMs)
     waited[0] += performance.now() - started
-    if (caught) misses = 0
-    else skip = (1 << (misses = Math.min(misses + 1, 8))) - 1
+    pair.spun(caught)
     answers.take(reply)
   })
 }
