@@ -113,8 +113,8 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   start(main)
 }
 
-// runs once the program's microtasks are done (an immediate) when it has calls waiting on the host: replies already
-// there are taken, else a spin of at most `spinMs`, then whatever came
+// runs once the program's microtasks are done (an immediate) when it has one call waiting on the host: a reply already
+// there is taken, else a spin of at most `spinMs`, then whatever came
 function spinForReplies() {
   if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
   if (!pair.may(0)) return
@@ -122,7 +122,8 @@ function spinForReplies() {
   setImmediate(() => {
     scheduled = false
     const run = current
-    if (run === undefined || run.finished || run.outstanding <= 0) return
+    // a spin is for a call made alone (a sequential program); replies to many come through the event loop as they come
+    if (run === undefined || run.finished || run.outstanding !== 1) return
     if (answers.take(reply) > 0) return
     const started = performance.now()
     const caught = answers.spin(spinMs)
