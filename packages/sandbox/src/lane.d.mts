@@ -7,6 +7,8 @@ export interface Lane {
   send(message: unknown): void
   take(handle: (message: unknown) => unknown, limit?: number): number
   port(message: unknown, handle: (message: unknown) => unknown): void
+  watch(): void
+  unwatch(): boolean
   spin(ms: number): boolean
 }
 export interface Backoff {

@@ -134,6 +134,18 @@ export function lane(buffer, index, port) {
       Atomics.add(h, TAKEN, 1)
       handle(message)
     },
+    /**
+     * marks the receiver as about to spin, before it posts what the message answers: an answer that comes at once (the
+     * other thread may run before the post returns) takes the ring too. `spin` or `unwatch` follows
+     */
+    watch() {
+      Atomics.store(h, AWAKE, 1)
+    },
+    /** no spin after all: true when something came meanwhile (take it; nothing rang for the ring) */
+    unwatch() {
+      Atomics.store(h, AWAKE, 0)
+      return pending()
+    },
     /** spins up to `ms` for a message, marked as spinning so that the sender uses the ring; true when one came (take it) */
     spin(ms) {
       Atomics.store(h, AWAKE, 1)

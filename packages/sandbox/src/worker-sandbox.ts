@@ -84,24 +84,27 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       worker.unref()
     }
     run.deliver = (call, reply) => {
+      const spin = expect()
+      // marked before the post: the worker may run and call again before the post returns here
+      if (spin) slot.inbox.watch()
       // a string (`id:call:text`, worker.mjs reads it) through the ring while the worker spins for it, else the port
       slot.replies.send(reply.ok ? `${id}:${call}:${reply.value}` : { id, call, text: reply.message, code: reply.code })
-      expect()
+      if (!spin) return
+      const caught = slot.inbox.spin(this.spinMs)
+      slot.pair.spun(caught)
+      if (caught) drain()
     }
 
-    // the adaptive half of the hand-off on this side: a brief spin for the worker's next message, taken synchronously
+    // the adaptive half of the hand-off on this side: whether to spin a moment for the worker's next message after a reply
     let burst: number | undefined
     const expect = () => {
-      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1) return
-      if (!slot.pair.may(1)) return
+      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false
       const from = performance.now()
       if (burst === undefined) {
         burst = from
         setImmediate(() => (burst = undefined))
-      } else if (from - burst > maxBurstMs) return
-      const caught = slot.inbox.spin(this.spinMs)
-      slot.pair.spun(caught)
-      if (caught) drain()
+      } else if (from - burst > maxBurstMs) return false
+      return true
     }
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
     const drain = () => {

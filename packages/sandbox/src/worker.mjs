@@ -119,12 +119,15 @@ function spinForReplies() {
   if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
   if (!pair.may(0)) return
   scheduled = true
+  answers.watch()
   setImmediate(() => {
     scheduled = false
     const run = current
     // a spin is for a call made alone (a sequential program); replies to many come through the event loop as they come
-    if (run === undefined || run.finished || run.outstanding !== 1) return
-    if (answers.take(reply) > 0) return
+    if (run === undefined || run.finished || run.outstanding !== 1 || answers.take(reply) > 0) {
+      if (answers.unwatch()) answers.take(reply)
+      return
+    }
     const started = performance.now()
     const caught = answers.spin(spinMs)
     waited[0] += performance.now() - started
