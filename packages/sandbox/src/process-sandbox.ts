@@ -108,7 +108,8 @@ export class ProcessSandbox extends GatedRuntime {
 
   /** resolves once the sandbox process serves runs from a warm pool (or could not start) */
   async ready(): Promise<void> {
-    this.spawnNow()
+    // the first child is spawned on its turn (the constructor's immediate runs before this one): a service asks at once
+    if (this.spawning) await new Promise((resolve) => setImmediate(resolve))
     const child = this.child
     if (!child) return
     // an idle child keeps the host alive no more than a run in it does: a host awaiting only this would otherwise end

@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
+import { Context } from 'cordis'
+import WorkerSandboxService, { ProcessSandbox } from '../src/index.ts'
 
 const fixture = fileURLToPath(new URL('./fixtures/awaits-ready.ts', import.meta.url))
 
@@ -27,4 +29,20 @@ describe('sandbox service: ready() in a host that awaits nothing else', function
       expect(JSON.parse(stdout)).to.deep.equal({ seen: [], warm: true, load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 } })
     })
   }
+})
+
+describe('sandbox service: setup', () => {
+  it('spawns its sandbox process after the turn it was made on, and none when closed before it', async () => {
+    const ctx = new Context()
+    ctx.plugin(WorkerSandboxService, { poolSize: 1 })
+    const sandbox = (ctx.get('codeRuntime') as WorkerSandboxService).sandbox as unknown as ProcessSandbox
+    // ready() was asked for at construction, and still nothing was spawned in it
+    expect(sandbox.started).to.equal(0)
+    await ctx.stop()
+    const backend = { module: new URL('../src/worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' }
+    const closed = new ProcessSandbox({ backend })
+    await closed.close()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(closed.started).to.equal(0)
+  })
 })
