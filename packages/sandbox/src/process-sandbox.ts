@@ -42,6 +42,8 @@ interface Child {
   exited: boolean
   /** it got as far as serving runs: one that died starting is not restarted in a loop */
   served: boolean
+  /** what it sent that no sandbox process may send: it was ended for it */
+  malformed?: string
 }
 
 // a healthy child of a closed sandbox waits here a little for the next sandbox with the same configuration:
@@ -50,6 +52,44 @@ const spares = new Map<string, { child: Child; timer: NodeJS.Timeout }>()
 const spareMs = 10_000
 
 const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap_oom/i
+
+const KINDS: readonly unknown[] = ['exception', 'timeout', 'memory', 'output-limit', 'abort', 'crash']
+const isStrings = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string')
+const isPosition = (value: unknown) => value === undefined || Number.isSafeInteger(value)
+
+/**
+ * why a message from the sandbox process is not one it may send, or undefined. the process runs programs: after an
+ * escape from the sandbox inside it, the program is who speaks, so what it says is data, checked before it is used.
+ * an outcome may hold no more than `outputBytes` allow (a utf-16 unit is at least one utf-8 byte)
+ */
+function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string | undefined {
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return 'not an object'
+  const m = message as Record<string, unknown>
+  switch (m.t) {
+    case 'ready':
+      return
+    case 'failed':
+      return typeof m.message === 'string' ? undefined : 'a start failure without a message'
+    case 'call':
+      if (typeof m.id !== 'number' || typeof m.call !== 'number' || typeof m.name !== 'string' || typeof m.json !== 'string') return 'a malformed call'
+      return
+    case 'done': {
+      const outcome = m.outcome as Record<string, unknown> | null
+      if (typeof m.id !== 'number' || typeof outcome !== 'object' || outcome === null || !isStrings(outcome.logs)) return 'a malformed outcome'
+      if (outcome.ok === true ? !(outcome.result === undefined || typeof outcome.result === 'string') : outcome.ok !== false) return 'a malformed outcome'
+      if (
+        outcome.ok === false &&
+        !(KINDS.includes(outcome.kind) && typeof outcome.message === 'string' && isPosition(outcome.line) && isPosition(outcome.column))
+      )
+        return 'a malformed outcome'
+      const limits = runs.get(m.id)?.limits
+      const printed = (outcome.logs as string[]).reduce((sum, line) => sum + line.length, 0) + ((outcome.result as string | undefined)?.length ?? 0)
+      if (limits && printed > limits.outputBytes) return 'an outcome larger than outputBytes'
+      return
+    }
+  }
+  return 'a message of no known kind'
+}
 
 /**
  * a CodeRuntime whose programs run in a supervised child process. what it adds to the in-process backend inside it:
@@ -196,7 +236,14 @@ export class ProcessSandbox extends GatedRuntime {
     })
   }
 
-  private onMessage(child: Child, message: ChildMessage) {
+  private onMessage(child: Child, received: unknown) {
+    if (child.malformed) return
+    const problem = malformed(received, child.runs)
+    if (problem) {
+      child.malformed = problem
+      return this.retire(child, `sent a malformed message (${problem})`)
+    }
+    const message = received as ChildMessage
     switch (message.t) {
       case 'call':
         return child.runs.get(message.id)?.bridge.call(message.call, message.name, message.json)
@@ -234,16 +281,18 @@ export class ProcessSandbox extends GatedRuntime {
     proc.stderr?.on('data', (chunk: string) => {
       child.stderr = (child.stderr + chunk).slice(-4096)
     })
-    const starting = (message: ChildMessage) => {
-      if (message.t === 'ready') {
+    const starting = (message: unknown) => {
+      if (malformed(message, child.runs)) return
+      const { t } = message as ChildMessage
+      if (t === 'ready') {
         child.served = true
         // one trivial run with a tool call before programs get the process, as the pool warms each unit: the first
         // program finds this tier's side warm too (the run path here, the ipc both ways, the process serving it)
         void this.execute(child, warmUp(), this.limits).then(() => ready(undefined))
-      } else if (message.t === 'failed') ready(message.message)
+      } else if (t === 'failed') ready((message as { message: string }).message)
     }
     proc.on('message', starting)
-    proc.on('message', (message: ChildMessage) => child.owner.onMessage(child, message))
+    proc.on('message', (message: unknown) => child.owner.onMessage(child, message))
     proc.once('exit', (code, signal) => {
       child.exited = true
       ready(`it exited (${signal ?? `code ${code}`}) while starting${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`)
@@ -262,7 +311,9 @@ export class ProcessSandbox extends GatedRuntime {
     const how = signal ?? `code ${code}`
     for (const active of [...child.runs.values()]) {
       const { limits } = active
-      if (oom) {
+      if (child.malformed) {
+        active.settle(failure('crash', `the sandbox process sent a malformed message (${child.malformed}); it was ended and a new one started`))
+      } else if (oom) {
         const others = child.runs.size > 1 ? '; other programs running in the same process were ended with it' : ''
         active.settle(
           failure('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and ended the sandbox process${others}`),
