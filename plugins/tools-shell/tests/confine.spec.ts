@@ -262,6 +262,11 @@ describe('tools-shell under bubblewrap', () => {
     }
   })
 
+  it('a command killed by a signal exits with 128 + N, as bubblewrap reports it', async () => {
+    const { bash } = await deployment()
+    expect(value(await bash('kill -TERM $$'))).to.include({ status: 'exited', exitCode: 143 })
+  })
+
   it('a command just below the length limit runs', async () => {
     const { bash } = await deployment()
     expect(value(await bash(`: ${'é'.repeat(65_000)}; echo ran`)).stdout).to.equal('ran\n')
