@@ -1,8 +1,13 @@
 // After the last test the run must end by itself. A worker, child process, server or timer that a test left behind
 // keeps node alive, and CI would only see its timeout, with nothing to say which test leaked what. So once mocha has
 // reported, this waits a grace period for what is closing to close; if node is still alive then, it names every
-// handle that holds it (on stderr), kills the child processes and workers among them, and ends the process with
-// mocha's own exit code, repeating the closing `N passed, N failed` line so it stays the last line printed.
+// handle that holds it (on stderr), kills the child processes and workers among them, and ends the process, repeating
+// the closing `N passed, N failed` line so it stays the last line printed.
+// It ends the process with SIGKILL, not process.exit: isolated-vm blocks process.exit for good once V8's
+// out-of-memory handler parked one of its isolates (what holds the process then is no handle JavaScript can see).
+// Mocha's exit code is first written to FABER_TEST_VERDICT, where scripts/test.mjs (`pnpm test`) reads it.
+const { writeFileSync, writeSync } = require('node:fs')
+
 const GRACE_MS = Number(process.env.FABER_LEAK_GRACE_MS || 20000)
 
 function describe(handle) {
@@ -27,11 +32,13 @@ function describe(handle) {
 function report() {
   const handles = process._getActiveHandles()
   const lines = handles.map(describe).filter(Boolean)
-  process.stderr.write(
+  if (!lines.length) lines.push('nothing JavaScript can see: an isolated-vm isolate parked by V8 out of memory holds a process so')
+  writeSync(
+    2,
     `\nLEAK: the tests ended, but ${GRACE_MS / 1000} s later node is still kept alive by what a test left behind:\n` +
       lines.map((line) => `  - ${line}\n`).join('') +
       `  (active resources: ${process.getActiveResourcesInfo().join(', ')})\n` +
-      'Find the test that starts it and close it there. Killing the child processes and workers, and exiting.\n',
+      'Find the test that starts it and close it there. Killing the child processes and workers, then this process.\n',
   )
   for (const handle of handles) {
     try {
@@ -40,9 +47,11 @@ function report() {
     } catch {}
   }
   const summary = globalThis[Symbol.for('faber.test-summary')]
-  if (summary) process.stdout.write(summary)
-  // mocha's own 'exit' listener sets the exit code from its failure count
-  process.exit()
+  const failures = globalThis[Symbol.for('faber.test-failures')] ?? 1
+  if (process.env.FABER_TEST_VERDICT) writeFileSync(process.env.FABER_TEST_VERDICT, String(Math.min(failures, 255)))
+  // stdout and stderr are pipes or files in CI: written synchronously, so nothing is lost to the kill
+  if (summary) writeSync(1, summary)
+  process.kill(process.pid, 'SIGKILL')
 }
 
 exports.mochaHooks = {

@@ -13,6 +13,7 @@ class FaberReporter extends Mocha.reporters.Spec {
       const summary = `${passes} passed, ${failures} failed${skipped}\n`
       // kept for mocha-leaks.cjs, which prints it again after its report so it stays the last line
       globalThis[Symbol.for('faber.test-summary')] = summary
+      globalThis[Symbol.for('faber.test-failures')] = failures
       process.stdout.write(summary)
     })
   }

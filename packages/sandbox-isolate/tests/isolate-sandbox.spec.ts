@@ -4,8 +4,12 @@ import { expect } from 'chai'
 import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))
-// as in the sandbox process: driven from the thread that made the sandbox after the first tool call
-describeHazards('isolated-vm, driven from its thread', () => new IsolateSandbox({ poolSize: 2, disposableThread: true, limits: hazardLimits }))
+// as in the sandbox process: driven from the thread that made the sandbox after the first tool call. Its memory
+// bombs run on the process tier below, where that thread is the sandbox process's: here it would be mocha's, and a
+// bomb V8 cannot contain would park it for good (the whole test run hangs)
+describeHazards('isolated-vm, driven from its thread', () => new IsolateSandbox({ poolSize: 2, disposableThread: true, limits: hazardLimits }), {
+  skip: ['memory'],
+})
 describeHazards(
   'isolated-vm, process tier',
   () =>
