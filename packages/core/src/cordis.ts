@@ -233,6 +233,13 @@ export interface FailedLoad {
   missing?: string[]
 }
 
+/** the names of the plugins loaded in the deployment, as cordis' registry records them */
+export function loadedPlugins(ctx: Context): string[] {
+  const names: string[] = []
+  for (const runtime of ctx.root.registry.values()) if (runtime.name) names.push(runtime.name)
+  return names
+}
+
 /** the first plugin load that did not start, as cordis' registry records it (call after the loads have settled) */
 export function failedLoad(ctx: Context): FailedLoad | undefined {
   for (const runtime of ctx.registry.values()) {

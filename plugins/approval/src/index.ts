@@ -1,5 +1,5 @@
 import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution } from '@faber/core'
-import { defineConfig, listenersFor, RUN_CODE } from '@faber/core'
+import { defineConfig, listenersFor, loadedPlugins, RUN_CODE } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker, type ListenersFor } from './broker.ts'
 import { type ElicitationRequest, type ElicitationResult, Elicitor } from './elicit.ts'
@@ -80,10 +80,7 @@ class Approval extends Service implements ApprovalService {
     this.config = config = Approval.Config(config ?? {})
     const root = ctx.root
     const listeners: ListenersFor = (event, agent) => listenersFor(root, event, agent)
-    const names = function* () {
-      for (const runtime of root.registry.values()) if (runtime.name) yield runtime.name
-    }
-    const broker = new Broker(config, listeners, ctx.logger('approval'), names)
+    const broker = new Broker(config, listeners, ctx.logger('approval'), () => loadedPlugins(root))
     this.broker = broker
     this.elicitor = new Elicitor(listeners, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
     const bind = () => broker.useStore(ctx.get('store')?.connection)
