@@ -349,7 +349,10 @@ export async function benchNested() {
   for (const [label, make] of sandboxes) {
     if (!label.includes(only)) continue
     const runtime = make()
+    const counts = runtime instanceof WorkerSandbox ? () => runtime.handoffStats() : undefined
+    const before = counts?.()
     const seq = await perCall(runtime, sequential, N)
+    const after = counts?.()
     const par = await perCall(runtime, parallel, P)
     const slow = label.startsWith('worker') ? await cpuWhenSlow(runtime) : undefined
     const computing = label.startsWith('worker, in-process') ? await cpuWhenComputing(runtime) : undefined
@@ -364,6 +367,18 @@ export async function benchNested() {
     if (long !== undefined) row(`${label}: CPU per call, ${10 * N} a run`, long.cpuPerCall, rtt)
     if (slow !== undefined) row(`${label}: CPU per call, 1 ms tool`, slow, rtt)
     if (computing !== undefined) row(`${label}: CPU per call, ~0.1 ms computing between`, computing, rtt)
+    if (before && after) {
+      // what the hand-off did during the sequential runs: which way calls and replies went, and the spins that caught
+      const share = (lane: 'calls' | 'replies') => {
+        const ring = after[lane].ring - before[lane].ring
+        return `${((100 * ring) / Math.max(1, ring + after[lane].port - before[lane].port)).toFixed(0)}%`
+      }
+      const spins = (lane: 'calls' | 'replies') =>
+        `${after[lane].caught - before[lane].caught}/${after[lane].caught - before[lane].caught + after[lane].missed - before[lane].missed}`
+      console.log(
+        `  ${label}: sequential runs' hand-off: through the ring ${share('calls')} of the worker's messages, ${share('replies')} of the replies; spins that caught: host ${spins('calls')}, worker ${spins('replies')}`,
+      )
+    }
     Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
     if (long !== undefined) Object.assign(figures, { [`${label}.sequentialLongUs`]: long.micros, [`${label}.cpuPerCallLongUs`]: long.cpuPerCall })
   }

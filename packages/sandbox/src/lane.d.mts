@@ -17,4 +17,11 @@ export interface Backoff {
   spun(caught: boolean): void
 }
 export declare function backoff(buffer: SharedArrayBuffer): Backoff
+export interface LaneCounts {
+  ring: number
+  port: number
+  caught: number
+  missed: number
+}
+export declare function handoffCounts(buffer: SharedArrayBuffer): [LaneCounts, LaneCounts]
 export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort): Lane

@@ -18,6 +18,10 @@ const SENT = 1
 const TAKEN = 2
 const AWAKE = 3
 const RUNG = 4
+// counts, for `handoffCounts`: spins that caught a message, spins that did not, messages that took the ring
+const CAUGHT = 5
+const MISSED = 6
+const RING = 7
 const wrap = 0xffff
 
 // the pair's back-off, shared so that both sides spin at the same hand-offs (one spinning alone waits for the other's
@@ -45,6 +49,18 @@ export function backoff(buffer) {
       Atomics.store(h, UNTIL, Atomics.load(h, CALLS) + (1 << misses))
     },
   }
+}
+
+/**
+ * what a worker's hand-off did so far: per lane (0: the worker's messages, 1: the host's replies), messages sent through
+ * the ring and through the port, and the receiver's spins that caught a message and that did not
+ */
+export function handoffCounts(buffer) {
+  const h = new Int32Array(buffer, 0, 16)
+  return [0, 1].map((index) => {
+    const at = 8 * index
+    return { ring: h[at + RING], port: h[at + SENT], caught: h[at + CAUGHT], missed: h[at + MISSED] }
+  })
 }
 
 /** lane 0 carries the worker's messages to the host, lane 1 the host's replies; each side sends on one, takes from the other */
@@ -75,6 +91,7 @@ export function lane(buffer, index, port) {
     bytes.write(text, 2 * (write + 2), 'utf16le')
     write = (write + size) % ringUnits
     Atomics.add(h, USED, gap + size)
+    Atomics.add(h, RING, 1)
     return true
   }
 
@@ -152,7 +169,9 @@ export function lane(buffer, index, port) {
       const started = performance.now()
       while (!pending() && performance.now() - started < ms) {}
       Atomics.store(h, AWAKE, 0)
-      return pending()
+      const caught = pending()
+      Atomics.add(h, caught ? CAUGHT : MISSED, 1)
+      return caught
     },
   }
 }

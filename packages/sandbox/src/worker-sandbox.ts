@@ -1,5 +1,5 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
-import { type Backoff, backoff, handoffBytes, handoffWaited, type Lane, lane } from './lane.mjs'
+import { type Backoff, backoff, handoffBytes, handoffCounts, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -60,6 +60,9 @@ export class WorkerSandbox extends SandboxPool<Slot> {
   readonly spinMs: number
   protected readonly createFailure = 'could not start a sandbox worker'
   private seq = 0
+  /** the shared buffers of the workers alive, and what those that ended counted (for `handoffs`) */
+  private handoffs = new Set<SharedArrayBuffer>()
+  private ended: LaneCounts[] = [0, 1].map(() => ({ ring: 0, port: 0, caught: 0, missed: 0 }))
 
   constructor(options: WorkerSandboxOptions = {}) {
     super({ ...options, maxRuns: options.maxRunsPerWorker })
@@ -161,6 +164,22 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     })
   }
 
+  /**
+   * what the hand-off of nested calls did so far, over every worker of this sandbox: the worker's messages (calls, and
+   * logs and outcomes, which always take the port) and the host's replies, each through the ring or the port, and the
+   * spins of the side receiving them, which caught a message or did not (see the README's hand-off)
+   */
+  handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
+    const [calls, replies] = this.ended.map((counts) => ({ ...counts }))
+    for (const buffer of this.handoffs) {
+      handoffCounts(buffer).forEach((lane, index) => {
+        const sum = index === 0 ? calls : replies
+        for (const key of ['ring', 'port', 'caught', 'missed'] as const) sum[key] += lane[key]
+      })
+    }
+    return { calls, replies }
+  }
+
   protected dispose(slot: Slot) {
     // terminate() stops the worker's js at once; its promise only reports the thread's exit
     return slot.worker.terminate()
@@ -204,7 +223,12 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       waited: new Float64Array(handoff, handoffWaited, 1),
     }
     // an idle worker that dies leaves the pool
+    this.handoffs.add(handoff)
     worker.once('exit', () => {
+      this.handoffs.delete(handoff)
+      handoffCounts(handoff).forEach((lane, index) => {
+        for (const key of ['ring', 'port', 'caught', 'missed'] as const) this.ended[index][key] += lane[key]
+      })
       replies.close()
       inbox.close()
       this.lost(slot)

@@ -65,6 +65,18 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
       expect(outcome.logs).to.deep.equal(Array.from({ length: 18 }, (_, k) => String(7 * k)))
     })
 
+    it('counts what it handed off: every call and every reply, through the ring or the port, and the spins', async () => {
+      const before = sandbox.handoffStats()
+      expect(kind(await run('for (let i = 0; i < 100; i++) await tools.echo({ i })\nreturn 1'))).to.equal('ok 1')
+      const after = sandbox.handoffStats()
+      const sent = (lane: 'calls' | 'replies') => after[lane].ring + after[lane].port - before[lane].ring - before[lane].port
+      // the worker's messages are the calls and its outcome; a reply each
+      expect(sent('calls')).to.equal(101)
+      expect(sent('replies')).to.equal(100)
+      for (const lane of ['calls', 'replies'] as const)
+        expect(after[lane].caught + after[lane].missed).to.be.at.least(before[lane].caught + before[lane].missed)
+    })
+
     it('stops a spin after a call (cpu), allocation after a call (memory) and a flood after a call (output)', async () => {
       expect(kind(await run('await tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
       const allocate = 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'
