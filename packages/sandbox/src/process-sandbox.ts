@@ -3,6 +3,7 @@
 // the host keeps the cap, the bridge to the tools and a supervisor that replaces a child that died.
 
 import { type ChildProcess, fork } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { RunBridge } from './bridge.ts'
 import { failure, limitMessages } from './outcome.ts'
@@ -25,6 +26,9 @@ interface Active {
   /** the host's side of the run's bridge: it checks each call the process forwards again, and bounds the reply */
   bridge: RunBridge
   limits: CodeRunLimits
+  /** when (in the host's order of replies) a reply went in while the process has said nothing of this run since: its
+   * program may be computing on the process's main thread. undefined while it awaits the host or has not been replied */
+  replied?: number
   settle(outcome: CodeRunOutcome): void
 }
 
@@ -44,6 +48,13 @@ interface Child {
   served: boolean
   /** what it sent that no sandbox process may send: it was ended for it */
   malformed?: string
+  /** V8 out-of-memory reports seen on its stderr so far */
+  reports: number
+  /** the liveness check started by such a report, while it waits for the main thread's answer */
+  probe?: NodeJS.Timeout
+  pings: number
+  /** its main thread was found parked by V8's out-of-memory handler: the run thought to have bombed, if one is */
+  parked?: { culprit: number | undefined }
 }
 
 // a healthy child of a closed sandbox waits here a little for the next sandbox with the same configuration:
@@ -52,6 +63,28 @@ const spares = new Map<string, { child: Child; timer: NodeJS.Timeout }>()
 const spareMs = 10_000
 
 const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap_oom/i
+// V8 prints this header, from native code, only on its fatal out-of-memory path, just before its handler runs (which,
+// with isolated-vm's handler installed, parks the thread that ran the isolate). programs' output never reaches the
+// sandbox process's stderr (it goes to the host over the bridge), so a program cannot print it; and a report only starts
+// a liveness check, so one forged after an escape kills nothing while the main thread answers
+const gcReport = '<--- Last few GCs --->'
+// the liveness check: how often it looks, and how long the main thread must stay silent and idle to be taken as parked
+const probeEveryMs = 250
+const parkedAfterMs = 2000
+
+/** CPU time of the process's main thread in clock ticks (/proc, Linux), or undefined where it cannot be read */
+function mainThreadTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
+    // the fields after the command, which is in parentheses and may hold spaces
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command
+    const ticks = Number(fields[11]) + Number(fields[12])
+    return Number.isFinite(ticks) ? ticks : undefined
+  } catch {
+    return undefined
+  }
+}
 
 const KINDS: readonly unknown[] = ['exception', 'timeout', 'memory', 'output-limit', 'abort', 'crash']
 const isStrings = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string')
@@ -68,6 +101,8 @@ function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string 
   switch (m.t) {
     case 'ready':
       return
+    case 'pong':
+      return typeof m.n === 'number' ? undefined : 'a malformed pong'
     case 'failed':
       return typeof m.message === 'string' ? undefined : 'a start failure without a message'
     case 'call':
@@ -101,6 +136,7 @@ export class ProcessSandbox extends GatedRuntime {
   started = 0
   private child: Child | undefined
   private seq = 0
+  private replies = 0
   private key: string
   private init: Extract<HostMessage, { t: 'init' }>
   // the first child is spawned on the turn after construction: spawning is synchronous (until the child's exec, several
@@ -225,7 +261,11 @@ export class ProcessSandbox extends GatedRuntime {
           this.send(child, { t: 'abort', id })
           settle(failure(kind, message))
         },
-        (call, reply) => this.send(child, { t: 'reply', id, call, reply }),
+        (call, reply) => {
+          const active = child.runs.get(id)
+          if (active && active.replied === undefined) active.replied = ++this.replies
+          this.send(child, { t: 'reply', id, call, reply })
+        },
       )
       // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering
       const wall = setTimeout(() => this.retire(child, 'stopped answering'), limits.wallMs + 5000)
@@ -245,8 +285,14 @@ export class ProcessSandbox extends GatedRuntime {
     }
     const message = received as ChildMessage
     switch (message.t) {
-      case 'call':
-        return child.runs.get(message.id)?.bridge.call(message.call, message.name, message.json)
+      case 'call': {
+        const active = child.runs.get(message.id)
+        if (active) active.replied = undefined
+        return active?.bridge.call(message.call, message.name, message.json)
+      }
+      case 'pong':
+        if (message.n === child.pings) this.endProbe(child)
+        return
       case 'done':
         if (message.retire) child.retiring = true
         child.runs.get(message.id)?.settle(message.outcome)
@@ -275,11 +321,19 @@ export class ProcessSandbox extends GatedRuntime {
       retiring: false,
       exited: false,
       served: false,
+      reports: 0,
+      pings: 0,
     }
     proc.stdout?.resume()
     proc.stderr?.setEncoding('utf8')
     proc.stderr?.on('data', (chunk: string) => {
+      // a report split across chunks is found whole once: what is carried over is too short to hold one
+      const seen = (child.stderr.slice(1 - gcReport.length) + chunk).split(gcReport).length - 1
       child.stderr = (child.stderr + chunk).slice(-4096)
+      if (seen > 0) {
+        child.reports += seen
+        child.owner.startProbe(child)
+      }
     })
     const starting = (message: unknown) => {
       if (malformed(message, child.runs)) return
@@ -295,6 +349,7 @@ export class ProcessSandbox extends GatedRuntime {
     proc.on('message', (message: unknown) => child.owner.onMessage(child, message))
     proc.once('exit', (code, signal) => {
       child.exited = true
+      this.endProbe(child)
       ready(`it exited (${signal ?? `code ${code}`}) while starting${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`)
       child.owner.died(child, code, signal)
     })
@@ -309,10 +364,20 @@ export class ProcessSandbox extends GatedRuntime {
   private died(child: Child, code: number | null, signal: NodeJS.Signals | null) {
     const oom = outOfMemory.test(child.stderr)
     const how = signal ?? `code ${code}`
-    for (const active of [...child.runs.values()]) {
+    for (const [id, active] of [...child.runs.entries()]) {
       const { limits } = active
       if (child.malformed) {
         active.settle(failure('crash', `the sandbox process sent a malformed message (${child.malformed}); it was ended and a new one started`))
+      } else if (child.parked) {
+        const mine = child.parked.culprit === undefined ? child.runs.size === 1 : child.parked.culprit === id
+        active.settle(
+          mine
+            ? failure(
+                'memory',
+                `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and parked the sandbox process; it was ended and a new one started`,
+              )
+            : failure('crash', "the sandbox process was lost to another program's out-of-memory; it was ended and a new one started; run it again"),
+        )
       } else if (oom) {
         const others = child.runs.size > 1 ? '; other programs running in the same process were ended with it' : ''
         active.settle(
@@ -324,6 +389,53 @@ export class ProcessSandbox extends GatedRuntime {
     }
     // replaced at once, off the path of the next run; one that never started is left to the next run to retry
     if (this.child === child) this.child = this.closed || !child.served ? undefined : this.spawn()
+  }
+
+  /**
+   * V8 reported an out-of-memory in the sandbox process: its handler parked the thread that ran the isolate. a pool
+   * thread's loss the backend reports itself (the run ends memory, the process is retired once idle); the main
+   * thread's (a program driven from it after its first tool call) leaves the process unable to answer anything. so
+   * the main thread is asked for a pong: one that neither answers nor spends CPU for parkedAfterMs is parked (a
+   * healthy thread busy with a program's step spends CPU, and answers once the step ends). where the thread's CPU time
+   * cannot be read, it is taken as parked once every run's step could have used up its cpuMs
+   */
+  private startProbe(child: Child) {
+    if (child.probe || child.exited || child.parked || child.runs.size === 0) return
+    const n = ++child.pings
+    this.send(child, { t: 'ping', n })
+    const began = Date.now()
+    const pid = child.process.pid ?? 0
+    const cpuBound = Math.max(...[...child.runs.values()].map(({ limits }) => limits.cpuMs)) + parkedAfterMs
+    // (time, ticks) readings, the oldest first
+    const seen: [number, number | undefined][] = [[began, mainThreadTicks(pid)]]
+    child.probe = setInterval(() => {
+      if (child.exited || child.runs.size === 0) return this.endProbe(child)
+      const now = Date.now()
+      const ticks = mainThreadTicks(pid)
+      seen.push([now, ticks])
+      while (seen.length > 1 && now - seen[1][0] >= parkedAfterMs) seen.shift()
+      const [then, before] = seen[0]
+      const idle = ticks !== undefined && before !== undefined ? now - then >= parkedAfterMs && ticks === before : now - began >= cpuBound
+      if (idle) this.parkedMain(child)
+    }, probeEveryMs)
+  }
+
+  private endProbe(child: Child) {
+    clearInterval(child.probe)
+    child.probe = undefined
+  }
+
+  // the program on the main thread when it was parked: the one replied to earliest of those the process has said
+  // nothing of since (a step runs to the program's next call or end, in the order the replies came)
+  private parkedMain(child: Child) {
+    this.endProbe(child)
+    let culprit: number | undefined
+    let first = Infinity
+    for (const [id, { replied }] of child.runs) {
+      if (replied !== undefined && replied < first) [culprit, first] = [id, replied]
+    }
+    child.parked = { culprit }
+    this.retire(child, 'was parked by an out-of-memory on its main thread')
   }
 
   private retire(child: Child, why: string) {

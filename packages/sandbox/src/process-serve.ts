@@ -8,12 +8,15 @@ export type HostMessage =
   | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits }
   | { t: 'reply'; id: number; call: number; reply: BridgeReply }
   | { t: 'abort'; id: number }
+  /** a liveness check: the main thread answers it with `pong` as soon as it turns its event loop */
+  | { t: 'ping'; n: number }
 
 export type ChildMessage =
   | { t: 'ready' }
   | { t: 'failed'; message: string }
   | { t: 'call'; id: number; call: number; name: string; json: string }
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
+  | { t: 'pong'; n: number }
 
 interface Served extends CodeRuntime {
   /** resolves once its pool is warm */
@@ -74,6 +77,8 @@ process.on('message', (message: HostMessage) => {
     }
     case 'abort':
       return runs.get(message.id)?.controller.abort()
+    case 'ping':
+      return void send({ t: 'pong', n: message.n })
   }
 })
 // the host is gone: nothing here may outlive it
