@@ -94,7 +94,7 @@ export namespace SandboxService {
     isolation: Schema.union(['process', 'in-process'] as const)
       .default('process')
       .description(
-        'process: programs run in a supervised child process whose death the host survives; in-process: in threads of the host (a fatal out-of-memory there ends the host)',
+        'process: programs run in a supervised child process whose death the host survives; in-process: in threads of the host (a fatal out-of-memory there ends a host running workers; one running isolates survives it, but once an isolate is parked it can end only by a signal)',
       ),
     maxConcurrent: Schema.natural().min(1).default(defaultMaxConcurrent()).description('programs running at once across the deployment; more wait in order'),
     poolSize: Schema.natural().min(1).default(2).description('sandboxes kept started and waiting'),
