@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
@@ -480,6 +482,47 @@ describe('approval: the rules answerer and grants', () => {
       .grant({ tool: 'x', scope: 'always' })
       .catch((e) => (error = e))
     expect(String(error)).to.contain('load @faber/store')
+  })
+
+  it('another process holding the store past its busy timeout: the answer stands, kept for the session, and says why', async () => {
+    const path = join(dir, 'faber.db')
+    const ctx = await kit.deployment({}, (ctx) => {
+      started.push(ctx)
+      ctx.plugin(DeploymentStore, { path, busyTimeout: 50 })
+      ctx.plugin(Approval, {})
+    })
+    ctx.tools.register(tool('write'))
+    const events = audit(ctx)
+    answerer(ctx, 'operator', () => ({ decision: 'allow', remember: 'always' }))
+    // the other process: takes the write lock, says so, and keeps it until its stdin closes
+    const sqlite = createRequire(import.meta.resolve('@faber/store')).resolve('better-sqlite3')
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(path)}); db.exec('BEGIN IMMEDIATE'); console.log('held'); process.stdin.on('end', () => { db.exec('COMMIT'); console.log('released') }).resume()`,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    )
+    const said = (line: string) => new Promise<void>((resolve) => holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes(line) && resolve()))
+    try {
+      await said('held')
+      expect((await call(ctx, 'write')).isError).to.equal(false)
+      expect(events.decided[0]).to.include({ outcome: 'allowed', remember: 'session' })
+      expect(events.decided[0].note).to.equal('the grant was kept for this session only: database is locked')
+      expect((await call(ctx, 'write')).isError, 'the session grant answers the next call').to.equal(false)
+      expect(events.decided[1]).to.include({ outcome: 'allowed', answeredBy: 'approval-rules' })
+      const released = said('released')
+      holder.stdin.end()
+      await released
+      expect(
+        service(ctx)
+          .grants()
+          .map((grant) => grant.scope),
+      ).to.deep.equal(['session'])
+    } finally {
+      holder.kill()
+    }
   })
 
   it('uses a store loaded after it, and stops using one that is unloaded', async () => {
