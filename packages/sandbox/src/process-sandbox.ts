@@ -248,7 +248,11 @@ export class ProcessSandbox extends GatedRuntime {
         clearTimeout(backstop)
         clearTimeout(wall)
         request.signal.removeEventListener('abort', onAbort)
-        if (child.runs.size === 0) this.idle(child)
+        if (child.runs.size === 0) {
+          this.idle(child)
+          // a process that ended every run answered: a liveness check still waiting would keep the host up for nothing
+          this.endProbe(child)
+        }
         resolve(outcome)
       }
       // what the process forwards is checked again here, as the in-process bridge checks what a program asks for: a call
