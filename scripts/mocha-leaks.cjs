@@ -10,6 +10,38 @@ const { writeFileSync, writeSync } = require('node:fs')
 
 const GRACE_MS = Number(process.env.FABER_LEAK_GRACE_MS || 20000)
 
+// timers are no handles node lists: remember where each one made through the globals was set, to name a leaked one
+const kWhere = Symbol('faber.leaks.where')
+const timers = new Set()
+for (const name of ['setTimeout', 'setInterval']) {
+  const original = globalThis[name]
+  const tracked = function (...args) {
+    const timer = original.apply(this, args)
+    if (timer && typeof timer === 'object') {
+      const where = (new Error().stack || '')
+        .split('\n')
+        .slice(2)
+        .find((line) => !line.includes('node:internal'))
+      timer[kWhere] = `${name}(${args[1] ?? 0} ms) ${where ? where.trim() : 'from an unknown place'}`
+      timers.add(new WeakRef(timer))
+      // keep the set from growing with every timer a long run makes
+      if (timers.size > 4096) for (const ref of timers) if (!ref.deref() || ref.deref()._destroyed) timers.delete(ref)
+    }
+    return timer
+  }
+  Object.defineProperty(tracked, 'name', { value: name })
+  globalThis[name] = Object.assign(tracked, original)
+}
+
+function liveTimers() {
+  const lines = []
+  for (const ref of timers) {
+    const timer = ref.deref()
+    if (timer && !timer._destroyed && timer.hasRef?.()) lines.push(`timer ${timer[kWhere]}`)
+  }
+  return lines
+}
+
 function describe(handle) {
   const kind = handle?.constructor?.name ?? typeof handle
   try {
@@ -22,7 +54,8 @@ function describe(handle) {
       const fd = handle._handle?.fd
       return `${kind.toLowerCase()}${remote}${fd !== undefined && fd >= 0 ? ` fd ${fd}` : ''}${handle.destroyed ? ' (destroyed)' : ''}`
     }
-    if (kind === 'Timeout') return `timer of ${handle._idleTimeout} ms: ${String(handle._onTimeout).slice(0, 200).replace(/\s+/g, ' ')}`
+    // listed by liveTimers, with where each was set
+    if (kind === 'Timeout') return null
     return kind
   } catch (error) {
     return `${kind} (${error})`
@@ -31,8 +64,8 @@ function describe(handle) {
 
 function report() {
   const handles = process._getActiveHandles()
-  const lines = handles.map(describe).filter(Boolean)
-  if (!lines.length) lines.push('nothing JavaScript can see: an isolated-vm isolate parked by V8 out of memory holds a process so')
+  const lines = [...handles.map(describe).filter(Boolean), ...liveTimers()]
+  if (!lines.length) lines.push('nothing JavaScript can name: an isolated-vm isolate parked by V8 out of memory holds a process so')
   writeSync(
     2,
     `\nLEAK: the tests ended, but ${GRACE_MS / 1000} s later node is still kept alive by what a test left behind:\n` +

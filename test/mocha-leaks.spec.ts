@@ -37,19 +37,20 @@ async function runTests(fixture: string) {
 describe('the test command, when a test leaves the process unable to end', function () {
   this.timeout(120_000)
 
-  it('names a leaked child process, kills it, and ends with the summary line and exit code 0', async () => {
+  it('names a leaked child process and timer, kills the process, and ends with the summary line and exit code 0', async () => {
     const { stderr, code, last } = await runTests('test/fixtures/leaks-a-child.fixture.ts')
     expect(stderr).to.match(/LEAK: the tests ended, but 0\.3 s later node is still kept alive/)
     const pid = Number(/child process (\d+): \S*node -e setInterval/.exec(stderr)?.[1])
     expect(pid, stderr).to.be.greaterThan(0)
     expect(await gone(pid), 'the leaked process was killed').to.equal(true)
-    expect(last).to.equal('1 passed, 0 failed')
+    expect(stderr).to.match(/timer setInterval\(60000 ms\) at .*leaks-a-child\.fixture\.ts:\d+/)
+    expect(last).to.equal('2 passed, 0 failed')
     expect(code).to.equal(0)
   })
 
   it('ends a process that an isolate parked by V8 out of memory keeps from exiting, with exit code 0', async () => {
     const { stderr, code, last } = await runTests('test/fixtures/parks-an-isolate.fixture.ts')
-    expect(stderr).to.match(/LEAK: .*\n {2}- nothing JavaScript can see: an isolated-vm isolate parked/)
+    expect(stderr).to.match(/LEAK: .*\n {2}- nothing JavaScript can name: an isolated-vm isolate parked/)
     expect(last).to.equal('1 passed, 0 failed')
     expect(code).to.equal(0)
   })
