@@ -99,7 +99,9 @@ function accepts(schema: Schema, data: unknown): boolean {
 
 /** throws ConfigKeyError for the first key in `data` that `schema` does not know */
 export function checkKeys(schema: Schema | undefined, data: unknown, path: Path = []): void {
-  if (!schema || data === undefined || data === null) return
+  // only an object or an array has keys to reject: a string, number or boolean needs no walk, and a union's branches
+  // tried against one (`accepts`) would each throw a ValidationError, the costliest part of a plugin's config check
+  if (!schema || data === null || typeof data !== 'object') return
   switch (schema.type) {
     case 'object':
     case 'intersect': {
