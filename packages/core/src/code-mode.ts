@@ -165,6 +165,14 @@ function failure(kind: CodeFailure, message: string, extra: Omit<ToolErrorInfo, 
   return { ...result, content: `${result.content}${logs}` }
 }
 
+// run_code's schemas, one pair per process: compileTool keeps what it compiled from a transport's schema objects, so a
+// context set up again (a test, a second deployment) does not check and compile them again
+const runCodeParameters = t.object({
+  code: t.string({ minLength: 1 }).describe('the body of an async function'),
+  description: t.string({ minLength: 1 }).describe('one line on what it does, for approval and audit'),
+})
+const runCodeOutput = t.object({ logs: t.array(t.string()), result: t.unknown().optional(), cancelled: t.array(t.string()).optional() })
+
 export function createRunCode(runtime: CodeModeHost): CodeMode {
   async function run(args: { code: string; description: string }, run: ToolRun) {
     const { exec } = run
@@ -352,12 +360,9 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     name: RUN_CODE,
     // said so that it holds wherever the SDK is given: in a system prompt, or appended to this description over MCP
     description: 'Run a TypeScript program that calls tools as `await tools.<name>(args)`; only what it returns or logs comes back.',
-    parameters: t.object({
-      code: t.string({ minLength: 1 }).describe('the body of an async function'),
-      description: t.string({ minLength: 1 }).describe('one line on what it does, for approval and audit'),
-    }),
+    parameters: runCodeParameters,
     output: {
-      schema: t.object({ logs: t.array(t.string()), result: t.unknown().optional(), cancelled: t.array(t.string()).optional() }),
+      schema: runCodeOutput,
       render: (_, value) => renderOutput(value, 'result' in value),
     },
     execute: run,

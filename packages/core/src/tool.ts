@@ -139,6 +139,30 @@ function toJsonSchema(schema: unknown, path: string): JsonSchema {
   return json
 }
 
+// a transport's schemas (run_code's) are the core's own module constants, never changed once built: checked and compiled
+// once per process rather than once per runtime instance, which a context set up again would pay each time
+const transportSchemas = new WeakMap<object, JsonSchema>()
+const transportValidators = new WeakMap<JsonSchema, Validator>()
+
+function transportSchema(schema: unknown, path: string): JsonSchema {
+  if (typeof schema !== 'object' || schema === null) return toJsonSchema(schema, path)
+  let json = transportSchemas.get(schema)
+  if (!json) {
+    json = toJsonSchema(schema, path)
+    transportSchemas.set(schema, json)
+  }
+  return json
+}
+
+function transportValidator(schema: JsonSchema) {
+  let validate = transportValidators.get(schema)
+  if (!validate) {
+    validate = compileSchema(schema)
+    transportValidators.set(schema, validate)
+  }
+  return validate
+}
+
 /** checks a definition at registration; every refusal says what to change */
 export function compileTool(definition: ToolDefinition, registrar: { owner?: Agent; plugin: string; transport?: boolean; resultChars?: number }): CompiledTool {
   if (typeof definition !== 'object' || definition === null) throw new TypeError('a tool definition must be an object')
@@ -154,15 +178,16 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
   }
   let parameters: JsonSchema
   let output: JsonSchema
+  const schema = registrar.transport ? transportSchema : toJsonSchema
   try {
-    parameters = toJsonSchema(definition.parameters, 'parameters')
+    parameters = schema(definition.parameters, 'parameters')
     if (parameters.type !== 'object') throw new SchemaError('parameters', 'must be an object schema ({ type: "object", properties: ... })')
     const declared = definition.output as ToolOutput<unknown, unknown> | undefined
     if (typeof declared !== 'object' || declared === null || declared.schema === undefined) {
       throw new SchemaError('output', 'is missing: declare output: { schema, render? } so results can be validated and typed in the SDK')
     }
     if (declared.render !== undefined && typeof declared.render !== 'function') throw new SchemaError('output.render', 'must be a function')
-    output = toJsonSchema(declared.schema, 'output.schema')
+    output = schema(declared.schema, 'output.schema')
   } catch (error) {
     if (error instanceof SchemaError) throw new TypeError(`tool "${name}": ${error.message}`)
     throw error
@@ -181,8 +206,8 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
     }),
     parameters,
     output,
-    validateArguments: compileSchema(parameters),
-    validateOutput: compileSchema(output),
+    validateArguments: registrar.transport ? transportValidator(parameters) : compileSchema(parameters),
+    validateOutput: registrar.transport ? transportValidator(output) : compileSchema(output),
     rendered: {},
     render: render
       ? (args: Json, value: Json) => capContent(String(render(args, value)), limit)
