@@ -161,15 +161,9 @@ export function checkKeys(schema: Schema | undefined, data: unknown, path: Path 
  * ConfigKeyError naming the key path and the nearest valid key. use it on every plugin's Config.
  */
 export function strict<S, T>(schema: Schema<S, T>): Schema<S, T> {
-  // what this schema produced: a plugin's constructor resolves its config again for callers that construct it directly,
-  // and under ctx.plugin it is handed what cordis already resolved with this same schema; that comes back as it is
-  const produced = new WeakSet<object>()
   const checked = ((data?: S | null, options?: Parameters<Schema<S, T>>[1]): T => {
-    if (typeof data === 'object' && data !== null && produced.has(data)) return data as unknown as T
     checkKeys(schema, data, (options?.path ?? []) as Path)
-    const out = schema(data, options)
-    if (typeof out === 'object' && out !== null) produced.add(out)
-    return out
+    return schema(data, options)
   }) as Schema<S, T>
   Object.assign(checked, schema)
   Object.setPrototypeOf(checked, Object.getPrototypeOf(schema))
