@@ -44,6 +44,15 @@ describe('strict configuration', () => {
     expect(rejection(() => config({ model: { provider: 'b', kye: 'k' } } as never)).message).to.equal('`model.kye`: unknown key; did you mean `key`?')
   })
 
+  it('checks a config it produced again when it comes back changed', () => {
+    const resolved = config({ model: { provider: 'a', url: 'u' } }) as Record<string, unknown>
+    resolved.dney = [{ reason: 'typo' }]
+    expect(rejection(() => config(resolved as never)).message).to.equal('`dney`: unknown key; did you mean `deny`?')
+    Reflect.deleteProperty(resolved, 'dney')
+    resolved.deny = [{ tools: ['write'] }]
+    expect(() => config(resolved as never)).to.throw(/reason/)
+  })
+
   it('lists the valid keys when none is near', () => {
     expect(rejection(() => config({ zzzzzzzz: 1 } as never)).message).to.equal(
       '`zzzzzzzz`: unknown key; expected one of `deny`, `limits`, `model`, `mode`, `any`',
