@@ -152,8 +152,8 @@ export class Pipeline {
   private readonly live = new Map<number, Execution>()
   private sequence = 0
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
-  private preExecuteDeadlines?: DeadlineQueue
-  private postExecuteDeadlines?: DeadlineQueue
+  /** one queue per listening stage, remade when the deployment's limit for that stage changes */
+  private readonly deadlines: { preExecuteMs?: DeadlineQueue; postExecuteMs?: DeadlineQueue } = {}
 
   constructor(private host: PipelineHost) {}
 
@@ -389,9 +389,8 @@ export class Pipeline {
       try {
         decision = hook.callback(exec)
         if (isThenable(decision)) {
-          const limit = this.host.deadlines().preExecuteMs
-          if (this.preExecuteDeadlines?.ms !== limit) this.preExecuteDeadlines = new DeadlineQueue(limit)
-          decision = await this.preExecuteDeadlines.race(decision)
+          const { limit, answer } = this.within('preExecuteMs', decision)
+          decision = await answer
           if (decision === TIMED_OUT) {
             const message = `the call to "${exec.name}" was denied because a tools/pre-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
             this.host.log().warn('%s', message)
@@ -687,6 +686,14 @@ export class Pipeline {
   }
 
   /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
+  /** a listener's pending answer raced against its stage's deadline: the answer, or TIMED_OUT */
+  private within(stage: 'preExecuteMs' | 'postExecuteMs', decision: PromiseLike<unknown>) {
+    const limit = this.host.deadlines()[stage]
+    let queue = this.deadlines[stage]
+    if (queue?.ms !== limit) queue = this.deadlines[stage] = new DeadlineQueue(limit)
+    return { limit, answer: queue.race(decision) }
+  }
+
   private async postExecute(exec: Execution, hooks: readonly Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
@@ -695,9 +702,8 @@ export class Pipeline {
       try {
         decision = hook.callback(exec, Object.freeze(result))
         if (isThenable(decision)) {
-          const limit = this.host.deadlines().postExecuteMs
-          if (this.postExecuteDeadlines?.ms !== limit) this.postExecuteDeadlines = new DeadlineQueue(limit)
-          decision = await this.postExecuteDeadlines.race(decision)
+          const { limit, answer } = this.within('postExecuteMs', decision)
+          decision = await answer
           if (decision === TIMED_OUT) {
             const message = `the result of "${exec.name}" was withheld because a tools/post-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
             this.host.log().warn('%s', message)
