@@ -8,6 +8,7 @@
 // NESTED_FIRST_RUNS=5 the first run in five fresh processes per tier (default 3)
 
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { runInNewContext } from 'node:vm'
@@ -234,8 +235,30 @@ const bridged = [
   ['isolate, process tier', 'isolate', 'process'],
 ] as const
 
-// the same backend twice, alone and under run_code, both held open and measured in alternation: each round times a
-// sequential program and a trivial run on each, so drift on a shared machine falls on both sides of the difference
+// the calling thread's CPU time in µs, where the kernel reports it per thread (Linux: /proc/thread-self/schedstat, in
+// ns): what the host's own thread spent, whatever the sandbox's threads did meanwhile. undefined elsewhere
+const threadCpu: (() => number) | undefined = (() => {
+  const read = () => Number(readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[0]) / 1000
+  try {
+    return Number.isFinite(read()) ? read : undefined
+  } catch {
+    return undefined
+  }
+})()
+
+const quartiles = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))]
+  return { low: at(0.25), median: median(sorted), high: at(0.75) }
+}
+
+// the same backend twice, alone and under run_code, both held open and measured in alternation, many short rounds:
+// each round measures alone, full, full, alone (a drift on a shared machine within the round cancels), each a
+// sequential program of BRIDGE_CALLS calls less a trivial run just before it. per round: the difference per call of
+// the latency, and of the host thread's CPU time (the bridge runs there; the sandbox's threads do not count). the
+// figures are the medians over the rounds, with their quartiles
+const BRIDGE_CALLS = 1000
+const BRIDGE_ROUNDS = Number(process.env.NESTED_BRIDGE_ROUNDS ?? 15)
 async function bridgeCost(label: string, kind: 'worker' | 'isolate', isolation: 'in-process' | 'process') {
   const runtime = sandboxes.find(([name]) => name === label)?.[1]()
   if (runtime === undefined) throw new Error(`no sandbox named ${label}`)
@@ -245,35 +268,49 @@ async function bridgeCost(label: string, kind: 'worker' | 'isolate', isolation: 
     const outcome = await runtime.run({ code, tools: ['echo'], call: echo, signal, limits })
     if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
   }
-  const time = async (op: (code: string) => Promise<void>, code: string) => {
-    const start = performance.now()
-    await op(code)
-    return (performance.now() - start) * 1000
-  }
+  const program = `for (let i = 0; i < ${BRIDGE_CALLS}; i++) await tools.echo({ i })`
+  // per call of `op`'s sequential program beyond its trivial run: latency, and the host thread's CPU time
   const perCallOf = async (op: (code: string) => Promise<void>) => {
-    const trivial = median([await time(op, 'return 1'), await time(op, 'return 1'), await time(op, 'return 1')])
-    return ((await time(op, sequential)) - trivial) / N
+    let start = performance.now()
+    let cpu = threadCpu?.() ?? 0
+    await op('return 1')
+    const trivial = performance.now() - start
+    const trivialCpu = (threadCpu?.() ?? 0) - cpu
+    start = performance.now()
+    cpu = threadCpu?.() ?? 0
+    await op(program)
+    const wall = performance.now() - start
+    const programCpu = (threadCpu?.() ?? 0) - cpu
+    return { us: ((wall - trivial) * 1000) / BRIDGE_CALLS, cpuUs: (programCpu - trivialCpu) / BRIDGE_CALLS }
   }
-  for (let i = 0; i < 2; i++) {
+  for (let i = 0; i < 3; i++) {
     await perCallOf(alone)
     await perCallOf(run)
   }
-  const rounds: number[] = []
+  const latency: number[] = []
+  const cpu: number[] = []
   const fulls: number[] = []
   const alones: number[] = []
-  for (let i = 0; i < 9; i++) {
-    // the order alternates, so a side is not always the one measured right after the other
-    const [first, second] = i % 2 ? [run, alone] : [alone, run]
-    const a = await perCallOf(first)
-    const b = await perCallOf(second)
-    fulls.push(i % 2 ? a : b)
-    alones.push(i % 2 ? b : a)
-    rounds.push(i % 2 ? a - b : b - a)
+  for (let i = 0; i < BRIDGE_ROUNDS; i++) {
+    const a1 = await perCallOf(alone)
+    const f1 = await perCallOf(run)
+    const f2 = await perCallOf(run)
+    const a2 = await perCallOf(alone)
+    fulls.push(f1.us, f2.us)
+    alones.push(a1.us, a2.us)
+    latency.push((f1.us + f2.us - a1.us - a2.us) / 2)
+    cpu.push((f1.cpuUs + f2.cpuUs - a1.cpuUs - a2.cpuUs) / 2)
   }
   await runtime.close()
   await ctx.stop()
-  // a shared machine only ever adds time: the least disturbed round of each side is the other estimate
-  return { median: median(rounds), least: Math.min(...fulls) - Math.min(...alones), rounds: rounds.sort((a, b) => a - b) }
+  // a shared machine only ever adds time: the least disturbed sample of each side is another estimate
+  return {
+    latency: quartiles(latency),
+    cpu: threadCpu ? quartiles(cpu) : undefined,
+    least: Math.min(...fulls) - Math.min(...alones),
+    full: median(fulls),
+    alone: median(alones),
+  }
 }
 
 // the bridge's own cost on the host's thread, with no sandbox and no thread in between: calls enter RunBridge (the host
@@ -329,7 +366,8 @@ async function bridgeHostCpu() {
     alone.push(await cpuPerCall({ code: '', tools: ['echo'], call: echo, signal }))
   }
   await ctx.stop()
-  return { full: median(full), alone: median(alone) }
+  // the rounds' own differences: a round's load fell on both of its sides
+  return quartiles(full.map((us, round) => us - alone[round]))
 }
 
 export async function benchNested() {
@@ -440,34 +478,62 @@ export async function benchNested() {
     }
   }
 
-  console.log("\nthe bridge's own cost: full stack minus sandbox alone, interleaved round by round (median, spread)")
+  console.log(`\nthe bridge's own cost: full stack minus sandbox alone, ${BRIDGE_ROUNDS} interleaved rounds (median [quartiles])`)
   for (const [label, kind, isolation] of bridged) {
     if (!label.includes(only)) continue
     const cost = await bridgeCost(label, kind, isolation)
-    row(`${label}: bridge's own cost (full − alone)`, cost.median, rtt, '≤ 5 µs')
-    console.log(`  ${''.padEnd(48)} rounds ${cost.rounds.map((us) => us.toFixed(1)).join(' ')} µs; fastest full − fastest alone ${cost.least.toFixed(1)} µs`)
-    Object.assign(figures, { [`${label}.bridgeUs`]: cost.median })
+    const spread = (q: { low: number; high: number }) => `[${q.low.toFixed(1)} – ${q.high.toFixed(1)}]`
+    row(`${label}: bridge's own cost (full − alone)`, cost.latency.median, rtt, '≤ 5 µs')
+    console.log(
+      `  ${''.padEnd(48)} rounds ${spread(cost.latency)} µs; full ${cost.full.toFixed(1)}, alone ${cost.alone.toFixed(1)} µs a call; fastest full − fastest alone ${cost.least.toFixed(1)} µs`,
+    )
+    if (cost.cpu) {
+      row(`${label}: host thread CPU, full − alone`, cost.cpu.median, rtt)
+      console.log(`  ${''.padEnd(48)} rounds ${spread(cost.cpu)} µs`)
+    }
+    Object.assign(figures, { [`${label}.bridgeUs`]: cost.latency.median, [`${label}.bridgeHostThreadCpuUs`]: cost.cpu?.median })
   }
 
   if ('bridge'.includes(only)) {
     const host = await bridgeHostCpu()
-    row("the bridge's own host CPU per call (no sandbox)", host.full - host.alone, rtt, '≤ 5 µs')
-    Object.assign(figures, { bridgeHostCpuUs: host.full - host.alone })
+    row("the bridge's own host CPU per call (no sandbox)", host.median, rtt, '≤ 5 µs')
+    console.log(`  ${''.padEnd(48)} rounds [${host.low.toFixed(2)} – ${host.high.toFixed(2)}] µs`)
+    Object.assign(figures, { bridgeHostCpuUs: host.median })
   }
 
-  console.log('\nexecute through ctx.tools')
+  // held and plain in alternating rounds (which goes first alternates too), each round 5000 calls after 500 unmeasured:
+  // the medians over the rounds, so a burst of load on the machine falls on one round of each, not on one side
+  console.log('\nexecute through ctx.tools (held and plain in 15 alternating rounds; median [quartiles])')
   const ctx = new Context()
   ctx.plugin(ToolRuntime, { mode: 'native' })
   await ctx.start()
   ctx.tools.register(nop)
   const signal = new AbortController().signal
   const held = ctx.tools
-  const heldUs = await timeOp(() => held.execute({ callId: 'h', name: 'echo', arguments: {}, signal }), 20000)
-  const plainUs = await timeOp(() => ctx.tools.execute({ callId: 'p', name: 'echo', arguments: {}, signal }), 20000)
+  const heldOp = () => held.execute({ callId: 'h', name: 'echo', arguments: {}, signal })
+  const plainOp = () => ctx.tools.execute({ callId: 'p', name: 'echo', arguments: {}, signal })
+  const perCallUs = async (op: () => Promise<unknown>) => {
+    for (let i = 0; i < 500; i++) await op()
+    const start = performance.now()
+    for (let i = 0; i < 5000; i++) await op()
+    return ((performance.now() - start) * 1000) / 5000
+  }
+  const helds: number[] = []
+  const plains: number[] = []
+  for (let round = 0; round < 15; round++) {
+    if (round % 2) plains.push(await perCallUs(plainOp))
+    helds.push(await perCallUs(heldOp))
+    if (!(round % 2)) plains.push(await perCallUs(plainOp))
+  }
   await ctx.stop()
-  row('held reference: execute', heldUs, heldUs)
-  row('plain ctx.tools.execute', plainUs, heldUs, '≤ 3 µs')
-  Object.assign(figures, { heldExecuteUs: heldUs, plainExecuteUs: plainUs })
+  const heldQ = quartiles(helds)
+  const plainQ = quartiles(plains)
+  row('held reference: execute', heldQ.median, heldQ.median)
+  row('plain ctx.tools.execute', plainQ.median, heldQ.median, '≤ 3 µs')
+  console.log(
+    `  ${''.padEnd(48)} rounds: held [${heldQ.low.toFixed(2)} – ${heldQ.high.toFixed(2)}], plain [${plainQ.low.toFixed(2)} – ${plainQ.high.toFixed(2)}] µs`,
+  )
+  Object.assign(figures, { heldExecuteUs: heldQ.median, plainExecuteUs: plainQ.median })
   return figures
 }
 
