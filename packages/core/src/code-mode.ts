@@ -55,6 +55,8 @@ export interface CodeModeHost {
    * `settle` runs it like `run`, with the result itself when nothing on the way was pending
    */
   prepare(input: CallRequest, parsed?: boolean): PreparedCall & { settle(signal: AbortSignal): ToolResult | Promise<ToolResult> }
+  /** the JSON text of a nested call's result value, made once with its rendering where it could be */
+  jsonOf(value: Json): string
   /** whether any listener is on a core event: when none is, the bridge builds no payload for it */
   observes(event: 'code/call-start' | 'code/call-settle'): boolean
   notify<K extends 'code/call-start' | 'code/call-settle'>(
@@ -303,7 +305,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         }
         if (started) runtime.notify('code/call-settle', agent, { ...started, result, durationMs: performance.now() - begin })
         if (result.isError) return { ok: false, message: result.error.message, code: result.error.code }
-        return { ok: true, value: JSON.stringify(result.value) }
+        return { ok: true, value: runtime.jsonOf(result.value) }
       } catch (error) {
         return failedOnHost(name, error)
       } finally {

@@ -11,7 +11,7 @@ import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } f
 import { adoptParsed, type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
-import { type CompiledTool, type Execution, ExecutionToken, RUN_CODE } from './tool.ts'
+import { type CompiledTool, capContent, type Execution, ExecutionToken, jsonText, RUN_CODE } from './tool.ts'
 
 /** what the pipeline needs of the registry */
 export interface PipelineHost {
@@ -154,6 +154,9 @@ export class Pipeline {
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
   /** one queue per listening stage, remade when the deployment's limit for that stage changes */
   private readonly deadlines: { preExecuteMs?: DeadlineQueue; postExecuteMs?: DeadlineQueue } = {}
+  /** the last object value a nested call's default rendering stringified, and its text (see jsonOf) */
+  private renderedValue: Json | undefined
+  private renderedText = ''
 
   constructor(private host: PipelineHost) {}
 
@@ -679,6 +682,14 @@ export class Pipeline {
 
   private rendered(exec: Execution, tool: CompiledTool, value: Json): ToolResult {
     try {
+      // a nested call's value goes back to its program as JSON text: under the default rendering that text is the
+      // content too, made once here and handed to the bridge by jsonOf
+      if (exec.parent !== undefined && tool.rendersJson && typeof value === 'object' && value !== null) {
+        const text = JSON.stringify(value)
+        this.renderedValue = value
+        this.renderedText = text
+        return { isError: false, value, content: capContent(text, tool.resultChars) }
+      }
       return { isError: false, value, content: tool.render(exec.arguments, value) }
     } catch (error) {
       return errorResult('INVALID_OUTPUT', `"${exec.name}" could not render its result: ${messageOf(error)}`)
@@ -766,6 +777,18 @@ export class Pipeline {
 
   private observerFailed(hook: Listener, exec: Execution, error: unknown) {
     this.host.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
+  }
+
+  /**
+   * the JSON text of a nested call's result value (a frozen snapshot): the text its default rendering just made, taken
+   * once (the slot holds only the latest, so nothing large stays held), else made now
+   */
+  jsonOf(value: Json): string {
+    if (value !== this.renderedValue) return jsonText(value)
+    const text = this.renderedText
+    this.renderedValue = undefined
+    this.renderedText = ''
+    return text
   }
 
   /** notifies observers of a core event, each isolated from the others */

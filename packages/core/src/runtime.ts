@@ -161,6 +161,7 @@ class ToolRuntime extends Service {
       config: this.config,
       codeRuntime: () => this.service('codeRuntime'),
       prepare: (input, parsed) => this.pipeline.prepare(input, parsed),
+      jsonOf: (value) => this.pipeline.jsonOf(value),
       observes: (event) => !!this.hooks[event]?.length,
       notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
       programTools: (agent) => this.programTools(agent),

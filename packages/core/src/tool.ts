@@ -104,7 +104,14 @@ const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/
 
 /** compact JSON: a result is read by a model, and pretty-printing only pads it with tokens */
 export function defaultRender(value: Json): string {
-  return typeof value === 'string' ? value : JSON.stringify(value)
+  return typeof value === 'string' ? value : jsonText(value)
+}
+
+/** the JSON text of a snapshotted value (finite numbers only); null, a boolean or a number without JSON.stringify */
+export function jsonText(value: Json): string {
+  if (value === null) return 'null'
+  if (typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) return String(value)
+  return JSON.stringify(value)
 }
 
 /** the default cap on a result's model-facing content, in characters (ToolRuntime's `resultChars`) */
@@ -131,6 +138,9 @@ export interface CompiledTool {
   /** the SDK's rendering of the two schemas, filled on first use (the schemas never change after registration) */
   readonly rendered: { parameters?: string; output?: string }
   render(args: Json, value: Json): string
+  /** the definition declares no render: a result's content is its value's JSON text (a string as it is), capped at resultChars */
+  readonly rendersJson: boolean
+  readonly resultChars: number
 }
 
 function toJsonSchema(schema: unknown, path: string): JsonSchema {
@@ -209,6 +219,8 @@ export function compileTool(definition: ToolDefinition, registrar: { owner?: Age
     validateArguments: registrar.transport ? transportValidator(parameters) : compileSchema(parameters),
     validateOutput: registrar.transport ? transportValidator(output) : compileSchema(output),
     rendered: {},
+    rendersJson: !render,
+    resultChars: limit,
     render: render
       ? (args: Json, value: Json) => capContent(String(render(args, value)), limit)
       : (_: Json, value: Json) => capContent(defaultRender(value), limit),

@@ -956,3 +956,46 @@ describe('agent scopes', () => {
     expect(nested.callId).to.equal('outer/1')
   })
 })
+
+describe("a nested call's reply", () => {
+  it('is the JSON text of the value its result holds: rendered, replaced by a listener, or with its content capped', async () => {
+    const ctx = await deployment({ mode: 'code', resultChars: 256 })
+    ctx.tools.register(
+      defineTool({
+        name: 'obj',
+        description: 'an object with padding',
+        parameters: t.object({ n: t.integer() }),
+        output: { schema: t.object({ n: t.integer(), pad: t.string() }) },
+        execute: ({ n }) => ({ n, pad: 'x'.repeat(300) }),
+      }),
+    )
+    plugin(ctx, 'replacer', (ctx) =>
+      ctx.on('tools/post-execute', (exec, result) =>
+        (exec.arguments as { n: number }).n === 2 && !result.isError ? { kind: 'accept', value: { n: 20, pad: '' } } : undefined,
+      ),
+    )
+    await assertStarted(ctx)
+    const contents: string[] = []
+    ctx.on('tools/result', (exec, result) => void (exec.parent && contents.push(result.content)))
+    let replies: unknown[] = []
+    ctx.set('codeRuntime', {
+      backend: 'scripted',
+      run: async (request: { call(name: string, json: string): Promise<unknown> }) => {
+        // the first settles at once, the others wait their turn (obj is exclusive) and settle after another rendered
+        replies = await Promise.all([1, 2, 3].map((n) => request.call('obj', `{"n":${n}}`)))
+        replies.push(await request.call('obj', '{"n":4}'))
+        return { ok: true, logs: [] }
+      },
+    })
+    const result = await call(ctx, 'run_code', { code: 'return 1', description: 'nested objects' })
+    expect(result.isError).to.equal(false)
+    const pad = 'x'.repeat(300)
+    expect(replies).to.deep.equal([
+      { ok: true, value: `{"n":1,"pad":"${pad}"}` },
+      { ok: true, value: '{"n":20,"pad":""}' },
+      { ok: true, value: `{"n":3,"pad":"${pad}"}` },
+      { ok: true, value: `{"n":4,"pad":"${pad}"}` },
+    ])
+    expect(contents[0]).to.match(/^\{"n":1,"pad":"x+\n\[cut: /)
+  })
+})
