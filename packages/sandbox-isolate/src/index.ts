@@ -1,6 +1,7 @@
 import { extname } from 'node:path'
+import { defineConfig } from '@faber/core'
 import { SandboxService } from '@faber/sandbox'
-import type { Context } from 'cordis'
+import { type Context, Schema } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
 
 export { IsolateSandbox, type IsolateSandboxOptions } from './isolate-sandbox.ts'
@@ -9,17 +10,34 @@ export * from './types.ts'
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
 class IsolateSandboxService extends SandboxService {
   readonly backend = 'isolated-vm'
-  static Config = SandboxService.Config
+  declare config: IsolateSandboxService.Config
 
-  constructor(ctx: Context, config: SandboxService.ConfigInput = {}) {
+  constructor(ctx: Context, config: IsolateSandboxService.ConfigInput = {}) {
     super(
       ctx,
       config,
       // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
       { module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
       (config) => new IsolateSandbox(config),
+      IsolateSandboxService.Config,
     )
   }
+}
+
+namespace IsolateSandboxService {
+  export interface Config extends SandboxService.Config {
+    /** the longest either side of a nested call spins for the other's answer (IsolateSandboxOptions.spinMs) */
+    spinMs: number
+  }
+
+  export type ConfigInput = SandboxService.ConfigInput & { spinMs?: number }
+
+  export const Config = defineConfig<Config, ConfigInput>()(
+    Schema.object({
+      ...SandboxService.fields,
+      spinMs: SandboxService.spinMs,
+    }),
+  )
 }
 
 export default IsolateSandboxService

@@ -1,3 +1,4 @@
+import { type Backoff, backoff, handoffBytes, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/lane'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
@@ -21,6 +22,13 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
    * passes it ends with `timeout`). by default only its cpuMs and wallMs bound it
    */
   sliceMs?: number
+  /**
+   * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never spins):
+   * the host's thread for the program's next call, the isolate's thread for a reply. neither spins while more than one
+   * run is going on in the process, and a spin that caught nothing makes the next 1, 3, 7 … 255 hand-offs sleep at once.
+   * the isolate's spin counts towards the program's cpuMs (README). not used with `disposableThread`
+   */
+  spinMs?: number
 }
 
 interface Slot {
@@ -29,6 +37,9 @@ interface Slot {
   prelude: ivm.Script
   driver: ivm.Script
   outbox: Outbox
+  /** the hand-off's shared memory (lane.mjs: lane 0 the program's calls, lane 1 the host's replies) and its back-off */
+  handoff: SharedArrayBuffer
+  pair: Backoff
   memoryMb: number
   runs: number
   /** V8 ran out of memory outside the limit isolated-vm checks, and its handler parked the isolate's thread for good */
@@ -48,15 +59,28 @@ const outboxUnits = 32 * 1024
 const outboxRecordUnits = 4096
 
 // run in each program's context around the prelude, before the program. on the isolate's own thread (the first stretch;
-// every stretch unless the sandbox drives from its thread, replies then `post`ed) the bridge is an ignored callback.
+// every stretch unless the sandbox drives from its thread) the bridge is an ignored callback, or the hand-off's ring.
 // once a reply was `deliver`ed synchronously from the sandbox's thread, that thread drives the program: a call goes into
 // the outbox, which costs no boundary crossing; a call with a long argument, or one that no longer fits, is a plain
-// callback, and so is every later call of the step (they keep their order). the outbox is captured here, out of the
-// program's reach, with the intrinsics it needs
-const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, ...rest) {
+// callback, and so is every later call of the step (they keep their order). the outbox and the hand-off are captured
+// here, out of the program's reach, with every intrinsic they use: a program that replaces them changes nothing here.
+//
+// the hand-off (lane.mjs, whose other side is the host's; no Buffer or TextEncoder in an isolate: strings go in and out
+// as utf-16 units): while the host spins for the program's next call (its lane's AWAKE), a call goes through lane 0's
+// ring, else through `offHost`, which wakes the host's event loop. after a call made while no other is waiting, this
+// thread spins for the reply once the program's synchronous part is done (in a microtask: an isolate has no
+// setImmediate), at most `spinLoops` turns; a reply that comes meanwhile through lane 1's ring is delivered there, and
+// the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
+const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinLoops, setup, toolNamesJson, ...rest) {
+  const { load, store, add, sub, compareExchange } = Atomics
+  const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
+  const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
+  const slice = Function.prototype.call.bind(String.prototype.slice)
+  const fromCharCode = String.fromCharCode
+  const now = Date.now
   const header = new Int32Array(outbox, 0, 2)
   const units = new Uint16Array(outbox, 8)
-  const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
+  const outboxLength = units.length
   const toolIndex = Object.create(null)
   const names = JSON.parse(toolNamesJson)
   for (let i = 0; i < names.length; i++) toolIndex[names[i]] = i
@@ -66,7 +90,7 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
     const tool = toolIndex[name]
     let at = header[1]
     const length = typeof json === 'string' ? json.length : Infinity
-    if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > units.length) {
+    if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > outboxLength) {
       spilled = true
       return false
     }
@@ -79,11 +103,134 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
     header[0]++
     return true
   }
+
+  const ringUnits = ${layout.ringUnits}
+  const h0 = new Int32Array(handoff, 0, 8)
+  const h1 = new Int32Array(handoff, 32, 8)
+  const pair = new Int32Array(handoff, 0, 32)
+  const ring0 = new Uint16Array(handoff, ${layout.rings}, ringUnits)
+  const ring1 = new Uint16Array(handoff, ${layout.rings} + 2 * ringUnits, ringUnits)
+  const runs = new Int32Array(active)
+  let write = 0
+  let read = 0
+  let outstanding = 0
+  let scheduled = false
+  let finished = false
+
+  // a call as \`id:name length:name json\`, into lane 0's ring when the host spins and nothing sent otherwise waits
+  const put = (id, name, json) => {
+    const length = json.length + name.length + 24
+    if (length > ${layout.maxUnits - 2} || load(h0, ${layout.AWAKE}) !== 1 || load(h0, ${layout.SENT}) !== load(h0, ${layout.TAKEN})) return false
+    const text = \`\${id}:\${name.length}:\${name}\${json}\`
+    const size = 2 + text.length + (text.length & 1)
+    const gap = write + size > ringUnits ? ringUnits - write : 0
+    if (load(h0, ${layout.USED}) + gap + size > ringUnits) return false
+    if (gap > 0) {
+      ring0[write + 1] = ${layout.wrap}
+      write = 0
+    }
+    ring0[write] = text.length
+    ring0[write + 1] = 0
+    for (let i = 0, at = write + 2; i < text.length; i++) ring0[at + i] = charCodeAt(text, i)
+    write = (write + size) % ringUnits
+    add(h0, ${layout.USED}, gap + size)
+    add(h0, ${layout.RING}, 1)
+    // the host may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
+    if (load(h0, ${layout.AWAKE}) === 0 && compareExchange(h0, ${layout.RUNG}, 0, 1) === 0) offHost(0)
+    return true
+  }
+  const send = (kind, a, b, c) => {
+    add(h0, ${layout.SENT}, 1)
+    return offHost(kind, a, b, c)
+  }
+
+  const decode = (at, length) => {
+    let text = ''
+    const end = at + length
+    for (; at + 8 <= end; at += 8) text += fromCharCode(ring1[at], ring1[at + 1], ring1[at + 2], ring1[at + 3], ring1[at + 4], ring1[at + 5], ring1[at + 6], ring1[at + 7])
+    for (; at < end; at++) text += fromCharCode(ring1[at])
+    return text
+  }
+  // a reply that succeeded, as \`id:text\`
+  const reply = (text) => {
+    const colon = indexOf(text, ':')
+    outstanding--
+    try {
+      deliver(+slice(text, 0, colon), true, slice(text, colon + 1))
+    } catch {}
+  }
+  const takeReplies = () => {
+    let taken = 0
+    while (load(h1, ${layout.USED}) > 0) {
+      if (ring1[read + 1] === ${layout.wrap}) {
+        sub(h1, ${layout.USED}, ringUnits - read)
+        read = 0
+        continue
+      }
+      const length = ring1[read] | (ring1[read + 1] << 16)
+      const text = decode(read + 2, length)
+      const size = 2 + length + (length & 1)
+      read = (read + size) % ringUnits
+      sub(h1, ${layout.USED}, size)
+      taken++
+      reply(text)
+    }
+    return taken
+  }
+  const pending = () => load(h1, ${layout.USED}) > 0 || load(h1, ${layout.SENT}) !== load(h1, ${layout.TAKEN})
+
+  // the back-off both sides share (lane.mjs backoff)
+  const spun = (caught) => {
+    add(h1, caught ? ${layout.CAUGHT} : ${layout.MISSED}, 1)
+    if (caught) return void store(pair, ${layout.MISSES}, 0)
+    const misses = load(pair, ${layout.MISSES}) + 1
+    store(pair, ${layout.MISSES}, misses > 8 ? 8 : misses)
+    store(pair, ${layout.UNTIL}, load(pair, ${layout.CALLS}) + (1 << (misses > 8 ? 8 : misses)))
+  }
+  const spin = async () => {
+    await undefined
+    scheduled = false
+    if (finished || outstanding !== 1 || takeReplies() > 0) {
+      store(h1, ${layout.AWAKE}, 0)
+      if (pending()) takeReplies()
+      return
+    }
+    const started = now()
+    for (let n = spinLoops; n > 0 && load(h1, ${layout.USED}) === 0 && load(h1, ${layout.SENT}) === load(h1, ${layout.TAKEN}); n--) {
+      // a bound by the clock too, should a turn take far longer than the host measured (code not optimized yet)
+      if ((n & 4095) === 0 && now() - started > 1) break
+    }
+    store(h1, ${layout.AWAKE}, 0)
+    // caught only if the ring brought it: a posted reply is a task of this thread, run once this one ends
+    spun(takeReplies() > 0)
+  }
+  // a call was sent: spin for its reply if it is the only one waiting (a sequential program), the back-off allows, and
+  // it went through the ring: the host, spinning, took it at once, and replies as soon as its tool does. a call that had
+  // to wake the host gets no spin: the wake-up alone often takes longer than a spin lasts
+  const called = (ring) => {
+    outstanding++
+    add(pair, ${layout.CALLS}, 1)
+    if (!ring || scheduled || !(spinLoops > 0) || load(runs, 0) > 1 || load(pair, ${layout.CALLS}) < load(pair, ${layout.UNTIL})) return
+    scheduled = true
+    // marked before the host sees the call: a reply that comes at once takes the ring too
+    store(h1, ${layout.AWAKE}, 1)
+    spin()
+  }
+
   let ended
   const end = new Promise((resolve) => { ended = resolve })
   const api = setup((kind, a, b, c) => {
-    const answer = host ? (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c) : offHost(kind, a, b, c)
-    if (kind === 'done' || kind === 'throw') ended()
+    let answer
+    if (host) answer = (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c)
+    else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') {
+      const ring = put(a, b, c)
+      answer = ring || send(kind, a, b, c)
+      called(ring)
+    } else answer = send(kind, a, b, c)
+    if (kind === 'done' || kind === 'throw') {
+      finished = true
+      ended()
+    }
     return answer
   }, toolNamesJson, ...rest)
   const { start, deliver } = api
@@ -91,7 +238,19 @@ const driverSource = `(function (onHost, offHost, outbox, setup, toolNamesJson, 
     start: (main) => { start(main) },
     begin: (main) => { start(main); return end },
     deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
-    post: (call, ok, text, code) => { deliver(call, ok, text, code) },
+    // a reply the host posted (lane 1's port): what its ring holds came first. 0 is a doorbell for the ring
+    post: (call, ok, text, code) => {
+      if (call === 0) {
+        store(h1, ${layout.RUNG}, 0)
+        takeReplies()
+        return
+      }
+      takeReplies()
+      add(h1, ${layout.TAKEN}, 1)
+      if (typeof call === 'string') return reply(call)
+      outstanding--
+      deliver(call, ok, text, code)
+    },
   }
 })`
 
@@ -132,6 +291,36 @@ class Outbox {
 /** how long the host drives programs without letting its event loop turn (timers, I/O, aborts, other sessions) */
 const driveMs = 10
 
+// after posting a reply the host may wait a moment on its thread for the program's next call (the hand-off), instead of
+// going back to its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process
+// and no other call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop
+// gets its turn
+const maxBurstMs = 2
+
+// the isolate has no clock finer than Date.now(): its spin is bounded by turns of its loop, as many as this thread makes
+// in a millisecond once the loop is optimized (measured once, on a loop of the same shape; the isolate's loop is also
+// bounded by its clock, for the turns it makes before it is optimized, which are slower)
+let turnsPerMs: number | undefined
+const spinTurns = (ms: number) => {
+  if (!(ms > 0)) return 0
+  if (turnsPerMs === undefined) {
+    const h = new Int32Array(new SharedArrayBuffer(16))
+    const turn = (turns: number) => {
+      let n = turns
+      while (n > 0 && Atomics.load(h, 0) === 0 && Atomics.load(h, 1) === Atomics.load(h, 2)) n--
+      return n
+    }
+    let best = 0
+    for (let round = 0; round < 8; round++) {
+      const started = performance.now()
+      turn(20000)
+      best = Math.max(best, 20000 / (performance.now() - started))
+    }
+    turnsPerMs = best
+  }
+  return Math.max(1, Math.round(ms * turnsPerMs))
+}
+
 const sliceMessage = (sliceMs: number) =>
   `the program computed for more than ${sliceMs} ms at once after a tool call returned (sliceMs): between tool calls programs run on the host's thread; compute in smaller steps or before the first tool call`
 
@@ -145,6 +334,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
   readonly hostDrive: boolean
   readonly sliceMs: number
+  readonly spinMs: number
+  private spinTurns: number
+  /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
+  private handoffs = handoffTally()
   // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
   private live = new Set<Slot>()
   private watchdog = new Watchdog(() => this.live)
@@ -157,6 +350,17 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     this.maxRunsPerIsolate = this.maxRuns
     this.hostDrive = options.disposableThread === true
     this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
+    this.spinMs = this.hostDrive ? 0 : (options.spinMs ?? 0.05)
+    this.spinTurns = spinTurns(this.spinMs)
+  }
+
+  /**
+   * what the hand-off of nested calls did so far, over every isolate of this sandbox: the program's messages (calls, and
+   * logs and outcomes, which always take the callback) and the host's replies, each through the ring or the other way
+   * (`port`: a callback or a posted task), and the spins of the side receiving them, which caught a message or did not
+   */
+  handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
+    return this.handoffs.stats()
   }
 
   protected start(slot: Slot, run: Run) {
@@ -189,12 +393,68 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       return handle
     }
     const finish = (outcome: CodeRunOutcome, healthy: boolean) => run.finish(outcome, healthy ? this.heap(slot) : undefined)
+    let counted = false
     run.cleanup = (reuse) => {
       settled = true
       slot.onParked = undefined
+      if (counted) Atomics.sub(runsActive, 0, 1)
       if (reuse) for (const handle of handles) handle.release()
     }
-    run.deliver = (call, reply) => answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
+    run.deliver = (call, reply) => {
+      if (this.hostDrive) return answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
+      // once the program reported, nothing of it may run on: the run is about to end
+      if (settled || reported !== undefined) return
+      const spin = expect()
+      // marked before the reply goes: the isolate's thread, spinning, may take it and call again before `offer` returns
+      if (spin) calls.watch()
+      // a string (`id:text`) through the ring while the isolate's thread spins for it
+      if (!(reply.ok && replies.offer(`${call}:${reply.value}`))) {
+        // else posted to its thread, unmarked meanwhile: a post can hold this thread until the isolate's task ends, and
+        // a call made then would wait in the ring while the isolate spun for a reply this thread cannot send
+        if (spin && calls.unwatch()) drain()
+        replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
+      }
+      if (!spin || settled) return
+      // a spin caught something only if the ring brought it: what the callback brings waits for the event loop anyway
+      slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
+    }
+
+    // the adaptive half of the hand-off on this side: whether to spin a moment for the program's next call after a reply
+    let burst: number | undefined
+    const expect = () => {
+      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return false
+      const from = performance.now()
+      if (burst === undefined) {
+        burst = from
+        setImmediate(() => (burst = undefined))
+      } else if (from - burst > maxBurstMs) return false
+      return true
+    }
+    // what the program sent through the ring is its, not the host's: anything malformed there ends the run
+    const malformed = () => fail('crash', "the program's hand-off ring was malformed")
+    const calls = lane(slot.handoff, 0, { postMessage() {} }, { receive: () => undefined, malformed })
+    // ignored: an isolate disposed meanwhile (its memory limit) is heard from the program's pending end (begin)
+    const toIsolate = (message: unknown) => post!.applyIgnored(undefined, Array.isArray(message) ? message : [message])
+    const replies = lane(slot.handoff, 1, { postMessage: toIsolate }, { receive: () => undefined })
+    calls.clear()
+    replies.clear()
+    // a flood is taken 64 calls at a time, a turn of the event loop between (nothing rings for what is left)
+    const drain = () => {
+      const taken = settled ? 0 : calls.take(onMessage, 64)
+      if (taken === 64) setImmediate(drain)
+      return taken
+    }
+    // what the program sent: a call through the ring (`id:name length:name json`), or the callback's arguments
+    const onMessage = (message: unknown) => {
+      if (settled) return
+      if (Array.isArray(message)) return void onBridge(message[0], message[1], message[2], message[3])
+      const text = message as string
+      const first = text.indexOf(':')
+      const second = first < 0 ? -1 : text.indexOf(':', first + 1)
+      const name = second + 1 + Number(text.slice(first + 1, second))
+      if (second < 0 || !(name <= text.length)) return malformed()
+      onBridge('call', Number(text.slice(0, first)), text.slice(second + 1, name), text.slice(name))
+    }
 
     const report = (outcome: CodeRunOutcome) => {
       reported = outcome
@@ -202,14 +462,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     }
 
     // under hostDrive a reply enters the program synchronously, on this thread: the program runs until it next waits on
-    // a tool. otherwise it is queued to the isolate's own thread, and the host goes on at once
+    // a tool (otherwise run.deliver hands it to the isolate's own thread, and the host goes on at once)
     const answer = (args: unknown[]) => {
-      if (!this.hostDrive) {
-        // once the program reported, nothing of it may run on: the run is about to end
-        // ignored: an isolate disposed meanwhile (its memory limit) is heard from the program's pending end (begin)
-        if (!settled && reported === undefined) post!.applyIgnored(undefined, args)
-        return
-      }
       inbox.push(args)
       if (!busy && !driving && !paused) drive()
     }
@@ -294,7 +548,13 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     // the program's only way out. on this thread (hostDrive) it is a plain call; from the isolate's thread an ignored
     // callback, so the program never waits on the host's thread
     const onHost = new ivm.Callback(onBridge, { sync: true })
-    const offHost = new ivm.Callback((kind: unknown, a: unknown, b: unknown, c: unknown) => void onBridge(kind, a, b, c), { ignored: true })
+    // (the hand-off's lane 0 when it is not the ring: what the ring holds came first; 0 is a doorbell for the ring)
+    const offHost = new ivm.Callback(
+      (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+        if (!settled) calls.port(kind === 0 ? 0 : [kind, a, b, c], onMessage)
+      },
+      { ignored: true },
+    )
 
     const onRejected = (error: unknown) => {
       if (settled) return
@@ -315,6 +575,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         onHost,
         offHost,
         new ivm.ExternalCopy(slot.outbox.memory).copyInto({ release: true }),
+        new ivm.ExternalCopy(slot.handoff).copyInto({ release: true }),
+        new ivm.ExternalCopy(runsActive.buffer).copyInto({ release: true }),
+        this.spinTurns,
         setup.derefInto(),
         JSON.stringify(request.tools),
         limits.outputBytes,
@@ -345,6 +608,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
     cpuStart = isolate.cpuTime
+    Atomics.add(runsActive, 0, 1)
+    counted = true
     run.arm(() => {
       try {
         return Number(isolate.cpuTime - cpuStart) / 1e6
@@ -378,6 +643,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
     slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' })
     slot.outbox = new Outbox()
+    slot.handoff = new SharedArrayBuffer(handoffBytes)
+    slot.pair = backoff(slot.handoff)
+    this.handoffs.add(slot.handoff)
     this.live.add(slot)
     this.watchdog.changed()
     return slot
@@ -385,6 +653,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
   protected dispose(slot: Slot) {
     this.live.delete(slot)
+    this.handoffs.remove(slot.handoff)
     // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
     // abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()

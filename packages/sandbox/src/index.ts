@@ -38,13 +38,7 @@ namespace WorkerSandboxService {
   export const Config = defineConfig<Config, ConfigInput>()(
     Schema.object({
       ...SandboxService.fields,
-      spinMs: Schema.number()
-        .min(0)
-        .max(1)
-        .default(0.05)
-        .description(
-          'ms either side of a nested call spins for the answer before it sleeps (0: never); only while one run is going on, backing off after misses',
-        ),
+      spinMs: SandboxService.spinMs,
     }),
   )
 }

@@ -3,8 +3,28 @@ import type { MessagePort } from 'node:worker_threads'
 
 export declare const handoffBytes: number
 export declare const handoffWaited: number
+export declare const layout: Readonly<{
+  ringUnits: number
+  maxUnits: number
+  rings: number
+  wrap: number
+  USED: number
+  SENT: number
+  TAKEN: number
+  AWAKE: number
+  RUNG: number
+  CAUGHT: number
+  MISSED: number
+  RING: number
+  CALLS: number
+  UNTIL: number
+  MISSES: number
+}>
+export declare const runsActive: Int32Array
 export interface Lane {
+  clear(): void
   send(message: unknown): void
+  offer(message: unknown): boolean
   take(handle: (message: unknown) => unknown, limit?: number): number
   port(message: unknown, handle: (message: unknown) => unknown): void
   watch(): void
@@ -23,5 +43,17 @@ export interface LaneCounts {
   caught: number
   missed: number
 }
+export interface HandoffTally {
+  add(buffer: SharedArrayBuffer): void
+  remove(buffer: SharedArrayBuffer): void
+  stats(): { calls: LaneCounts; replies: LaneCounts }
+}
+export declare function handoffTally(): HandoffTally
 export declare function handoffCounts(buffer: SharedArrayBuffer): [LaneCounts, LaneCounts]
-export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort): Lane
+export interface LaneOptions {
+  /** the next message sent other than by the ring, if one can be pulled (default: from the MessagePort) */
+  receive?: () => { message: unknown } | undefined
+  /** the ring's content was malformed: the lane reads it no further */
+  malformed?: () => void
+}
+export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort | { postMessage(message: unknown): void }, options?: LaneOptions): Lane

@@ -1,8 +1,10 @@
-// one direction of a run's hand-off between the host and its worker (plain js: the worker's entry loads it too).
-// while the receiving side spins for a message (`spin`), a string that fits goes through a ring in shared memory, which
-// it reads with no syscall and no turn of its event loop; otherwise a message goes through the lane's port as before,
-// which wakes the receiver's event loop. order is kept: the ring is written only while every message sent through the
-// port was taken, so what the ring holds was always sent before what the port holds.
+// one direction of a run's hand-off between the host and its worker or isolate (plain js: the worker's entry loads it
+// too). while the receiving side spins for a message (`spin`), a string that fits goes through a ring in shared memory,
+// which it reads with no syscall and no turn of its event loop; otherwise a message goes through the lane's port as
+// before, which wakes the receiver's event loop. order is kept: the ring is written only while every message sent through
+// the port was taken, so what the ring holds was always sent before what the port holds.
+// the isolate backend's driver is the other side of its lanes, written out in the isolate (it has no Buffer): `layout`
+// is what both agree on
 import { receiveMessageOnPort } from 'node:worker_threads'
 
 /** code units of each lane's ring; a longer message goes through the port */
@@ -29,6 +31,15 @@ const wrap = 0xffff
 const CALLS = 18
 const UNTIL = 19
 const MISSES = 20
+
+/**
+ * where everything is in the buffer (int32 indexes; lane `i`'s header at `8 * i`, its ring at byte `rings + i * 2 *
+ * ringUnits`), for the other side of a lane written elsewhere
+ */
+export const layout = Object.freeze({ ringUnits, maxUnits, rings: 128, wrap, USED, SENT, TAKEN, AWAKE, RUNG, CAUGHT, MISSED, RING, CALLS, UNTIL, MISSES })
+
+/** runs going on in this process, across sandboxes and backends: nobody spins while more than one is */
+export const runsActive = new Int32Array(new SharedArrayBuffer(4))
 
 /**
  * the back-off both sides of a worker share: a spin that caught nothing makes both sleep at once through the next 1, 3,
@@ -63,14 +74,41 @@ export function handoffCounts(buffer) {
   })
 }
 
-/** lane 0 carries the worker's messages to the host, lane 1 the host's replies; each side sends on one, takes from the other */
-export function lane(buffer, index, port) {
+/** what the hand-offs of a sandbox's units did (`handoffCounts` summed), over the buffers alive and those let go */
+export function handoffTally() {
+  const live = new Set()
+  const gone = [0, 1].map(() => ({ ring: 0, port: 0, caught: 0, missed: 0 }))
+  const addUp = (sums, buffer) =>
+    handoffCounts(buffer).forEach((lane, index) => {
+      for (const key of ['ring', 'port', 'caught', 'missed']) sums[index][key] += lane[key]
+    })
+  return {
+    add: (buffer) => void live.add(buffer),
+    remove(buffer) {
+      if (live.delete(buffer)) addUp(gone, buffer)
+    },
+    stats() {
+      const sums = gone.map((counts) => ({ ...counts }))
+      for (const buffer of live) addUp(sums, buffer)
+      return { calls: sums[0], replies: sums[1] }
+    },
+  }
+}
+
+/**
+ * lane 0 carries the worker's messages to the host, lane 1 the host's replies; each side sends on one, takes from the
+ * other. `port` is a MessagePort, or anything with `postMessage` when messages that do not take the ring come some other
+ * way (`receive` then says there is none to pull: they are handed to `port()` as they come). a ring whose content is
+ * malformed (a writer that cannot be trusted) is read no further, and `malformed` is told
+ */
+export function lane(buffer, index, port, { receive = () => receiveMessageOnPort(port), malformed = () => {} } = {}) {
   const h = new Int32Array(buffer, 32 * index, 8)
   const offset = 128 + index * 2 * ringUnits
   const units = new Uint16Array(buffer, offset, ringUnits)
   const bytes = Buffer.from(buffer, offset, 2 * ringUnits)
   let write = 0
   let read = 0
+  let broken = false
 
   const pending = () => Atomics.load(h, USED) > 0 || Atomics.load(h, SENT) !== Atomics.load(h, TAKEN)
 
@@ -95,17 +133,39 @@ export function lane(buffer, index, port) {
     return true
   }
 
+  const fault = () => {
+    broken = true
+    malformed()
+  }
+
+  // every length and position is checked against the ring before it is used, and one drain takes no more messages than
+  // the ring holds at once (a writer only writes while the reader spins): a writer that broke the layout cannot make this
+  // read out of bounds or go on for ever, it only ends the lane
   const drainRing = (handle, limit) => {
     let taken = 0
-    while (taken < limit && Atomics.load(h, USED) > 0) {
+    while (!broken && taken < limit) {
+      const used = Atomics.load(h, USED)
+      if (used <= 0) break
+      if (used > ringUnits || taken > ringUnits / 2) {
+        fault()
+        break
+      }
       if (units[read + 1] === wrap) {
+        if (ringUnits - read > used) {
+          fault()
+          break
+        }
         Atomics.sub(h, USED, ringUnits - read)
         read = 0
         continue
       }
       const length = units[read] | (units[read + 1] << 16)
-      const text = bytes.toString('utf16le', 2 * (read + 2), 2 * (read + 2 + length))
       const size = 2 + length + (length & 1)
+      if (size > maxUnits || size > used || read + size > ringUnits) {
+        fault()
+        break
+      }
+      const text = bytes.toString('utf16le', 2 * (read + 2), 2 * (read + 2 + length))
       read = (read + size) % ringUnits
       Atomics.sub(h, USED, size)
       taken++
@@ -114,22 +174,38 @@ export function lane(buffer, index, port) {
     return taken
   }
 
+  const offer = (message) => {
+    if (typeof message !== 'string' || Atomics.load(h, AWAKE) !== 1 || Atomics.load(h, SENT) !== Atomics.load(h, TAKEN) || !put(message)) return false
+    // the receiver may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
+    if (Atomics.load(h, AWAKE) === 0 && Atomics.compareExchange(h, RUNG, 0, 1) === 0) port.postMessage(0)
+    return true
+  }
+
   return {
+    /**
+     * a new run on the same buffer: both sides start again at the ring's start, nobody spinning, and what the last run
+     * sent the other way and was never taken (it ended first) is forgotten
+     */
+    clear() {
+      for (const at of [USED, AWAKE, RUNG]) Atomics.store(h, at, 0)
+      Atomics.store(h, TAKEN, Atomics.load(h, SENT))
+      write = 0
+      read = 0
+      broken = false
+    },
     /** sends `message`: through the ring when the receiver spins and it is a string that fits, else through the port */
     send(message) {
-      if (typeof message === 'string' && Atomics.load(h, AWAKE) === 1 && Atomics.load(h, SENT) === Atomics.load(h, TAKEN) && put(message)) {
-        // the receiver may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
-        if (Atomics.load(h, AWAKE) === 0 && Atomics.compareExchange(h, RUNG, 0, 1) === 0) port.postMessage(0)
-        return
-      }
+      if (offer(message)) return
       Atomics.add(h, SENT, 1)
       port.postMessage(message)
     },
+    /** sends `message` through the ring if it can (see `send`): false, and nothing sent, when it would take the port */
+    offer,
     /** takes up to `limit` messages waiting, in the order they were sent, and hands each to `handle`; returns how many */
     take(handle, limit = Number.POSITIVE_INFINITY) {
       let taken = drainRing(handle, limit)
       while (taken < limit && Atomics.load(h, SENT) !== Atomics.load(h, TAKEN)) {
-        const next = receiveMessageOnPort(port)
+        const next = receive()
         if (next === undefined) break
         if (next.message === 0) {
           Atomics.store(h, RUNG, 0)

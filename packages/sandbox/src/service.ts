@@ -101,5 +101,12 @@ export namespace SandboxService {
     limits: CodeRunLimitsSchema.default({}).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
   }
 
+  /** the hand-off's spin, for a backend that has one (the worker's, the isolate's in-process) */
+  export const spinMs = Schema.number()
+    .min(0)
+    .max(1)
+    .default(0.05)
+    .description('ms either side of a nested call spins for the answer before it sleeps (0: never); only while one run is going on, backing off after misses')
+
   export const Config = defineConfig<Config, ConfigInput>()(Schema.object(fields))
 }

@@ -1,5 +1,5 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
-import { type Backoff, backoff, handoffBytes, handoffCounts, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
+import { runsActive as active, type Backoff, backoff, handoffBytes, handoffTally, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -11,8 +11,8 @@ const entry = new URL('./worker.mjs', import.meta.url)
 // its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process and no other
 // call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop gets its turn
 const maxBurstMs = 2
-// runs going on in this process, across sandboxes: neither side spins while more than one is (the workers read it too)
-const active = new Int32Array(new SharedArrayBuffer(4))
+// `active` (lane.mjs): the runs going on in this process, across sandboxes and backends; neither side spins while more
+// than one is (the workers read it too)
 
 export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
@@ -60,9 +60,8 @@ export class WorkerSandbox extends SandboxPool<Slot> {
   readonly spinMs: number
   protected readonly createFailure = 'could not start a sandbox worker'
   private seq = 0
-  /** the shared buffers of the workers alive, and what those that ended counted (for `handoffs`) */
-  private handoffs = new Set<SharedArrayBuffer>()
-  private ended: LaneCounts[] = [0, 1].map(() => ({ ring: 0, port: 0, caught: 0, missed: 0 }))
+  /** what the shared buffers of the workers, alive and ended, counted (for `handoffStats`) */
+  private handoffs = handoffTally()
 
   constructor(options: WorkerSandboxOptions = {}) {
     super({ ...options, maxRuns: options.maxRunsPerWorker })
@@ -170,14 +169,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
    * spins of the side receiving them, which caught a message or did not (see the README's hand-off)
    */
   handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
-    const [calls, replies] = this.ended.map((counts) => ({ ...counts }))
-    for (const buffer of this.handoffs) {
-      handoffCounts(buffer).forEach((lane, index) => {
-        const sum = index === 0 ? calls : replies
-        for (const key of ['ring', 'port', 'caught', 'missed'] as const) sum[key] += lane[key]
-      })
-    }
-    return { calls, replies }
+    return this.handoffs.stats()
   }
 
   protected dispose(slot: Slot) {
@@ -225,10 +217,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     // an idle worker that dies leaves the pool
     this.handoffs.add(handoff)
     worker.once('exit', () => {
-      this.handoffs.delete(handoff)
-      handoffCounts(handoff).forEach((lane, index) => {
-        for (const key of ['ring', 'port', 'caught', 'missed'] as const) this.ended[index][key] += lane[key]
-      })
+      this.handoffs.remove(handoff)
       replies.close()
       inbox.close()
       this.lost(slot)
