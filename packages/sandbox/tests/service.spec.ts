@@ -22,11 +22,21 @@ function host(isolation: string) {
 describe('sandbox service: ready() in a host that awaits nothing else', function () {
   this.timeout(120000)
   for (const isolation of ['process', 'in-process']) {
-    it(`waits for the sandbox, warms the host unseen, and lets the host end (${isolation})`, async () => {
+    it(`waits for the sandbox, warms the host unseen, and lets the host end (${isolation}); programs then strip as before`, async () => {
       const { code, stdout, stderr } = await host(isolation)
       expect(code, `exit code; stderr: ${stderr.slice(-600)}`).to.equal(0)
       expect(stderr).to.equal('')
-      expect(JSON.parse(stdout)).to.deep.equal({ seen: [], warm: true, load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 } })
+      expect(JSON.parse(stdout)).to.deep.equal({
+        seen: [],
+        warm: true,
+        load: { running: 0, queued: 0, maxConcurrent: 3, peakRunning: 0, peakQueued: 0 },
+        // the warm-up stripped a syntax error and an enum of its own: the host's programs are still told where theirs are
+        outcomes: [
+          { logs: [], result: 2 },
+          { kind: 'syntax', line: 2 },
+          { kind: 'syntax', line: 1 },
+        ],
+      })
     })
   }
 })
