@@ -7,15 +7,15 @@
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
 ;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource) {
   const { parse, stringify } = JSON
-  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
-  const { isFinite: isFiniteNumber } = Number
+  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
   const { apply, construct } = Reflect
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
-  const { isNaN: isNotNumber } = Number
-  const { join, indexOf, some } = Array.prototype
+  const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
+  const { some } = Array.prototype
   const { indexOf: indexOfText, lastIndexOf, slice } = String.prototype
   const $Number = Number
   const $max = Math.max
+  const $floor = Math.floor
   const { isArray } = Array
   const objectPrototype = Object.prototype
   const arrayPrototype = Array.prototype
@@ -36,8 +36,35 @@
   let settled = false
   let used = 0
   let over = false
+  // the calls waiting on the host, in slots: what settles each, and its id (`seq` × `capacity` + its slot, so a reply
+  // finds its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from
+  // `free` and given back when its reply comes: no map, closure or record per call. every index of these arrays is
+  // filled before the program runs and they never grow: a write finds the index there, never a setter a program put
+  // on Array.prototype
+  const capacity = maxPendingCalls
+  // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
+  const generations = $floor(2 ** 31 / capacity)
+  const slotIds = []
+  const resolvers = []
+  const rejecters = []
+  const slotNames = []
+  const free = []
+  for (let slot = 0; slot < capacity; slot++) {
+    slotIds[slot] = -1
+    resolvers[slot] = undefined
+    rejecters[slot] = undefined
+    slotNames[slot] = ''
+    free[slot] = capacity - 1 - slot
+  }
+  let freeCount = capacity
   let seq = 0
-  const pending = new $Map()
+  // the settling functions of the promise just made, taken by one executor for every call
+  let resolveNext
+  let rejectNext
+  const capture = (resolve, reject) => {
+    resolveNext = resolve
+    rejectNext = reject
+  }
 
   const utf8Bytes = (text) => {
     let n = 0
@@ -80,126 +107,128 @@
     }
   }
 
+  // whether JSON writes `name` as it is between quotes: short, printable ASCII, no quote or backslash. read a character
+  // at a time with comparisons, which no method a program replaced takes part in
+  const plainKey = (name) => {
+    if (name.length > 32) return false
+    for (let i = 0; i < name.length; i++) {
+      const c = name[i]
+      if (c < ' ' || c > '~' || c === '"' || c === '\\') return false
+    }
+    return true
+  }
+
   const notJson = (label, path, what, hint) => new $TypeError(`${label} ${path} is ${what}, which is not JSON${hint ? `; ${hint}` : ''}`)
 
-  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it.
-  // throws `tooLarge` as soon as the text would pass `budget` characters, before building it
+  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it. one walk,
+  // each value read once (a getter runs once; what it answered is what is sent), the text built as it goes and counted
+  // exactly: throws `tooLarge` as soon as the text would pass `budget` characters, before building it. the path to a
+  // value is made only for a message, from the steps kept on the way down
   const toJson = (root, label, budget) => {
-    const ancestors = []
+    // each object or array being walked has a frame: it, the step (a key or an index) from it to the value walked now,
+    // and the frame of the one it is in. literals, whose properties are their own: no setter a program put on
+    // Object.prototype sees them
     let size = 0
-    const grow = (text) => {
-      size += text.length
-      if (size > budget) throw tooLarge
-      return text
+    // the path to the value that `frame` (undefined: the root) is in, at its step
+    const pathTo = (frame) => {
+      if (frame === undefined) return '$'
+      const at = pathTo(frame.up)
+      const step = frame.step
+      return typeof step === 'number' ? `${at}[${step}]` : key(at, step)
     }
-    const walk = (value, path) => {
+    const read = (object, frame) => {
+      try {
+        return object[frame.step]
+      } catch (error) {
+        throw new $TypeError(`${label} ${pathTo(frame)} could not be read: its getter threw ${describe(error)}`)
+      }
+    }
+    const walk = (value, up) => {
+      let text
       switch (typeof value) {
         case 'string':
           if (value.length + 2 > budget - size) throw tooLarge
-          return grow(stringify(value))
+          text = stringify(value)
+          size += text.length
+          if (size > budget) throw tooLarge
+          return text
         case 'boolean':
-          return grow(value ? 'true' : 'false')
+          text = value ? 'true' : 'false'
+          size += text.length
+          if (size > budget) throw tooLarge
+          return text
         case 'number':
-          if (isNotNumber(value)) throw notJson(label, path, 'NaN', 'pass null or a string')
-          if (value === Infinity || value === -Infinity) throw notJson(label, path, 'an infinite number', 'pass null or a string')
-          return grow(stringify(value))
+          // (no global such as Infinity is read here: in a vm context that is a call into the host's interceptor)
+          if (!isFiniteNumber(value)) {
+            throw notJson(label, pathTo(up), isNotNumber(value) ? 'NaN' : 'an infinite number', 'pass null or a string')
+          }
+          // what JSON writes for a finite number (-0 as 0 too), without a call
+          text = `${value}`
+          size += text.length
+          if (size > budget) throw tooLarge
+          return text
         case 'bigint':
-          throw notJson(label, path, 'a BigInt', 'pass a string or number')
+          throw notJson(label, pathTo(up), 'a BigInt', 'pass a string or number')
         case 'undefined':
-          throw notJson(label, path, 'undefined', 'omit the key or pass null')
+          throw notJson(label, pathTo(up), 'undefined', 'omit the key or pass null')
         case 'function':
-          throw notJson(label, path, 'a function', 'pass data, not code')
+          throw notJson(label, pathTo(up), 'a function', 'pass data, not code')
         case 'symbol':
-          throw notJson(label, path, 'a symbol', 'pass a string')
+          throw notJson(label, pathTo(up), 'a symbol', 'pass a string')
       }
-      if (value === null) return grow('null')
-      const seen = apply(indexOf, ancestors, [value])
-      if (seen !== -1) throw new $TypeError(`${label} ${path} refers back to ${ancestors[seen + 1]} (a cycle), which is not JSON`)
+      if (value === null) {
+        size += 4
+        if (size > budget) throw tooLarge
+        return 'null'
+      }
+      for (let frame = up; frame !== undefined; frame = frame.up) {
+        if (frame.value === value) throw new $TypeError(`${label} ${pathTo(up)} refers back to ${pathTo(frame.up)} (a cycle), which is not JSON`)
+      }
       const proto = getPrototypeOf(value)
       const array = isArray(value)
       if (array ? proto !== arrayPrototype : proto !== objectPrototype && proto !== null) {
         const type = typeName(value)
         const hint = type === 'Date' ? 'pass date.toISOString()' : type === 'Map' ? 'pass Object.fromEntries(map)' : 'pass a plain object or array'
-        throw notJson(label, path, type === 'Object' ? 'a class instance' : `${/^[AEIOU]/.test(type) ? 'an' : 'a'} ${type}`, hint)
+        throw notJson(label, pathTo(up), type === 'Object' ? 'a class instance' : `${/^[AEIOU]/.test(type) ? 'an' : 'a'} ${type}`, hint)
       }
-      ancestors[ancestors.length] = value
-      ancestors[ancestors.length] = path
-      const parts = []
-      grow('{}')
+      const frame = { value, step: undefined, up }
+      size += 2
+      if (size > budget) throw tooLarge
       if (array) {
         const length = value.length
+        text = '['
         for (let i = 0; i < length; i++) {
-          if (!(i in value)) throw notJson(label, `${path}[${i}]`, 'a hole in a sparse array', 'fill it with null')
-          if (i) grow(',')
-          parts[parts.length] = walk(read(value, i, `${path}[${i}]`), `${path}[${i}]`)
+          frame.step = i
+          if (!(i in value)) throw notJson(label, pathTo(frame), 'a hole in a sparse array', 'fill it with null')
+          if (i) {
+            size += 1
+            text += ','
+          }
+          text += walk(read(value, frame), frame)
         }
-      } else {
-        if (apply(some, getOwnPropertySymbols(value), [(s) => apply(isEnumerable, value, [s])])) {
-          throw notJson(label, path, 'an object with symbol keys', 'use string keys')
-        }
-        for (const name of keys(value)) {
-          if (name.length + 4 > budget - size) throw tooLarge
-          const at = key(path, name)
-          parts[parts.length] = `${grow(stringify(name))}:${walk(read(value, name, at), at)}`
-          grow(':,')
-        }
+        return `${text}]`
       }
-      ancestors.length -= 2
-      return array ? `[${apply(join, parts, [','])}]` : `{${apply(join, parts, [','])}}`
-    }
-    const read = (object, name, path) => {
-      try {
-        return object[name]
-      } catch (error) {
-        throw new $TypeError(`${label} ${path} could not be read: its getter threw ${describe(error)}`)
+      const symbols = getOwnPropertySymbols(value)
+      if (symbols.length > 0 && apply(some, symbols, [(s) => apply(isEnumerable, value, [s])])) {
+        throw notJson(label, pathTo(up), 'an object with symbol keys', 'use string keys')
       }
+      const names = keys(value)
+      text = '{'
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i]
+        frame.step = name
+        if (name.length + 3 > budget - size) throw tooLarge
+        const quoted = plainKey(name) ? `"${name}"` : stringify(name)
+        size += quoted.length + (i ? 2 : 1)
+        text += `${i ? ',' : ''}${quoted}:${walk(read(value, frame), frame)}`
+      }
+      return `${text}}`
     }
     try {
-      return walk(root, '$')
+      return walk(root, undefined)
     } catch (error) {
       if (error instanceof $RangeError) throw new $TypeError(`${label} is nested too deeply to be JSON`)
       throw error
-    }
-  }
-
-  // the common argument, a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything
-  // else — nesting, a getter (which may throw, or answer differently when read again), a Proxy whose trap throws, a value
-  // JSON would change, more than `budget` characters — answers undefined, and toJson decides with its message
-  const flatJson = (value, budget) => {
-    try {
-      if (typeof value !== 'object' || value === null || getPrototypeOf(value) !== objectPrototype) return undefined
-      if (getOwnPropertySymbols(value).length > 0) return undefined
-      const names = keys(value)
-      let text = '{'
-      for (let i = 0; i < names.length; i++) {
-        const name = names[i]
-        const descriptor = getOwnPropertyDescriptor(value, name)
-        if (descriptor === undefined || !hasOwn(descriptor, 'value')) return undefined
-        const v = descriptor.value
-        let part
-        switch (typeof v) {
-          case 'string':
-            if (v.length > budget - text.length) return undefined
-            part = stringify(v)
-            break
-          case 'number':
-            if (!isFiniteNumber(v)) return undefined
-            part = stringify(v)
-            break
-          case 'boolean':
-            part = v ? 'true' : 'false'
-            break
-          default:
-            if (v !== null) return undefined
-            part = 'null'
-        }
-        if (name.length > budget - text.length) return undefined
-        text += `${i ? ',' : ''}${stringify(name)}:${part}`
-        if (text.length >= budget) return undefined
-      }
-      return `${text}}`
-    } catch {
-      return undefined
     }
   }
 
@@ -361,49 +390,82 @@
 
   // `$`-prefixed bindings (tools.$search, tools.$describe) are the host's helpers: they take their arguments as a list
   const bind = (name) => {
-    const label = `${key('tools', name)}:`
-    const helper = name[0] === '$'
-    const binding = async (...args) => {
-      if (settled) throw new ToolCallError(name, `${label.slice(0, -1)} was called after the program finished; the call was not made`)
-      if (pending.size >= maxPendingCalls) {
-        throw new ToolCallError(
-          name,
-          `${label.slice(0, -1)} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`,
-        )
+    const called = key('tools', name)
+    const label = `${called}:`
+    const refuse = () => {
+      if (settled) return new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
+      if (freeCount === 0) {
+        return new ToolCallError(name, `${called} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`)
       }
-      // a call without an argument means "no arguments", which tools take as an empty object
+      return undefined
+    }
+    // the promise of the call's reply. a call without an argument means "no arguments", which tools take as an empty object
+    const send = (argument, list) => {
+      let refused = refuse()
+      if (refused !== undefined) throw refused
       let json = '{}'
-      if (helper || args[0] !== undefined) {
+      if (list || argument !== undefined) {
         try {
-          json = helper
-            ? toJson(args, `${label} arguments`, argumentBytes)
-            : (flatJson(args[0], argumentBytes) ?? toJson(args[0], `${label} argument`, argumentBytes))
+          json = toJson(argument, list ? `${label} arguments` : `${label} argument`, argumentBytes)
         } catch (error) {
           if (error !== tooLarge) throw error
           // what crosses to the host is held there while the call runs: the run ends rather than copy it
           settled = true
           bridge('memory', 'argument')
-          throw new ToolCallError(name, `${label.slice(0, -1)} was not called: its argument is larger than ${argumentBytes} bytes`)
+          throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
         }
       }
-      const id = ++seq
-      const reply = new $Promise((resolve, reject) => pending.set(id, { name, resolve, reject }))
+      // a getter of the argument may have made calls, or ended the run, meanwhile: a slot is taken only now
+      refused = refuse()
+      if (refused !== undefined) throw refused
+      const slot = free[--freeCount]
+      if (++seq === generations) seq = 1
+      const id = seq * capacity + slot
+      const reply = new $Promise(capture)
+      slotIds[slot] = id
+      resolvers[slot] = resolveNext
+      rejecters[slot] = rejectNext
+      slotNames[slot] = name
+      resolveNext = rejectNext = undefined
       let sent = false
       try {
         sent = bridge('call', id, name, json) !== false
       } catch {}
       if (!sent) {
-        pending.delete(id)
-        throw new ToolCallError(name, `${label.slice(0, -1)} could not be sent to the host`)
+        release(slot)
+        throw new ToolCallError(name, `${called} could not be sent to the host`)
       }
-      try {
-        return await reply
-      } catch (error) {
-        throw located(error, name)
-      }
+      return reply
     }
+    // the program's frame that awaits the call is on the stack when `await reply` throws: `located` finds it there
+    const binding =
+      name[0] === '$'
+        ? async (...args) => {
+            const reply = send(args, true)
+            try {
+              return await reply
+            } catch (error) {
+              throw located(error, name)
+            }
+          }
+        : async (argument) => {
+            const reply = send(argument, false)
+            try {
+              return await reply
+            } catch (error) {
+              throw located(error, name)
+            }
+          }
     defineProperty(binding, 'name', { value: name })
     return binding
+  }
+
+  const release = (slot) => {
+    slotIds[slot] = -1
+    resolvers[slot] = undefined
+    rejecters[slot] = undefined
+    slotNames[slot] = ''
+    free[freeCount++] = slot
   }
 
   const toolNames = parse(toolNamesJson)
@@ -616,7 +678,12 @@
       const match = locationPattern.exec(new $Error().stack)
       if (match) {
         const [line, column] = awaitedCall(+match[1], +match[2], name)
-        defineProperty(error, 'stack', { value: `ToolCallError: ${error.message}\n    at program.js:${line}:${column}`, writable: true, configurable: true })
+        defineProperty(error, 'stack', {
+          __proto__: null,
+          value: `ToolCallError: ${error.message}\n    at program.js:${line}:${column}`,
+          writable: true,
+          configurable: true,
+        })
       }
     } catch {}
     return error
@@ -625,14 +692,17 @@
   // `programSource` is the text compiled as program.js with lineOffset -1: its line `line` is the program's line `line - 1`
   const awaitedCallPattern = /^await\s+(?:\(\s*)*tools\s*\.\s*([A-Za-z_$][\w$]*)/
   let lineStarts
+  let lines = 0
   const awaitedCall = (line, column, name) => {
     if (typeof programSource !== 'string') return [line, column]
     if (lineStarts === undefined) {
-      lineStarts = [0]
-      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1]))
-        lineStarts[lineStarts.length] = i + 1
+      // a null-prototype object: no index setter a program put on Array.prototype sees it
+      lineStarts = create(null)
+      lineStarts[0] = 0
+      lines = 1
+      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1])) lineStarts[lines++] = i + 1
     }
-    if (line >= lineStarts.length) return [line, column]
+    if (line >= lines) return [line, column]
     const at = lineStarts[line] + column - 1
     const match = awaitedCallPattern.exec(apply(slice, programSource, [at, at + 200 + name.length]))
     if (match === null || match[1] !== name) return [line, column]
@@ -644,24 +714,29 @@
     return [line + breaks, before.length - lastBreak]
   }
 
-  const failed = (call, text, code) => {
-    const error = new ToolCallError(call.name, text, code)
-    defineProperty(error, 'stack', { value: `ToolCallError: ${text}`, writable: true, configurable: true })
+  const failed = (name, text, code) => {
+    const error = new ToolCallError(name, text, code)
+    defineProperty(error, 'stack', { __proto__: null, value: `ToolCallError: ${text}`, writable: true, configurable: true })
     return error
   }
 
+  // the host's reply to call `id`: the JSON text of its result, or why it failed
   const deliver = (id, ok, text, code) => {
-    const call = pending.get(id)
-    if (call === undefined) return
-    pending.delete(id)
-    if (!ok) return call.reject(failed(call, `${text}`, code === undefined ? undefined : `${code}`))
+    if (typeof id !== 'number') return
+    const slot = id % capacity
+    if (!(slot >= 0) || slotIds[slot] !== id) return
+    const resolve = resolvers[slot]
+    const reject = rejecters[slot]
+    const name = slotNames[slot]
+    release(slot)
+    if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
     let value
     try {
       value = parse(text)
     } catch {
-      return call.reject(failed(call, 'the host replied with text that is not JSON'))
+      return reject(failed(name, 'the host replied with text that is not JSON'))
     }
-    call.resolve(value)
+    resolve(value)
   }
 
   const refuseImport = () => new $TypeError('import() is not available to programs; use tools')

@@ -15,18 +15,28 @@ import type { CodeRunOutcome } from '../src/types.ts'
 const prelude = new vm.Script(preludeSource, { filename: 'faber-prelude.js' })
 // the program's code runs only inside a step: `$faberStep` starts it or hands it the replies that came, and the context
 // runs its microtasks before the step returns ('afterEvaluate'), all under the step's timeout. a `let` at the top of a
-// script is a binding of the context's scripts, not a property of its global object
+// script is a binding of the context's scripts, not a property of its global object. the replies wait in a
+// null-prototype object, which no setter or method a program put on Array.prototype reaches
 const driver = new vm.Script(`let $faberStep
 ;((setup, ...args) => {
   const { start, deliver } = setup(...args)
   let main
-  const replies = []
+  const replies = Object.create(null)
+  let first = 0
+  let next = 0
   $faberStep = () => {
     if (main !== undefined) start(main)
     main = undefined
-    while (replies.length > 0) deliver(...replies.shift())
+    while (first < next) {
+      const reply = replies[first]
+      delete replies[first++]
+      deliver(reply.call, reply.ok, reply.text, reply.code)
+    }
   }
-  return { begin: (program) => void (main = program), reply: (call, ok, text, code) => void replies.push([call, ok, text, code]) }
+  return {
+    begin: (program) => void (main = program),
+    reply: (call, ok, text, code) => void (replies[next++] = { __proto__: null, call, ok, text, code }),
+  }
 })`)
 const step = new vm.Script('$faberStep()')
 

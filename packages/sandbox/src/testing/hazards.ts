@@ -256,6 +256,48 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expect(calls.map((c) => c.json)).to.deep.equal(['{"fine":true}'])
       })
 
+      test('send arguments as they are and match each reply to its call when the program put setters on prototypes', async () => {
+        // the prelude's own bookkeeping (pending calls, the walk of an argument) must never write through a property a
+        // program can define: such a setter would see it, and could drop what it was given
+        const code = `
+          let hits = 0
+          const trap = { __proto__: null, set() { hits++ }, get() { return 'hijacked' }, configurable: true }
+          const keys = ['0', '1', '2', '3', '4', 'value', 'step', 'up', 'resolve', 'reject', 'name', 'size', 'get', 'writable']
+          for (const key of keys) {
+            Object.defineProperty(Array.prototype, key, trap)
+            Object.defineProperty(Object.prototype, key, trap)
+          }
+          Object.defineProperty(Object.prototype, 'length', trap)
+          const sent = { list: [1, [2, 3], { x: 'y' }], nested: { deep: { er: [true, null, -0, 1.5] } } }
+          const first = await tools.echo(sent)
+          const both = await Promise.all([tools.echo({ n: 1 }), tools.echo({ n: 2 }), tools['a-b']()])
+          let failed
+          try { await tools.fail({ at: [0] }) } catch (e) { failed = e.code }
+          return { first, both, failed, hits }`
+        expectOk(await run(code), {
+          first: { list: [1, [2, 3], { x: 'y' }], nested: { deep: { er: [true, null, 0, 1.5] } } },
+          both: [{ n: 1 }, { n: 2 }, 'a-b'],
+          failed: 'E_FULL',
+          hits: 0,
+        })
+        expect(calls.map((c) => c.json)).to.deep.equal([
+          '{"list":[1,[2,3],{"x":"y"}],"nested":{"deep":{"er":[true,null,0,1.5]}}}',
+          '{"n":1}',
+          '{"n":2}',
+          '{}',
+          '{"at":[0]}',
+        ])
+      })
+
+      test('read each getter of an argument once, and send what it answered', async () => {
+        const code = `
+          let reads = 0
+          const argument = { get n() { return ++reads }, list: [{ get m() { return ++reads * 10 } }] }
+          const reply = await tools.echo(argument)
+          return { reply, reads }`
+        expectOk(await run(code), { reply: { n: 1, list: [{ m: 20 }] }, reads: 2 })
+      })
+
       test('refuse calls made after the program finished', async () => {
         const code = `
           ;(async () => {
