@@ -77,6 +77,22 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
         expect(after[lane].caught + after[lane].missed).to.be.at.least(before[lane].caught + before[lane].missed)
     })
 
+    it('spins for a reply only once the microtasks the program queued after its call have run', async () => {
+      // a chain of 200 microtasks started after the call: a reply handed in before the chain ended would resume the
+      // program's await in the middle of it. (a slow host, or a reply through the port, comes after it anyway)
+      // as the program starts, and once it awaited something (a call then is made inside a microtask)
+      const code = `let n = 0
+if (globalThis.later) await tools.echo({})
+const pending = tools.echo({ i: 1 })
+;(async () => { for (let i = 0; i < 200; i++) { await null; n++ } })()
+const back = await pending
+return [back.i, n]`
+      for (let i = 0; i < 10; i++) expect(kind(await run(code))).to.equal('ok [1,200]')
+      for (let i = 0; i < 10; i++) expect(kind(await run(`globalThis.later = true\n${code}`))).to.equal('ok [1,200]')
+      const sequential = 'let n = 0\nfor (let i = 0; i < 50; i++) { Promise.resolve().then(() => n++); await tools.echo({ i }) }\nreturn n'
+      expect(kind(await run(sequential))).to.equal('ok 50')
+    })
+
     it('stops a spin after a call (cpu), allocation after a call (memory) and a flood after a call (output)', async () => {
       expect(kind(await run('await tools.echo({})\nwhile (true) {}'))).to.equal('timeout')
       const allocate = 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))'
