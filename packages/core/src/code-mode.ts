@@ -8,7 +8,7 @@ import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
-import { Scheduler } from './scheduler.ts'
+import { type ExecutionMode, Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
 import { argNames, renderIndex, type SdkTool, sdkUsage, withoutHelpers } from './sdk.ts'
 import { stripTypes } from './strip.ts'
@@ -211,20 +211,25 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     let sequence = 0
 
     // the bridge answers every call and never rejects: whatever a nested call does, the program gets a reply
-    // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled
-    const call = (name: string, argumentsJson: string): Promise<BridgeReply> => {
+    // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled. a reply that needed
+    // no waiting comes back as it is (callNow); `call` wraps it for backends that take only promises
+    const callNow = (name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
       if (typeof name !== 'string' || typeof argumentsJson !== 'string') {
-        return Promise.resolve({ ok: false, message: 'the call reached the host without a tool name and JSON text; it was refused', code: 'INVALID_ARGUMENTS' })
+        return { ok: false, message: 'the call reached the host without a tool name and JSON text; it was refused', code: 'INVALID_ARGUMENTS' }
       }
-      if (settled) return Promise.resolve({ ok: false, message: `${binding(name)} was called after the program finished; the call was refused` })
+      if (settled) return { ok: false, message: `${binding(name)} was called after the program finished; the call was refused` }
       if (name[0] === '$') {
         try {
-          return Promise.resolve(helper(name, argumentsJson))
+          return helper(name, argumentsJson)
         } catch (error) {
-          return Promise.resolve(failedOnHost(name, error))
+          return failedOnHost(name, error)
         }
       }
       return nestedCall(inflight.add(++sequence, name, argumentsJson))
+    }
+    const call = (name: string, argumentsJson: string): Promise<BridgeReply> => {
+      const reply = callNow(name, argumentsJson)
+      return reply instanceof Promise ? reply : Promise.resolve(reply)
     }
 
     // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
@@ -276,48 +281,103 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     }
 
     // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses).
-    // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more
-    const nestedCall = async (call: OutstandingCall): Promise<BridgeReply> => {
-      const { id, name, argumentsJson } = call
+    // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more:
+    // a call that nothing on its way held up (no pending listener, scheduler slot or body) is answered without a promise
+    const nestedCall = (call: OutstandingCall): BridgeReply | Promise<BridgeReply> => {
+      let reply: BridgeReply | Promise<BridgeReply>
       try {
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(argumentsJson)
-        } catch {
-          return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
-        }
-        const callId = `${exec.callId}/${id}`
-        const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token }, true)
-        const mode = prepared.mode
-        if (!scheduler.tryAcquire(mode) && !(await scheduler.acquire(mode))) {
-          return { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` }
-        }
-        const observed = runtime.observes('code/call-start') || runtime.observes('code/call-settle')
-        const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() } : undefined
-        if (started) runtime.notify('code/call-start', agent, started)
-        const begin = started ? performance.now() : 0
-        let result: ToolResult
-        try {
-          const settled = prepared.settle(nested.signal)
-          result = settled instanceof Promise ? await settled : settled
-        } finally {
-          scheduler.release(mode)
-        }
-        if (started) runtime.notify('code/call-settle', agent, { ...started, result, durationMs: performance.now() - begin })
-        if (result.isError) return { ok: false, message: result.error.message, code: result.error.code }
-        return { ok: true, value: runtime.jsonOf(result.value) }
+        reply = startNested(call)
       } catch (error) {
-        return failedOnHost(name, error)
-      } finally {
-        inflight.delete(call)
-        if (inflight.size === 0) drained?.()
+        reply = failedOnHost(call.name, error)
       }
+      if (!(reply instanceof Promise)) {
+        leave(call)
+        return reply
+      }
+      return reply.then(
+        (reply) => {
+          leave(call)
+          return reply
+        },
+        (error) => {
+          leave(call)
+          return failedOnHost(call.name, error)
+        },
+      )
+    }
+
+    const leave = (call: OutstandingCall) => {
+      inflight.delete(call)
+      if (inflight.size === 0) drained?.()
+    }
+
+    // create's half (one snapshot of the argument), then a place in the scheduler: at once, or once one is free
+    const startNested = (call: OutstandingCall): BridgeReply | Promise<BridgeReply> => {
+      const { id, name, argumentsJson } = call
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(argumentsJson)
+      } catch {
+        return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
+      }
+      const callId = `${exec.callId}/${id}`
+      const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token }, true)
+      const mode = prepared.mode
+      if (scheduler.tryAcquire(mode)) return dispatchNested(name, callId, parsed, prepared, mode)
+      return scheduler
+        .acquire(mode)
+        .then((acquired) =>
+          acquired
+            ? dispatchNested(name, callId, parsed, prepared, mode)
+            : { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` },
+        )
+    }
+
+    // the rest of the pipeline under the run's nested signal, holding the scheduler's place until the result is in
+    const dispatchNested = (
+      name: string,
+      callId: string,
+      parsed: unknown,
+      prepared: ReturnType<CodeModeHost['prepare']>,
+      mode: ExecutionMode,
+    ): BridgeReply | Promise<BridgeReply> => {
+      const observed = runtime.observes('code/call-start') || runtime.observes('code/call-settle')
+      const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() } : undefined
+      if (started) runtime.notify('code/call-start', agent, started)
+      const begin = started ? performance.now() : 0
+      let settled: ToolResult | Promise<ToolResult>
+      try {
+        settled = prepared.settle(nested.signal)
+      } catch (error) {
+        scheduler.release(mode)
+        throw error
+      }
+      if (!(settled instanceof Promise)) {
+        scheduler.release(mode)
+        return replyOf(settled, started, begin)
+      }
+      return settled.then(
+        (result) => {
+          scheduler.release(mode)
+          return replyOf(result, started, begin)
+        },
+        (error) => {
+          scheduler.release(mode)
+          throw error
+        },
+      )
+    }
+
+    const replyOf = (result: ToolResult, started: NestedCallStart | undefined, begin: number): BridgeReply => {
+      if (started) runtime.notify('code/call-settle', agent, { ...started, result, durationMs: performance.now() - begin })
+      if (result.isError) return { ok: false, message: result.error.message, code: result.error.code }
+      return { ok: true, value: runtime.jsonOf(result.value) }
     }
 
     let outcome: CodeRunOutcome
     let cancelled: string[] = []
     try {
-      outcome = await host.run({ code: stripped.code, tools: names, call, signal: run.signal, limits: runtime.config.codeLimits })
+      outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: run.signal, limits: runtime.config.codeLimits })
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {

@@ -32,6 +32,13 @@ export interface CodeRunRequest {
    * (already checked to be lossless JSON inside the sandbox). `value` in a reply is JSON text.
    */
   call(name: string, argumentsJson: string): Promise<BridgeReply>
+  /**
+   * the same call as `call` (one or the other, never both, per binding call), for a backend that can take a reply at
+   * once: a reply that needed no waiting (most nested calls: no policy held them up and the tool answered at once) comes
+   * back as it is, not as a promise. however it comes back, the backend hands it to the program later, never from
+   * inside the report of the call it answers
+   */
+  callNow?(name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply>
   /** aborting it ends the run with kind `abort` */
   signal: AbortSignal
   /** overrides for this run; the backend fills the rest from its own configuration */

@@ -1,4 +1,16 @@
-import { assertStarted, createAgent, defineTool, type Execution, errorResult, type Json, type ToolResult, ToolResultError, type TSchema, t } from '@faber/core'
+import {
+  assertStarted,
+  type CodeRunRequest,
+  createAgent,
+  defineTool,
+  type Execution,
+  errorResult,
+  type Json,
+  type ToolResult,
+  ToolResultError,
+  type TSchema,
+  t,
+} from '@faber/core'
 import { callId, deferred, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
@@ -997,5 +1009,45 @@ describe("a nested call's reply", () => {
       { ok: true, value: `{"n":4,"pad":"${pad}"}` },
     ])
     expect(contents[0]).to.match(/^\{"n":1,"pad":"x+\n\[cut: /)
+  })
+
+  it('comes back as it is through callNow when nothing held the call up, as a promise when something did, and always as a promise through call', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    ctx.tools.register(echoTool())
+    const later = deferred<void>()
+    ctx.tools.register(
+      defineTool({
+        name: 'slow',
+        description: 'answers later',
+        parameters: t.object({}),
+        output: { schema: t.null() },
+        execute: async () => {
+          await later.promise
+          return null
+        },
+      }),
+    )
+    const kinds: string[] = []
+    ctx.set('codeRuntime', {
+      backend: 'scripted',
+      run: async (request: CodeRunRequest) => {
+        const now = request.callNow?.('echo', '{"text":"a"}')
+        kinds.push(now instanceof Promise ? 'promise' : JSON.stringify(now))
+        const slow = request.callNow?.('slow', '{}')
+        kinds.push(slow instanceof Promise ? 'promise' : 'reply')
+        later.resolve()
+        kinds.push(JSON.stringify(await slow))
+        const wrapped = request.call('echo', '{"text":"b"}')
+        kinds.push(wrapped instanceof Promise ? JSON.stringify(await wrapped) : 'reply')
+        return { ok: true, logs: [] }
+      },
+    })
+    expect((await call(ctx, 'run_code', { code: 'return 1', description: 'callNow' })).isError).to.equal(false)
+    expect(kinds).to.deep.equal([
+      '{"ok":true,"value":"{\\"echoed\\":\\"a\\"}"}',
+      'promise',
+      '{"ok":true,"value":"null"}',
+      '{"ok":true,"value":"{\\"echoed\\":\\"b\\"}"}',
+    ])
   })
 })

@@ -65,24 +65,62 @@ export class RunBridge {
     this.fail('memory', limitMessages.refused(this.limits, reason))
   }
 
-  private async forward(call: number, name: string, json: string) {
-    const { limits } = this
-    let reply: BridgeReply
+  // a call forwarded to the host: the reply that needed no waiting is queued and handed to the program on a microtask
+  // (never from inside the report of the call it answers); a pending one when it settles. no promise or closure of the
+  // bridge's own per call
+  private forward(call: number, name: string, json: string) {
+    const { limits, request } = this
     this.pending++
     this.waitingBytes += json.length
+    let reply: BridgeReply | Promise<BridgeReply>
     try {
-      if (this.waitingBytes > limits.memoryMb * 1024 * 1024) return this.refused('waiting')
+      if (this.waitingBytes > limits.memoryMb * 1024 * 1024) {
+        this.left(json)
+        return this.refused('waiting')
+      }
       // the prelude refuses these first; the host does not take the program's word for it
       if (!this.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
       else if (this.pending > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
-      else reply = await this.request.call(name, json)
+      // a backend's own call may answer with any thenable: only callNow's answers are taken as they are
+      else reply = request.callNow ? request.callNow(name, json) : Promise.resolve(request.call(name, json))
     } catch (error) {
       reply = { ok: false, message: messageOf(error) }
-    } finally {
-      this.pending--
-      this.waitingBytes -= json.length
     }
+    if (!(reply instanceof Promise)) return this.replied(call, name, json, reply)
+    reply.then(
+      (reply) => this.replied(call, name, json, reply, true),
+      (error) => this.replied(call, name, json, { ok: false, message: messageOf(error) }, true),
+    )
+  }
+
+  private left(json: string) {
+    this.pending--
+    this.waitingBytes -= json.length
+  }
+
+  private replied(call: number, name: string, json: string, reply: BridgeReply, later = false) {
+    this.left(json)
     if (this.settled()) return
-    this.answer(call, boundReply(reply, limits, name))
+    let bounded: BridgeReply
+    try {
+      bounded = boundReply(reply, this.limits, name)
+    } catch (error) {
+      bounded = { ok: false, message: messageOf(error) }
+    }
+    if (later) return this.answer(call, bounded)
+    this.ready.push(call, bounded)
+    if (this.ready.length === 2) queueMicrotask(this.flush)
+  }
+
+  // replies that came back at once, as call, reply pairs, answered in order on the next microtask
+  private ready: (number | BridgeReply)[] = []
+  private flush = () => {
+    const ready = this.ready
+    try {
+      // answering one may bring the program's next call, and its reply joins this same list
+      for (let i = 0; i < ready.length && !this.settled(); i += 2) this.answer(ready[i] as number, ready[i + 1] as BridgeReply)
+    } finally {
+      ready.length = 0
+    }
   }
 }

@@ -1,0 +1,63 @@
+import type { BridgeReply, CodeRunRequest } from '@faber/core'
+import { RunBridge } from '@faber/sandbox/bridge'
+import { expect } from 'chai'
+
+const limits = { cpuMs: 1000, wallMs: 1000, memoryMb: 16, outputBytes: 1024 }
+
+function bridgeOf(request: Partial<CodeRunRequest>) {
+  const answers: [number, BridgeReply][] = []
+  const bridge = new RunBridge(
+    { code: '', tools: ['echo'], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal, ...request },
+    limits,
+    () => false,
+    () => {},
+    (call, reply) => void answers.push([call, reply]),
+  )
+  return { bridge, answers }
+}
+
+describe("the run bridge's host side", () => {
+  it('hands a reply that came back at once (callNow) to the program on a later microtask, in call order', async () => {
+    const { bridge, answers } = bridgeOf({ callNow: (_, json) => ({ ok: true, value: json }) })
+    bridge.call(1, 'echo', '1')
+    bridge.call(2, 'echo', '2')
+    bridge.call(3, 'nope', '3')
+    // never from inside the report of the call it answers
+    expect(answers).to.deep.equal([])
+    expect(bridge.waiting).to.equal(0)
+    await Promise.resolve()
+    expect(answers).to.deep.equal([
+      [1, { ok: true, value: '1' }],
+      [2, { ok: true, value: '2' }],
+      [3, { ok: false, message: 'nope is not a tool of this run' }],
+    ])
+  })
+
+  it('answers a pending callNow reply, a throwing callNow and a backend call answering with a thenable', async () => {
+    let release!: (reply: BridgeReply) => void
+    const pending = bridgeOf({ callNow: () => new Promise<BridgeReply>((resolve) => (release = resolve)) })
+    pending.bridge.call(1, 'echo', '{}')
+    expect(pending.bridge.waiting).to.equal(1)
+    release({ ok: true, value: '7' })
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(pending.answers).to.deep.equal([[1, { ok: true, value: '7' }]])
+    expect(pending.bridge.waiting).to.equal(0)
+
+    const throwing = bridgeOf({
+      callNow: () => {
+        throw new Error('host broke')
+      },
+    })
+    throwing.bridge.call(1, 'echo', '{}')
+    await Promise.resolve()
+    expect(throwing.answers).to.deep.equal([[1, { ok: false, message: 'host broke' }]])
+
+    // a backend without callNow: whatever call answers is awaited, a thenable included
+    const thenable = bridgeOf({
+      call: () => ({ then: (resolve: (reply: BridgeReply) => void) => resolve({ ok: true, value: '1' }) }) as unknown as Promise<BridgeReply>,
+    })
+    thenable.bridge.call(1, 'echo', '{}')
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(thenable.answers).to.deep.equal([[1, { ok: true, value: '1' }]])
+  })
+})
