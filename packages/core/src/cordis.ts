@@ -180,24 +180,46 @@ export function traceCallerAs(service: Service, property: string) {
  * getter on Context's prototype wins over that lookup and returns a view built once per reading context: an object
  * over the service whose `property` is that context, so whatever is registered through it still belongs to the
  * plugin that registered it. the service's methods must write their state on the service itself, not on `this`.
+ *
+ * each reading context keeps, from its first read, where its service is looked up — its isolate map and the root's
+ * store, objects cordis makes once per context and only changes inside — and the view it got last: a later read is
+ * one WeakMap lookup and two plain property reads, not three reads through the context's proxy. the service is still
+ * looked up on every read, so a service set anew is seen at once
  */
 export function serviceView(name: string, property: string) {
   const views = new WeakMap<object, { service: object; view: object }>()
+  interface Reader {
+    isolate: Record<string, symbol | undefined>
+    store: Record<symbol, { value?: object } | undefined>
+    caller: object
+    service?: object
+    view?: object
+  }
+  const readers = new WeakMap<object, Reader>()
   Object.defineProperty(Context.prototype, name, {
     configurable: true,
     get(this: Record<symbol, any>) {
-      const key = this[symbols.isolate][name]
-      const service: object | undefined = key && this[symbols.store][key]?.value
-      if (!service) return service
-      // a context cordis made to trace a service's own `this.ctx` stands for the context that called the service
-      const caller = this[symbols.shadow] ? Object.getPrototypeOf(this) : this
-      let entry = views.get(caller)
-      if (entry?.service !== service) {
-        // no tracker on the view: cordis hands it out as it is instead of wrapping it in a proxy of its own
-        const view = Object.create(service, { [property]: { value: caller }, [symbols.tracker]: { value: undefined } })
-        views.set(caller, (entry = { service, view }))
+      let reader = readers.get(this)
+      if (!reader) {
+        // a context cordis made to trace a service's own `this.ctx` stands for the context that called the service
+        const caller = this[symbols.shadow] ? Object.getPrototypeOf(this) : this
+        reader = { isolate: this[symbols.isolate], store: this[symbols.store], caller }
+        readers.set(this, reader)
       }
-      return entry.view
+      const key = reader.isolate[name]
+      const service = key && reader.store[key]?.value
+      if (!service) return service
+      if (reader.service !== service) {
+        let entry = views.get(reader.caller)
+        if (entry?.service !== service) {
+          // no tracker on the view: cordis hands it out as it is instead of wrapping it in a proxy of its own
+          const view = Object.create(service, { [property]: { value: reader.caller }, [symbols.tracker]: { value: undefined } })
+          views.set(reader.caller, (entry = { service, view }))
+        }
+        reader.service = service
+        reader.view = entry.view
+      }
+      return reader.view
     },
   })
 }

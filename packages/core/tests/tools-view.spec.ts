@@ -1,7 +1,7 @@
-import { createAgent } from '@faber/core'
+import ToolRuntime, { createAgent } from '@faber/core'
 import { deployment, disposeAll, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
+import { Context } from 'cordis'
 
 const started = () => deployment({ mode: 'native' })
 
@@ -55,5 +55,27 @@ describe('ctx.tools, read plainly', () => {
     const result = await prepared.run(signal())
     expect(result.isError).to.equal(false)
     expect((await executor.execute({ callId: 'c2', name: 'nope', signal: signal() })).isError).to.equal(true)
+  })
+
+  it('follows the service when it is set anew or isolated: a context that read one reads what is there now', async () => {
+    const ctx = new Context()
+    const first = ctx.plugin(ToolRuntime, { mode: 'native' })
+    await ctx.start()
+    const before = ctx.tools
+    before.register(echoTool('old'))
+    first.dispose()
+    expect(ctx.tools).to.equal(undefined)
+    ctx.plugin(ToolRuntime, { mode: 'native' })
+    await ctx.lifecycle.flush()
+    const after = ctx.tools
+    expect(after).to.not.equal(before)
+    expect(after.get('old')).to.equal(undefined)
+    after.register(echoTool('new'))
+    expect(ctx.tools.get('new')?.plugin).to.equal('root')
+    // a subtree with its own slot for the service reads that slot (empty here), and the root keeps reading the root's
+    const isolated = ctx.isolate('tools')
+    expect(isolated.tools).to.equal(undefined)
+    expect(ctx.tools.get('new')?.name).to.equal('new')
+    await ctx.stop()
   })
 })
