@@ -13,12 +13,14 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { runInNewContext } from 'node:vm'
-import { Worker } from 'node:worker_threads'
+import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads'
 import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from '@faber/core'
 import WorkerSandboxService, { type CodeRunRequest, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
 import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
+import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
+import { preludeSource } from '../packages/sandbox/src/prelude.ts'
 import { isMain, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
@@ -90,6 +92,71 @@ async function vmFloor() {
   const host = async (json: string) => json
   const program = runInNewContext(`(async function (call, n) { for (let i = 0; i < n; i++) await call('{"i":' + i + '}') })`)
   return (await timeOp(() => program(host, N), 3, 5)) / N
+}
+
+// the worker's own side of a sequential call: the sandbox's worker (worker.mjs, its prelude and lanes) running the
+// sequential program, with this thread as a host that does nothing else: it spins on the lane for each call and answers
+// it at once, through the ring while the worker spins for it (no event loop, no bridge, no tool on this side). what
+// the sandbox's side costs per call (the program, the prelude, the worker's bridge, the lanes, the hop to its spin),
+// which the full sandbox adds the host's side to. the best of 5 runs, after 2
+async function workerSideAlone() {
+  const calls = N
+  const active = new Int32Array(new SharedArrayBuffer(4))
+  const handoff = new SharedArrayBuffer(handoffBytes)
+  const { port1: repliesPort, port2: repliesEnd } = new MessageChannel()
+  const { port1: inboxPort, port2: toHost } = new MessageChannel()
+  const worker = new Worker(new URL('../packages/sandbox/src/worker.mjs', import.meta.url), {
+    execArgv: ['--experimental-vm-modules'],
+    workerData: { prelude: preludeSource, replies: repliesEnd, toHost, handoff, active, spinMs: 0.05 },
+    transferList: [repliesEnd, toHost],
+  })
+  await new Promise((resolve) => worker.once('message', resolve))
+  const replies = lane(handoff, 1, repliesPort)
+  const inbox = lane(handoff, 0, inboxPort)
+  let id = 0
+  const once = () => {
+    const run = ++id
+    const source = `(async function (tools, console) {\nfor (let i = 0; i < ${calls}; i++) await tools.echo({ i })\n})`
+    Atomics.store(active, 0, 1)
+    worker.postMessage({
+      t: 'run',
+      id: run,
+      source,
+      tools: ['echo'],
+      outputBytes: 65536,
+      bufferBytes: 64 << 20,
+      argumentBytes: 16 << 20,
+      maxPendingCalls: 1024,
+    })
+    let outcome: { t: string; message?: string } | undefined
+    // a call: `id:call:name length:name json`; the reply `id:call:json`
+    const onMessage = (message: unknown) => {
+      if (typeof message !== 'string') return void (outcome = message as { t: string })
+      const first = message.indexOf(':')
+      const second = message.indexOf(':', first + 1)
+      const third = message.indexOf(':', second + 1)
+      const end = third + 1 + Number(message.slice(second + 1, third))
+      inbox.watch()
+      replies.send(`${run}:${message.slice(first + 1, second)}:${message.slice(end)}`)
+    }
+    const started = performance.now()
+    inbox.watch()
+    while (outcome === undefined) {
+      if (inbox.spin(1)) inbox.take(onMessage)
+      else {
+        const next = receiveMessageOnPort(inboxPort)
+        if (next !== undefined) inbox.port(next.message, onMessage)
+        if (performance.now() - started > 60_000) throw new Error('the worker did not finish its run')
+      }
+    }
+    inbox.unwatch()
+    if (outcome.t !== 'done') throw new Error(`${outcome.t}: ${outcome.message}`)
+    return ((performance.now() - started) * 1000) / calls
+  }
+  const times: number[] = []
+  for (let i = 0; i < 7; i++) times.push(once())
+  await worker.terminate()
+  return Math.min(...times.slice(2))
 }
 
 const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
@@ -443,6 +510,12 @@ export async function benchNested() {
   Object.assign(figures, { rttUs: rtt, spinUs: spin, applySyncUs: applySync, vmCallUs: vmCall })
 
   console.log('\nthe sandbox alone, the host answering at once (× postMessage round trip)')
+  const sideLabel = "worker, in-process: the worker's side alone (host spinning)"
+  if (sideLabel.includes(only)) {
+    const side = await workerSideAlone()
+    row(sideLabel, side, rtt)
+    Object.assign(figures, { 'worker, in-process.workerSideUs': side })
+  }
   for (const [label, make] of sandboxes) {
     if (!label.includes(only)) continue
     const runtime = make()
