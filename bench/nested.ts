@@ -234,6 +234,7 @@ const sandboxes: [string, () => Closable][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
   ['worker, in-process, hand-off never spinning (spinMs 0)', () => new WorkerSandbox({ limits, spinMs: 0 })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
+  ['isolate, in-process, hand-off never spinning (spinMs 0)', () => new IsolateSandbox({ limits, spinMs: 0 })],
   // the drive the sandbox process uses (and in-process used before): replies enter the program synchronously from this
   // thread. here only to compare; a host must not (a memory bomb V8 cannot contain would park this thread)
   ['isolate, in-process, driven from its thread (disposableThread)', () => new IsolateSandbox({ limits, disposableThread: true })],
@@ -519,13 +520,15 @@ export async function benchNested() {
   for (const [label, make] of sandboxes) {
     if (!label.includes(only)) continue
     const runtime = make()
-    const counts = runtime instanceof WorkerSandbox ? () => runtime.handoffStats() : undefined
+    const counts = runtime instanceof WorkerSandbox || runtime instanceof IsolateSandbox ? () => runtime.handoffStats() : undefined
     const before = counts?.()
     const seq = await perCall(runtime, sequential, N)
     const after = counts?.()
     const par = await perCall(runtime, parallel, P)
-    const slow = label.startsWith('worker') ? await cpuWhenSlow(runtime) : undefined
-    const computing = label.startsWith('worker, in-process') ? await cpuWhenComputing(runtime) : undefined
+    // in-process, where the hand-off may spin (and the same with spinMs 0): what waiting and computing cost in CPU
+    const handsOff = label.startsWith('worker, in-process') || label === 'isolate, in-process' || label.startsWith('isolate, in-process, hand-off')
+    const slow = label.startsWith('worker') || handsOff ? await cpuWhenSlow(runtime) : undefined
+    const computing = handsOff ? await cpuWhenComputing(runtime) : undefined
     // each run is a fresh context whose code starts cold: a program making many calls shows the call past that warm-up
     const long = label.startsWith('isolate') ? await perCall(runtime, `for (let i = 0; i < ${10 * N}; i++) await tools.echo({ i })`, 10 * N, 1) : undefined
     await runtime.close()
@@ -537,6 +540,7 @@ export async function benchNested() {
     if (long !== undefined) row(`${label}: CPU per call, ${10 * N} a run`, long.cpuPerCall, rtt)
     if (slow !== undefined) row(`${label}: CPU per call, 1 ms tool`, slow, rtt)
     if (computing !== undefined) row(`${label}: CPU per call, ~0.1 ms computing between`, computing, rtt)
+    const sandboxSide = label.startsWith('isolate') ? 'isolate' : 'worker'
     if (before && after) {
       // what the hand-off did during the sequential runs: which way calls and replies went, and the spins that caught
       const share = (lane: 'calls' | 'replies') => {
@@ -546,7 +550,7 @@ export async function benchNested() {
       const spins = (lane: 'calls' | 'replies') =>
         `${after[lane].caught - before[lane].caught}/${after[lane].caught - before[lane].caught + after[lane].missed - before[lane].missed}`
       console.log(
-        `  ${label}: sequential runs' hand-off: through the ring ${share('calls')} of the worker's messages, ${share('replies')} of the replies; spins that caught: host ${spins('calls')}, worker ${spins('replies')}`,
+        `  ${label}: sequential runs' hand-off: through the ring ${share('calls')} of the ${sandboxSide}'s messages, ${share('replies')} of the replies; spins that caught: host ${spins('calls')}, ${sandboxSide} ${spins('replies')}`,
       )
     }
     Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })

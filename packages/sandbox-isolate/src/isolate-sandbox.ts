@@ -1,4 +1,4 @@
-import { type Backoff, backoff, handoffBytes, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/lane'
+import { type Backoff, backoff, handoffBytes, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
@@ -120,11 +120,12 @@ const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinL
   // a call as \`id:name length:name json\`, into lane 0's ring when the host spins and nothing sent otherwise waits
   const put = (id, name, json) => {
     const length = json.length + name.length + 24
-    if (length > ${layout.maxUnits - 2} || load(h0, ${layout.AWAKE}) !== 1 || load(h0, ${layout.SENT}) !== load(h0, ${layout.TAKEN})) return false
+    const awake = load(h0, ${layout.AWAKE})
+    if (length > ${layout.maxUnits - 2} || awake === 0 || load(h0, ${layout.SENT}) !== load(h0, ${layout.TAKEN})) return 0
     const text = \`\${id}:\${name.length}:\${name}\${json}\`
     const size = 2 + text.length + (text.length & 1)
     const gap = write + size > ringUnits ? ringUnits - write : 0
-    if (load(h0, ${layout.USED}) + gap + size > ringUnits) return false
+    if (load(h0, ${layout.USED}) + gap + size > ringUnits) return 0
     if (gap > 0) {
       ring0[write + 1] = ${layout.wrap}
       write = 0
@@ -136,8 +137,11 @@ const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinL
     add(h0, ${layout.USED}, gap + size)
     add(h0, ${layout.RING}, 1)
     // the host may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
-    if (load(h0, ${layout.AWAKE}) === 0 && compareExchange(h0, ${layout.RUNG}, 0, 1) === 0) offHost(0)
-    return true
+    if (load(h0, ${layout.AWAKE}) === 0 && compareExchange(h0, ${layout.RUNG}, 0, 1) === 0) {
+      offHost(0)
+      return 2
+    }
+    return awake
   }
   const send = (kind, a, b, c) => {
     add(h0, ${layout.SENT}, 1)
@@ -224,8 +228,8 @@ const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinL
     if (host) answer = (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c)
     else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') {
       const ring = put(a, b, c)
-      answer = ring || send(kind, a, b, c)
-      called(ring)
+      answer = ring > 0 || send(kind, a, b, c)
+      called(ring === 1)
     } else answer = send(kind, a, b, c)
     if (kind === 'done' || kind === 'throw') {
       finished = true
@@ -407,11 +411,15 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const spin = expect()
       // marked before the reply goes: the isolate's thread, spinning, may take it and call again before `offer` returns
       if (spin) calls.watch()
-      // a string (`id:text`) through the ring while the isolate's thread spins for it
-      if (!(reply.ok && replies.offer(`${call}:${reply.value}`))) {
-        // else posted to its thread, unmarked meanwhile: a post can hold this thread until the isolate's task ends, and
-        // a call made then would wait in the ring while the isolate spun for a reply this thread cannot send
-        if (spin && calls.unwatch()) drain()
+      // a string (`id:text`) through the ring while the isolate's thread spins for it: since the call came, the isolate
+      // waited on this thread, which is not the program's cpu time (at most spinMs: its spin ends by then)
+      if (reply.ok && replies.offer(`${call}:${reply.value}`)) {
+        if (call === ringCall) waited += Math.min(performance.now() - ringCallAt, this.spinMs)
+      } else {
+        // else posted to its thread. a post can hold this thread while the isolate runs (the thread it wakes may take
+        // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
+        // does not spin for its reply (marked 2), which this thread could not send before the isolate's task ends
+        if (spin) calls.watch(2)
         replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
       }
       if (!spin || settled) return
@@ -444,6 +452,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (taken === 64) setImmediate(drain)
       return taken
     }
+    // the last call that came through the ring, and when; ms the isolate spun for replies that came while it did
+    let ringCall = -1
+    let ringCallAt = 0
+    let waited = 0
     // what the program sent: a call through the ring (`id:name length:name json`), or the callback's arguments
     const onMessage = (message: unknown) => {
       if (settled) return
@@ -453,7 +465,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const second = first < 0 ? -1 : text.indexOf(':', first + 1)
       const name = second + 1 + Number(text.slice(first + 1, second))
       if (second < 0 || !(name <= text.length)) return malformed()
-      onBridge('call', Number(text.slice(0, first)), text.slice(second + 1, name), text.slice(name))
+      ringCall = Number(text.slice(0, first))
+      ringCallAt = performance.now()
+      onBridge('call', ringCall, text.slice(second + 1, name), text.slice(name))
     }
 
     const report = (outcome: CodeRunOutcome) => {
@@ -610,9 +624,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     cpuStart = isolate.cpuTime
     Atomics.add(runsActive, 0, 1)
     counted = true
+    // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (see waited)
     run.arm(() => {
       try {
-        return Number(isolate.cpuTime - cpuStart) / 1e6
+        return Number(isolate.cpuTime - cpuStart) / 1e6 - waited
       } catch {}
     })
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first

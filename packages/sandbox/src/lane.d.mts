@@ -27,7 +27,7 @@ export interface Lane {
   offer(message: unknown): boolean
   take(handle: (message: unknown) => unknown, limit?: number): number
   port(message: unknown, handle: (message: unknown) => unknown): void
-  watch(): void
+  watch(how?: 1 | 2): void
   unwatch(): boolean
   spin(ms: number): boolean
 }

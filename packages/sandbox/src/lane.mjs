@@ -229,10 +229,11 @@ export function lane(buffer, index, port, { receive = () => receiveMessageOnPort
     },
     /**
      * marks the receiver as about to spin, before it posts what the message answers: an answer that comes at once (the
-     * other thread may run before the post returns) takes the ring too. `spin` or `unwatch` follows
+     * other thread may run before the post returns) takes the ring too. `spin` or `unwatch` follows. `how` 2 says the
+     * receiver may not run for a while yet (a sender written for it takes the ring but does not spin for the answer)
      */
-    watch() {
-      Atomics.store(h, AWAKE, 1)
+    watch(how = 1) {
+      Atomics.store(h, AWAKE, how)
     },
     /** no spin after all: true when something came meanwhile (take it; nothing rang for the ring) */
     unwatch() {
