@@ -11,7 +11,7 @@ import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } f
 import { adoptParsed, type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
-import { type CompiledTool, capContent, type Execution, ExecutionToken, jsonText, RUN_CODE } from './tool.ts'
+import { type CompiledTool, capContent, type Execution, ExecutionToken, jsonText, liveExecutions, RUN_CODE } from './tool.ts'
 
 /** what the pipeline needs of the registry */
 export interface PipelineHost {
@@ -145,11 +145,6 @@ function copyResult(value: unknown): ToolResult | undefined {
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
 
 export class Pipeline {
-  /**
-   * executions between create and finish, by their token's number (a frozen token makes a slow key): a nested call's
-   * parent must be one of them. read through liveOf, which checks the token is the very one this pipeline minted
-   */
-  private readonly live = new Map<number, Execution>()
   private sequence = 0
   /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
   /** one queue per listening stage, remade when the deployment's limit for that stage changes */
@@ -297,18 +292,19 @@ export class Pipeline {
     // 2. pre-abort
     if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
+    // between here and finish a nested call may name this execution as its parent (see liveOf)
     const token = exec.token
-    this.live.set(token.id, exec)
+    liveExecutions.mark(token, this, exec)
     let settled: ToolResult | Promise<ToolResult>
     try {
       const deciders = this.hooks('tools/pre-execute', exec.agent)
       settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
     } catch (error) {
-      this.live.delete(token.id)
+      liveExecutions.mark(token, this, undefined)
       throw error
     }
-    if (settled instanceof Promise) return settled.finally(() => this.live.delete(token.id))
-    this.live.delete(token.id)
+    if (settled instanceof Promise) return settled.finally(() => liveExecutions.mark(token, this, undefined))
+    liveExecutions.mark(token, this, undefined)
     return settled
   }
 
@@ -345,16 +341,12 @@ export class Pipeline {
     return this.finish(exec, result, trace)
   }
 
-  /** the execution of `token` while it is between create and finish */
+  /**
+   * the execution of `token` while it is between create and finish: a nested call's parent must be one. only a token
+   * this pipeline minted names one (a forged, copied or proxied token, or one of another runtime, names none)
+   */
   private liveOf(token: ExecutionToken): Execution | undefined {
-    let exec: Execution | undefined
-    try {
-      // a forged token (an object made on the prototype) may have a getter here: it names no live execution
-      exec = this.live.get(token.id)
-    } catch {
-      return undefined
-    }
-    return exec?.token === token ? exec : undefined
+    return liveExecutions.of(token, this)
   }
 
   private abortedBeforeDispatch(name: string) {

@@ -13,8 +13,17 @@ export interface ToolAnnotations {
   [hint: string]: unknown
 }
 
+let attachLive: (token: ExecutionToken, pipeline: object, exec: Execution | undefined) => void
+let readLive: (token: ExecutionToken, pipeline: object) => Execution | undefined
+
 /** an opaque handle on one execution; only the registry mints them */
 export class ExecutionToken {
+  // the pipeline that minted the token and its execution while it runs (between create and finish): private fields,
+  // which only this module reaches and which still change on a frozen object, so a nested call finds its parent's
+  // execution with no map, and a token that was forged, copied or proxied names none
+  #pipeline: object | undefined
+  #live: Execution | undefined
+
   /** @internal */
   constructor(
     readonly id: number,
@@ -27,6 +36,23 @@ export class ExecutionToken {
   toString() {
     return `execution#${this.id}(${this.name})`
   }
+
+  static {
+    attachLive = (token, pipeline, exec) => {
+      token.#pipeline = pipeline
+      token.#live = exec
+    }
+    readLive = (token, pipeline) => (#live in token && token.#pipeline === pipeline ? token.#live : undefined)
+  }
+}
+
+/**
+ * @internal the pipeline's hold on the execution a token names while it runs: `mark` it live (undefined: finished), and
+ * read it back only for the pipeline that marked it. not exported from the package
+ */
+export const liveExecutions = {
+  mark: (token: ExecutionToken, pipeline: object, exec: Execution | undefined) => attachLive(token, pipeline, exec),
+  of: (token: ExecutionToken, pipeline: object) => readLive(token, pipeline),
 }
 
 /** the frozen view of one call that every pipeline participant receives */

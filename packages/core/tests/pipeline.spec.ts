@@ -4,6 +4,7 @@ import {
   createAgent,
   defineTool,
   type Execution,
+  ExecutionToken,
   errorResult,
   type Json,
   type ToolResult,
@@ -1049,5 +1050,52 @@ describe("a nested call's reply", () => {
       '{"ok":true,"value":"null"}',
       '{"ok":true,"value":"{\\"echoed\\":\\"b\\"}"}',
     ])
+  })
+})
+
+describe('a parent token names a live execution of this registry, or nothing', () => {
+  it('refuses a call whose parent is forged, finished, proxied or of another registry, before any policy observes it', async () => {
+    const ctx = await deployment({ mode: 'code' })
+    ctx.tools.register(echoTool())
+    const observed: string[] = []
+    let live: Execution | undefined
+    plugin(ctx, 'observer', (ctx) =>
+      ctx.on('tools/pre-execute', (exec) => {
+        observed.push(exec.callId)
+        if (exec.name === 'run_code') live = exec
+      }),
+    )
+    await assertStarted(ctx)
+    const other = await deployment({ mode: 'code' })
+    let otherLive: Execution | undefined
+    other.on('tools/pre-execute', (exec) => void (exec.name === 'run_code' && (otherLive = exec)))
+    const finished = (await call(ctx, 'run_code', { code: 'return 1', description: 'done' }, { callId: 'finished' })).isError
+    expect(finished).to.equal(true) // no code runtime yet: run_code fails, its token is finished all the same
+    const finishedToken = live!.token
+    const results: Record<string, ToolResult> = {}
+    const nested = (name: string, parent: unknown) =>
+      ctx.tools.execute({ callId: name, name: 'echo', arguments: { text: 'x' }, signal: signal(), parent: parent as Execution['token'] })
+    const runtime = (inner: () => Promise<void>) => ({ backend: 'scripted', run: async () => (await inner(), { ok: true, logs: [] }) })
+    other.set(
+      'codeRuntime',
+      runtime(async () => {
+        results.otherRegistry = await nested('other-registry', otherLive!.token)
+      }),
+    )
+    ctx.set(
+      'codeRuntime',
+      runtime(async () => {
+        results.forged = await nested('forged', new ExecutionToken(live!.token.id, live!.token.callId, 'run_code'))
+        results.finished = await nested('finished-parent', finishedToken)
+        results.proxied = await nested('proxied', new Proxy(live!.token, {}))
+        await call(other, 'run_code', { code: 'return 1', description: 'other' })
+        results.live = await nested('live', live!.token)
+      }),
+    )
+    const outer = await call(ctx, 'run_code', { code: 'return 1', description: 'outer' }, { callId: 'outer' })
+    expect(outer.isError, outer.content).to.equal(false)
+    for (const key of ['forged', 'finished', 'proxied', 'otherRegistry']) expect(code(results[key]), key).to.equal('ABORTED_BEFORE_DISPATCH')
+    expect(code(results.live)).to.equal('OK')
+    expect(observed).to.deep.equal(['finished', 'outer', 'live'])
   })
 })
