@@ -66,13 +66,15 @@
     rejectNext = reject
   }
 
+  // a character at a time, by comparing one-unit strings: no method of String.prototype, which a program may have
+  // replaced (a charCodeAt that throws left the run's result unreported until its wall-clock budget ran out)
   const utf8Bytes = (text) => {
     let n = 0
     for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i)
-      if (c < 0x80) n += 1
-      else if (c < 0x800) n += 2
-      else if (c >= 0xd800 && c < 0xdc00 && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      const c = text[i]
+      if (c < '\u0080') n += 1
+      else if (c < '\u0800') n += 2
+      else if (c >= '\ud800' && c < '\udc00' && i + 1 < text.length && text[i + 1] >= '\udc00' && text[i + 1] < '\ue000') {
         n += 4
         i++
       } else n += 3

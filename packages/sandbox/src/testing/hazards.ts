@@ -298,6 +298,14 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expectOk(await run(code), { reply: { n: 1, list: [{ m: 20 }] }, reads: 2 })
       })
 
+      test('print and return text outside ASCII when the program replaced String.prototype.charCodeAt', async () => {
+        const code = `String.prototype.charCodeAt = () => { throw new Error('replaced') }
+console.log('h\\u00e9llo \\u2603 \\ud83d\\ude00')
+return 'r\\u00e9sult \\u2603'`
+        const outcome = expectOk(await run(code), 'résult ☃')
+        expect(outcome.logs).to.deep.equal(['héllo ☃ 😀'])
+      })
+
       test('refuse calls made after the program finished', async () => {
         const code = `
           ;(async () => {
