@@ -323,17 +323,19 @@ const quartiles = (values: number[]) => {
   return { low: at(0.25), median: median(sorted), high: at(0.75) }
 }
 
-// the same backend twice, alone and under run_code, both held open and measured in alternation, many short rounds:
+// one deployment's sandbox, alone (run directly) and under run_code, measured in alternation, many short rounds:
 // each round measures alone, full, full, alone (a drift on a shared machine within the round cancels), each a
 // sequential program of BRIDGE_CALLS calls less a trivial run just before it. per round: the difference per call of
-// the latency, and of the host thread's CPU time (the bridge runs there; the sandbox's threads do not count). the
-// figures are the medians over the rounds, with their quartiles
+// the latency, and of the host thread's CPU time (the bridge runs there; the sandbox's threads do not count, but a
+// hand-off that spins on the host thread does, more when replies leave later). the figures are the medians over the
+// rounds, with their quartiles
 const BRIDGE_CALLS = 1000
 const BRIDGE_ROUNDS = Number(process.env.NESTED_BRIDGE_ROUNDS ?? 15)
-async function bridgeCost(label: string, kind: 'worker' | 'isolate', isolation: 'in-process' | 'process') {
-  const runtime = sandboxes.find(([name]) => name === label)?.[1]()
-  if (runtime === undefined) throw new Error(`no sandbox named ${label}`)
+async function bridgeCost(kind: 'worker' | 'isolate', isolation: 'in-process' | 'process') {
+  // alone is the deployment's own sandbox, run directly: a second sandbox would put the two sides on other workers or
+  // isolates, whose hand-offs can settle differently (the bimodal figures across processes) and show as the bridge's
   const { ctx, run } = await deployment(kind, isolation)
+  const runtime = ctx.get('codeRuntime') as CodeRuntime
   const signal = new AbortController().signal
   const alone = async (code: string) => {
     const outcome = await runtime.run({ code, tools: ['echo'], call: echo, signal, limits })
@@ -372,7 +374,6 @@ async function bridgeCost(label: string, kind: 'worker' | 'isolate', isolation: 
     latency.push((f1.us + f2.us - a1.us - a2.us) / 2)
     cpu.push((f1.cpuUs + f2.cpuUs - a1.cpuUs - a2.cpuUs) / 2)
   }
-  await runtime.close()
   await ctx.stop()
   // a shared machine only ever adds time: the least disturbed sample of each side is another estimate
   return {
@@ -579,7 +580,7 @@ export async function benchNested() {
   console.log(`\nthe bridge's own cost: full stack minus sandbox alone, ${BRIDGE_ROUNDS} interleaved rounds (median [quartiles])`)
   for (const [label, kind, isolation] of bridged) {
     if (!label.includes(only)) continue
-    const cost = await bridgeCost(label, kind, isolation)
+    const cost = await bridgeCost(kind, isolation)
     const spread = (q: { low: number; high: number }) => `[${q.low.toFixed(1)} – ${q.high.toFixed(1)}]`
     row(`${label}: bridge's own cost (full − alone)`, cost.latency.median, rtt, '≤ 5 µs')
     console.log(
