@@ -12,7 +12,7 @@ import { type ExecutionMode, Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
 import { argNames, renderIndex, type SdkTool, sdkUsage, withoutHelpers } from './sdk.ts'
 import { stripTypes } from './strip.ts'
-import { type CompiledTool, defineTool, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
+import { type CompiledTool, compileTool, defineTool, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
 export type CodeFailure = NonNullable<ToolErrorInfo['kind']>
 
@@ -174,6 +174,11 @@ const runCodeParameters = t.object({
   description: t.string({ minLength: 1 }).describe('one line on what it does, for approval and audit'),
 })
 const runCodeOutput = t.object({ logs: t.array(t.string()), result: t.unknown().optional(), cancelled: t.array(t.string()).optional() })
+// checked and compiled here, as the module loads, not in the first context set up in the process (1-3 ms cold there)
+compileTool(
+  defineTool({ name: RUN_CODE, description: RUN_CODE, parameters: runCodeParameters, output: { schema: runCodeOutput }, execute: () => ({ logs: [] }) }),
+  { plugin: 'core', transport: true },
+)
 
 export function createRunCode(runtime: CodeModeHost): CodeMode {
   async function run(args: { code: string; description: string }, run: ToolRun) {

@@ -603,5 +603,10 @@ namespace ToolRuntime {
 // `ctx.tools` reads a view built once per context, instead of the proxy cordis would build on every read
 serviceView('tools', 'caller')
 
+// the config schema's first resolve in a process walks cold code (schemastery's and the strict checks): 1.3-2 ms, where
+// a later one takes 0.2 ms. done once here as the module loads (importing the core takes some 250 ms under tsx), the
+// first context set up in the process does not pay it
+ToolRuntime.Config({})
+
 export default ToolRuntime
 export { ToolRuntime }

@@ -110,3 +110,7 @@ export namespace SandboxService {
 
   export const Config = defineConfig<Config, ConfigInput>()(Schema.object(fields))
 }
+
+// resolved once as the module loads, as the core does with its own: the first context set up in the process then finds
+// the schema's code warm
+SandboxService.Config({})
