@@ -208,17 +208,27 @@ const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinL
     // caught only if the ring brought it: a posted reply is a task of this thread, run once this one ends
     spun(takeReplies() > 0)
   }
-  // a call was sent: spin for its reply if it is the only one waiting (a sequential program), the back-off allows, and
-  // it went through the ring: the host, spinning, took it at once, and replies as soon as its tool does. a call that had
-  // to wake the host gets no spin: the wake-up alone often takes longer than a spin lasts
-  const called = (ring) => {
+  // whether to spin for the reply to a call about to be made: it will be the only one waiting (a sequential program),
+  // the back-off allows, and the host spins, so the ring takes the call and the host replies as soon as its tool does.
+  // a call that has to wake the host gets no spin: the wake-up alone often takes longer than a spin lasts
+  const spinning = () =>
+    !scheduled && outstanding === 0 && spinLoops > 0 && load(h0, ${layout.AWAKE}) === 1 && load(runs, 0) <= 1 && load(pair, ${layout.CALLS}) + 1 >= load(pair, ${layout.UNTIL})
+  const call = (a, b, c) => {
+    const spins = spinning()
+    // marked before the host can see the call: its reply takes the ring
+    if (spins) store(h1, ${layout.AWAKE}, 1)
+    const ring = put(a, b, c)
+    const answer = ring > 0 || send('call', a, b, c)
     outstanding++
     add(pair, ${layout.CALLS}, 1)
-    if (!ring || scheduled || !(spinLoops > 0) || load(runs, 0) > 1 || load(pair, ${layout.CALLS}) < load(pair, ${layout.UNTIL})) return
-    scheduled = true
-    // marked before the host sees the call: a reply that comes at once takes the ring too
-    store(h1, ${layout.AWAKE}, 1)
-    spin()
+    if (spins && ring === 1) {
+      scheduled = true
+      spin()
+    } else if (spins) {
+      store(h1, ${layout.AWAKE}, 0)
+      if (pending()) takeReplies()
+    }
+    return answer
   }
 
   let ended
@@ -226,11 +236,8 @@ const driverSource = `(function (onHost, offHost, outbox, handoff, active, spinL
   const api = setup((kind, a, b, c) => {
     let answer
     if (host) answer = (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c)
-    else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') {
-      const ring = put(a, b, c)
-      answer = ring > 0 || send(kind, a, b, c)
-      called(ring === 1)
-    } else answer = send(kind, a, b, c)
+    else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') answer = call(a, b, c)
+    else answer = send(kind, a, b, c)
     if (kind === 'done' || kind === 'throw') {
       finished = true
       ended()
@@ -432,20 +439,26 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         }
       }
       if (!spin || settled) return
+      if (spin === 2) return void setImmediate(spinLater)
       // a spin caught something only if the ring brought it: what the callback brings waits for the event loop anyway
       slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
     }
 
     // the adaptive half of the hand-off on this side: whether to spin a moment for the program's next call after a reply
     let burst: number | undefined
+    // (0: no; 1: at once; 2: once the event loop turned, after maxBurstMs of replies in a row: the isolate may go on
+    // spinning meanwhile, and its call waits in the ring)
     const expect = () => {
-      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return false
+      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
       const from = performance.now()
       if (burst === undefined) {
         burst = from
         setImmediate(() => (burst = undefined))
-      } else if (from - burst > maxBurstMs) return false
-      return true
+      } else if (from - burst > maxBurstMs) return 2
+      return 1
+    }
+    const spinLater = () => {
+      if (!settled) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
     }
     // what the program sent through the ring is its, not the host's: anything malformed there ends the run
     const malformed = () => fail('crash', "the program's hand-off ring was malformed")
