@@ -16,6 +16,7 @@
   const $Number = Number
   const $max = Math.max
   const $floor = Math.floor
+  const $min = Math.min
   const { isArray } = Array
   const objectPrototype = Object.prototype
   const arrayPrototype = Array.prototype
@@ -36,27 +37,29 @@
   let settled = false
   let used = 0
   let over = false
-  // the calls waiting on the host, in slots: what settles each, and its id (`seq` × `capacity` + its slot, so a reply
-  // finds its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from
-  // `free` and given back when its reply comes: no map, closure or record per call. every index of these arrays is
-  // filled before the program runs and they never grow: a write finds the index there, never a setter a program put
-  // on Array.prototype
-  const capacity = maxPendingCalls
-  // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
-  const generations = $floor(2 ** 31 / capacity)
-  const slotIds = []
-  const resolvers = []
-  const rejecters = []
-  const slotNames = []
+  // the calls waiting on the host, in slots: a record each of what settles the call and its id (`seq` × maxPendingCalls
+  // + its slot, so a reply finds its slot by a remainder, and one for a call already settled finds another id there).
+  // a slot is taken from `free` and given back when its reply comes: no map, closure or record per call. the slots are
+  // made as calls need them, 8 then doubling up to maxPendingCalls (filling all 1024 before every run cost its setup tens of µs), each
+  // index defined, not assigned, and never removed: a write finds the index there, never a setter a program put on
+  // Array.prototype, and a record's fields are its own
+  const slots = []
   const free = []
-  for (let slot = 0; slot < capacity; slot++) {
-    slotIds[slot] = -1
-    resolvers[slot] = undefined
-    rejecters[slot] = undefined
-    slotNames[slot] = ''
-    free[slot] = capacity - 1 - slot
+  let made = 0
+  let freeCount = 0
+  // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
+  const generations = $floor(2 ** 31 / maxPendingCalls)
+  const define = (list, index, value) => defineProperty(list, index, { __proto__: null, value, writable: true, enumerable: true, configurable: true })
+  const makeSlots = () => {
+    const more = $min(made === 0 ? 8 : made, maxPendingCalls - made)
+    // `free` is as long as `slots`, so that every place of the stack is there before it is written
+    for (let i = 0; i < more; i++) {
+      define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '' })
+      define(free, made, -1)
+      made++
+    }
+    for (let i = 1; i <= more; i++) free[freeCount++] = made - i
   }
-  let freeCount = capacity
   let seq = 0
   // the settling functions of the promise just made, taken by one executor for every call
   let resolveNext
@@ -396,6 +399,7 @@
     const label = `${called}:`
     const refuse = () => {
       if (settled) return new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
+      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
       if (freeCount === 0) {
         return new ToolCallError(name, `${called} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`)
       }
@@ -422,12 +426,13 @@
       if (refused !== undefined) throw refused
       const slot = free[--freeCount]
       if (++seq === generations) seq = 1
-      const id = seq * capacity + slot
+      const id = seq * maxPendingCalls + slot
       const reply = new $Promise(capture)
-      slotIds[slot] = id
-      resolvers[slot] = resolveNext
-      rejecters[slot] = rejectNext
-      slotNames[slot] = name
+      const record = slots[slot]
+      record.id = id
+      record.resolve = resolveNext
+      record.reject = rejectNext
+      record.name = name
       resolveNext = rejectNext = undefined
       let sent = false
       try {
@@ -463,10 +468,11 @@
   }
 
   const release = (slot) => {
-    slotIds[slot] = -1
-    resolvers[slot] = undefined
-    rejecters[slot] = undefined
-    slotNames[slot] = ''
+    const record = slots[slot]
+    record.id = -1
+    record.resolve = undefined
+    record.reject = undefined
+    record.name = ''
     free[freeCount++] = slot
   }
 
@@ -725,11 +731,12 @@
   // the host's reply to call `id`: the JSON text of its result, or why it failed
   const deliver = (id, ok, text, code) => {
     if (typeof id !== 'number') return
-    const slot = id % capacity
-    if (!(slot >= 0) || slotIds[slot] !== id) return
-    const resolve = resolvers[slot]
-    const reject = rejecters[slot]
-    const name = slotNames[slot]
+    const slot = id % maxPendingCalls
+    if (!(slot >= 0 && slot < made) || slots[slot].id !== id) return
+    const record = slots[slot]
+    const resolve = record.resolve
+    const reject = record.reject
+    const name = record.name
     release(slot)
     if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
     let value
