@@ -1,4 +1,4 @@
-import { type Backoff, backoff, handoffBytes, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
+import { type Backoff, backoff, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
@@ -474,10 +474,13 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (taken === 64) setImmediate(drain)
       return taken
     }
-    // the last call that came through the ring, and when; ms the isolate spun for replies that came while it did
+    // the last call that came through the ring, and when; how many did; ms the isolate spun for replies that came while
+    // it did; its spins that caught nothing, as its lane counted them before the run
     let ringCall = -1
     let ringCallAt = 0
+    let ringCalls = 0
     let waited = 0
+    const missedBefore = handoffCounts(slot.handoff)[1].missed
     // what the program sent: a call through the ring (`id:name length:name json`), or the callback's arguments
     const onMessage = (message: unknown) => {
       if (settled) return
@@ -489,6 +492,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (second < 0 || !(name <= text.length)) return malformed()
       ringCall = Number(text.slice(0, first))
       ringCallAt = performance.now()
+      ringCalls++
       onBridge('call', ringCall, text.slice(second + 1, name), text.slice(name))
     }
 
@@ -646,10 +650,13 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     cpuStart = isolate.cpuTime
     Atomics.add(runsActive, 0, 1)
     counted = true
-    // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (see waited)
+    // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (waited), and
+    // spinMs for each that caught nothing (the isolate counts them; at most one a call the ring brought: each spin
+    // follows one)
     run.arm(() => {
       try {
-        return Number(isolate.cpuTime - cpuStart) / 1e6 - waited
+        const missed = Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), ringCalls)
+        return Number(isolate.cpuTime - cpuStart) / 1e6 - waited - missed * this.spinMs
       } catch {}
     })
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first

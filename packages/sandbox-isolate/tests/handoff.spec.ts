@@ -29,11 +29,19 @@ for (const spinMs of [0, undefined, 1])
       if (name === 'fail') return { ok: false, message: 'no', code: 'E_NO' }
       // a slow host: the answer comes from a later turn of the event loop, after a timer
       if (name === 'slow') await new Promise((resolve) => setTimeout(resolve, 2))
+      // a busy host: the answer comes after a millisecond of this thread's work, while the isolate may spin for it
+      if (name === 'busy') for (const until = performance.now() + 1; performance.now() < until; );
       return { ok: true, value: json }
     }
     const run = async (code: string, signal = new AbortController().signal, limits: Partial<CodeRunLimits> = {}) => {
       settled = false
-      const outcome = await sandbox.run({ code, tools: ['echo', 'never', 'fail', 'slow', 'abort'], call, signal, limits: { ...hazardLimits, ...limits } })
+      const outcome = await sandbox.run({
+        code,
+        tools: ['echo', 'never', 'fail', 'slow', 'busy', 'abort'],
+        call,
+        signal,
+        limits: { ...hazardLimits, ...limits },
+      })
       settled = true
       return outcome
     }
@@ -108,6 +116,13 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
       const code = 'let n = 0\nfor (let i = 0; i < 60; i++) n += (await tools.slow({ i })).i\nreturn n'
       expect(kind(await run(code, undefined, { cpuMs: 100, wallMs: 10000 }))).to.equal('ok 1770')
       expect(kind(await run('return (await tools.echo({ a: 3 })).a'))).to.equal('ok 3')
+    })
+
+    it('answers a busy host within a cpu budget smaller than the time the isolate spent spinning for it', async () => {
+      // 200 answers that each take the host's thread a millisecond: the isolate spins for them (or sleeps), and neither
+      // is the program's cpu
+      const code = 'let n = 0\nfor (let i = 0; i < 200; i++) n += (await tools.busy({ i })).i\nreturn n'
+      expect(kind(await run(code, undefined, { cpuMs: 150, wallMs: 20000 }))).to.equal('ok 19900')
     })
 
     it('answers thousands of calls waiting at once, run after run', async () => {
