@@ -74,16 +74,27 @@ const size = defineTool({
   execute: async ({ name }) => name.length,
 })
 
-let state: 'cold' | 'warming' | 'warm' = 'cold'
+let warm = false
+// the warm-up in progress: a caller that comes meanwhile waits for it
+let warming: Promise<boolean> | undefined
 
 /**
  * takes one program through the whole run_code path in a private context, once per process; resolves with whether the
- * path is warm (now or before; false while another call is warming it, or when it could not), and never rejects. a
- * sandbox calls it once its pool is warm, so that a deployment's first run_code costs what a warm one does
+ * path is warm (now or before; a call while another is warming it waits for that one; false when it could not), and
+ * never rejects. a sandbox calls it once its pool is warm, so that a deployment's first run_code costs what a warm one
+ * does
  */
-export async function warmRunCode(): Promise<boolean> {
-  if (state !== 'cold') return state === 'warm'
-  state = 'warming'
+export function warmRunCode(): Promise<boolean> {
+  if (warm) return Promise.resolve(true)
+  warming ??= warmUp().then((ran) => {
+    warm = ran
+    warming = undefined
+    return ran
+  })
+  return warming
+}
+
+async function warmUp(): Promise<boolean> {
   let ran = false
   const ctx = new Context()
   try {
@@ -100,7 +111,6 @@ export async function warmRunCode(): Promise<boolean> {
   } finally {
     await ctx.stop().catch(() => {})
     for (let i = 0; i < SETTLE_TURNS; i++) await turn()
-    state = ran ? 'warm' : 'cold'
   }
   return ran
 }
