@@ -1,7 +1,6 @@
 import { extname } from 'node:path'
-import { defineConfig } from '@faber/core'
 import { SandboxService } from '@faber/sandbox'
-import { type Context, Schema } from 'cordis'
+import type { Context } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
 
 export { IsolateSandbox, type IsolateSandboxOptions } from './isolate-sandbox.ts'
@@ -25,19 +24,9 @@ class IsolateSandboxService extends SandboxService {
 }
 
 namespace IsolateSandboxService {
-  export interface Config extends SandboxService.Config {
-    /** the longest either side of a nested call spins for the other's answer (IsolateSandboxOptions.spinMs) */
-    spinMs: number
-  }
-
-  export type ConfigInput = SandboxService.ConfigInput & { spinMs?: number }
-
-  export const Config = defineConfig<Config, ConfigInput>()(
-    Schema.object({
-      ...SandboxService.fields,
-      spinMs: SandboxService.spinMs,
-    }),
-  )
+  export type Config = SandboxService.HandoffConfig
+  export type ConfigInput = SandboxService.HandoffConfigInput
+  export const Config = SandboxService.HandoffConfig
 }
 
 export default IsolateSandboxService

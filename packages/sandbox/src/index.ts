@@ -1,6 +1,5 @@
 import { extname } from 'node:path'
-import { defineConfig } from '@faber/core'
-import { type Context, Schema } from 'cordis'
+import type { Context } from 'cordis'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
@@ -28,19 +27,9 @@ class WorkerSandboxService extends SandboxService {
 }
 
 namespace WorkerSandboxService {
-  export interface Config extends SandboxService.Config {
-    /** the longest either side of a nested call spins for the other's answer (WorkerSandboxOptions.spinMs) */
-    spinMs: number
-  }
-
-  export type ConfigInput = SandboxService.ConfigInput & { spinMs?: number }
-
-  export const Config = defineConfig<Config, ConfigInput>()(
-    Schema.object({
-      ...SandboxService.fields,
-      spinMs: SandboxService.spinMs,
-    }),
-  )
+  export type Config = SandboxService.HandoffConfig
+  export type ConfigInput = SandboxService.HandoffConfigInput
+  export const Config = SandboxService.HandoffConfig
 }
 
 export default WorkerSandboxService

@@ -101,14 +101,28 @@ export namespace SandboxService {
     limits: CodeRunLimitsSchema.default({}).description('limits for a request that leaves some out; memoryMb also sizes the pooled sandboxes'),
   }
 
-  /** the hand-off's spin, for a backend that has one (the worker's, the isolate's in-process) */
-  export const spinMs = Schema.number()
-    .min(0)
-    .max(1)
-    .default(0.05)
-    .description('ms either side of a nested call spins for the answer before it sleeps (0: never); only while one run is going on, backing off after misses')
-
   export const Config = defineConfig<Config, ConfigInput>()(Schema.object(fields))
+
+  /** the config of a backend whose nested calls hand off with a spin (the worker's; the isolate's in-process) */
+  export interface HandoffConfig extends Config {
+    /** the longest either side of a nested call spins for the other's answer (the backend's `spinMs` option) */
+    spinMs: number
+  }
+
+  export type HandoffConfigInput = ConfigInput & { spinMs?: number }
+
+  export const HandoffConfig = defineConfig<HandoffConfig, HandoffConfigInput>()(
+    Schema.object({
+      ...fields,
+      spinMs: Schema.number()
+        .min(0)
+        .max(1)
+        .default(0.05)
+        .description(
+          'ms either side of a nested call spins for the answer before it sleeps (0: never); only while one run is going on, backing off after misses',
+        ),
+    }),
+  )
 }
 
 // resolved once as the module loads, as the core does with its own: the first context set up in the process then finds
