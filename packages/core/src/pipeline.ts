@@ -143,6 +143,8 @@ function copyResult(value: unknown): ToolResult | undefined {
 }
 
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
+// a global call's agent chain: none, without an array per call
+const NO_LINEAGE: readonly Agent[] = Object.freeze([])
 
 export class Pipeline {
   private sequence = 0
@@ -485,7 +487,7 @@ export class Pipeline {
 
   /** 5. guards: global ones, then the agent chain's from the root down; the first reason wins */
   private runGuards(exec: Execution, trace: StageRecord[]): ToolFailure | undefined {
-    const lineage = exec.agent?.lineage ?? []
+    const lineage = exec.agent?.lineage ?? NO_LINEAGE
     for (let depth = -1; depth < lineage.length; depth++) {
       const guards = this.host.guards(depth < 0 ? undefined : lineage[depth])
       if (!guards?.length) continue
