@@ -307,8 +307,6 @@ const driveMs = 10
 // and no other call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop
 // gets its turn
 const maxBurstMs = 2
-// an applyIgnored into an idle isolate takes the host's thread 1–3 µs when the thread it wakes finds a free core
-const heldPostMs = 0.01
 
 // the isolate has no clock finer than Date.now(): its spin is bounded by turns of its loop, as many as this thread makes
 // in a millisecond once the loop is optimized (measured once, on a loop of the same shape; the isolate's loop is also
@@ -430,11 +428,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
         // does not spin for its reply (marked 2), which this thread could not send before the isolate's task ends
         if (spin) calls.watch(2)
-        const posted = performance.now()
         replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
-        // a post that held this thread a while: the isolate most likely ran on its core meanwhile (no core is free), and
-        // a spin would only keep it from running again. what it left in the ring is taken, without a spin
-        if (spin && performance.now() - posted > heldPostMs) {
+        // the isolate took the reply before the post returned: it most likely ran on this thread's core meanwhile (no
+        // core is free), and a spin would only keep it from running again. what it left in the ring is taken, no spin
+        if (spin && replies.taken()) {
           if (calls.unwatch()) drain()
           return
         }
