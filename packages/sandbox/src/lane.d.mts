@@ -25,7 +25,6 @@ export interface Lane {
   clear(): void
   send(message: unknown): void
   offer(message: unknown): boolean
-  taken(): boolean
   take(handle: (message: unknown) => unknown, limit?: number): number
   port(message: unknown, handle: (message: unknown) => unknown): void
   watch(how?: 1 | 2): void

@@ -201,8 +201,6 @@ export function lane(buffer, index, port, { receive = () => receiveMessageOnPort
     },
     /** sends `message` through the ring if it can (see `send`): false, and nothing sent, when it would take the port */
     offer,
-    /** whether the receiver took everything sent through the port so far */
-    taken: () => Atomics.load(h, SENT) === Atomics.load(h, TAKEN),
     /** takes up to `limit` messages waiting, in the order they were sent, and hands each to `handle`; returns how many */
     take(handle, limit = Number.POSITIVE_INFINITY) {
       let taken = drainRing(handle, limit)
