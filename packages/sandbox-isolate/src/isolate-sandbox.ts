@@ -414,7 +414,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       // a string (`id:text`) through the ring while the isolate's thread spins for it: since the call came, the isolate
       // waited on this thread, which is not the program's cpu time (at most spinMs: its spin ends by then)
       if (reply.ok && replies.offer(`${call}:${reply.value}`)) {
-        if (call === ringCall) waited += Math.min(performance.now() - ringCallAt, this.spinMs)
+        if (call === lastCall) waited += Math.min(performance.now() - lastCallAt, this.spinMs)
       } else {
         // else posted to its thread. a post can hold this thread while the isolate runs (the thread it wakes may take
         // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
@@ -458,26 +458,33 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (taken === 64) setImmediate(drain)
       return taken
     }
-    // the last call that came through the ring, and when; how many did; ms the isolate spun for replies that came while
-    // it did; its spins that caught nothing, as its lane counted them before the run
-    let ringCall = -1
-    let ringCallAt = 0
-    let ringCalls = 0
+    // the last call the host took, and when; how many it took; ms the isolate spun for replies that came while it did;
+    // its spins that caught nothing, as its lane counted them before the run
+    let lastCall = -1
+    let lastCallAt = 0
+    let callsTaken = 0
     let waited = 0
     const missedBefore = handoffCounts(slot.handoff)[1].missed
     // what the program sent: a call through the ring (`id:name length:name json`), or the callback's arguments
     const onMessage = (message: unknown) => {
       if (settled) return
-      if (Array.isArray(message)) return void onBridge(message[0], message[1], message[2], message[3])
+      if (Array.isArray(message)) {
+        if (message[0] === 'call') took(message[1])
+        return void onBridge(message[0], message[1], message[2], message[3])
+      }
       const text = message as string
       const first = text.indexOf(':')
       const second = first < 0 ? -1 : text.indexOf(':', first + 1)
       const name = second + 1 + Number(text.slice(first + 1, second))
       if (second < 0 || !(name <= text.length)) return malformed()
-      ringCall = Number(text.slice(0, first))
-      ringCallAt = performance.now()
-      ringCalls++
-      onBridge('call', ringCall, text.slice(second + 1, name), text.slice(name))
+      const id = Number(text.slice(0, first))
+      took(id)
+      onBridge('call', id, text.slice(second + 1, name), text.slice(name))
+    }
+    const took = (id: unknown) => {
+      lastCall = id as number
+      lastCallAt = performance.now()
+      callsTaken++
     }
 
     const report = (outcome: CodeRunOutcome) => {
@@ -635,11 +642,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     Atomics.add(runsActive, 0, 1)
     counted = true
     // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (waited), and
-    // spinMs for each that caught nothing (the isolate counts them; at most one a call the ring brought: each spin
-    // follows one)
+    // spinMs for each that caught nothing (the isolate counts them; at most one a call: each spin follows one)
     run.arm(() => {
       try {
-        const missed = Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), ringCalls)
+        const missed = Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), callsTaken)
         return Number(isolate.cpuTime - cpuStart) / 1e6 - waited - missed * this.spinMs
       } catch {}
     })
