@@ -3,7 +3,7 @@ import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } 
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
-import type { CodeRunOutcome } from './types.ts'
+import type { CodeRunOutcome, CodeRunRequest } from './types.ts'
 import { Watchdog } from './watchdog.ts'
 
 export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
@@ -22,6 +22,12 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
    * passes it ends with `timeout`). by default only its cpuMs and wallMs bound it
    */
   sliceMs?: number
+  /**
+   * with `disposableThread`: called when a step driven from that thread ended with the program waiting on something
+   * other than a tool (it made no call and did not end), with the run's request. the sandbox process tells its host, so
+   * that an out-of-memory on the thread later is not blamed on that program
+   */
+  stepped?: (request: CodeRunRequest) => void
   /**
    * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never spins):
    * the host's thread for the program's next call, the isolate's thread for a reply. neither spins while more than one
@@ -264,6 +270,11 @@ class Outbox {
   private units = new Uint16Array(this.memory, 8)
   private text = Buffer.from(this.memory, 8)
 
+  /** calls the program left here since the outbox was last taken (untrusted: take checks each) */
+  get records() {
+    return this.header[0]
+  }
+
   clear() {
     this.header[0] = 0
     this.header[1] = 0
@@ -338,6 +349,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
   readonly hostDrive: boolean
   readonly sliceMs: number
+  private stepped: IsolateSandboxOptions['stepped']
   readonly spinMs: number
   // measured at the first run, not at construction: a service makes its sandbox while its context starts
   private spinTurns: number | undefined
@@ -355,6 +367,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     this.maxRunsPerIsolate = this.maxRuns
     this.hostDrive = options.disposableThread === true
     this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
+    this.stepped = this.hostDrive ? options.stepped : undefined
     this.spinMs = this.hostDrive ? 0 : (options.spinMs ?? 0.05)
   }
 
@@ -560,8 +573,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     const idle = () => {
       if (settled) return
       if (reported) return finish(reported, true)
+      const sent = slot.outbox.records + spilled.length
       if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
       for (const [call, name, json] of spilled.splice(0)) dispatch(call, name, json)
+      if (sent === 0) this.stepped?.(request)
     }
     const dispatch = (call: number, name: string, json: string) => {
       if (!settled) bridge.call(call, name, json)

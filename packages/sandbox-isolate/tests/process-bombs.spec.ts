@@ -63,6 +63,18 @@ describe('process tier: a memory bomb that parks the sandbox process, in a host 
     expect(got.next).to.deep.equal(nextRun)
   })
 
+  it('blames the program that was computing, not one whose step ended waiting on something else', async () => {
+    // the waiting program is answered first (the bomb computes a while before its first call), its step on the main
+    // thread ends with nothing to send, then the bomb's step parks that thread: the first program replied to is not it
+    const waiting = 'await tools.echo({})\nawait new Promise(() => {})'
+    const late = `for (let i = 0; i < 3e7; i++) {}\nawait tools.echo({})\n${mapBomb}`
+    const got = await outcomes([waiting, late])
+    expect(got.outcomes[1].kind, got.outcomes[1].message).to.equal('memory')
+    expect(got.outcomes[0]).to.deep.include({ ok: false, kind: 'crash' })
+    expect(got.outcomes[0].message).to.match(/lost to another program's out-of-memory/)
+    expect(got.next).to.deep.equal(nextRun)
+  })
+
   it('leaves a program computing on the main thread alone when a bomb parks only a pool thread', async () => {
     // the bomb before any tool call runs on one of isolated-vm's pool threads; V8's report reaches the sandbox
     // process's stderr while the other program keeps the main thread busy, so the liveness check gets no answer for a

@@ -105,6 +105,8 @@ function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string 
       return typeof m.n === 'number' ? undefined : 'a malformed pong'
     case 'failed':
       return typeof m.message === 'string' ? undefined : 'a start failure without a message'
+    case 'idle':
+      return typeof m.id === 'number' ? undefined : 'a malformed idle'
     case 'call':
       if (typeof m.id !== 'number' || typeof m.call !== 'number' || typeof m.name !== 'string' || typeof m.json !== 'string') return 'a malformed call'
       return
@@ -293,6 +295,12 @@ export class ProcessSandbox extends GatedRuntime {
         const active = child.runs.get(message.id)
         if (active) active.replied = undefined
         return active?.bridge.call(message.call, message.name, message.json)
+      }
+      case 'idle': {
+        // its step ended with the program waiting on something else: it is not what may be computing on the main thread
+        const active = child.runs.get(message.id)
+        if (active) active.replied = undefined
+        return
       }
       case 'pong':
         if (message.n === child.pings) this.endProbe(child)

@@ -17,6 +17,11 @@ export type ChildMessage =
   | { t: 'call'; id: number; call: number; name: string; json: string }
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
   | { t: 'pong'; n: number }
+  /**
+   * a step of the run, driven from the main thread after a reply, ended with the program waiting on nothing the host
+   * owes it (no call, no outcome): the host no longer counts it among the programs that may be computing there
+   */
+  | { t: 'idle'; id: number }
 
 interface Served extends CodeRuntime {
   /** resolves once its pool is warm */
@@ -29,13 +34,21 @@ const send = (message: ChildMessage) => process.send?.(message)
 const runs = new Map<number, { controller: AbortController; calls: Map<number, (reply: BridgeReply) => void> }>()
 let runtime: Served | undefined
 let calls = 0
+// each run's id, by the signal its request carries (what a backend hands back to `stepped`)
+const ids = new WeakMap<AbortSignal, number>()
 
 async function init(message: Extract<HostMessage, { t: 'init' }>) {
   try {
     const module = (await import(message.module)) as Record<string, new (options: unknown) => Served>
     // this process is one the host survives losing: a backend may run programs on its main thread (the isolate backend
     // drives them from it after their first tool call), where a host must not
-    runtime = new module[message.exportName]({ ...message.options, disposableThread: true })
+    // `stepped` names the run whose step on this thread ended with nothing to send: the host then knows a later out-of-memory
+    // there is not that program's
+    const stepped = (request: { signal: AbortSignal }) => {
+      const id = ids.get(request.signal)
+      if (id !== undefined) send({ t: 'idle', id })
+    }
+    runtime = new module[message.exportName]({ ...message.options, disposableThread: true, stepped })
     // the host's first run waits for this message: it then finds a warm pool
     await runtime.ready?.()
     send({ t: 'ready' })
@@ -48,6 +61,7 @@ async function run({ id, code, tools, limits }: Extract<HostMessage, { t: 'run' 
   const controller = new AbortController()
   const pending = new Map<number, (reply: BridgeReply) => void>()
   runs.set(id, { controller, calls: pending })
+  ids.set(controller.signal, id)
   const call = (name: string, json: string) =>
     new Promise<BridgeReply>((resolve) => {
       const call = ++calls
