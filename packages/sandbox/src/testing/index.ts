@@ -1,4 +1,6 @@
 // the conformance suites every CodeRuntime backend must pass, published for backends outside this package:
-// `describeHazards` and `describePool` (limits, isolation, the pool) and `describeHostile` (a host that survives)
+// `describeHazards` and `describePool` (limits, isolation, the pool) and `describeHostile` (a host that survives); and
+// `describeHandoff` for a backend whose nested calls hand off with a spin
+export * from './handoff.ts'
 export * from './hazards.ts'
 export * from './hostile.ts'
