@@ -7,24 +7,18 @@
 // (and a pause for what that leaves to do) outside the timed span
 
 import { readFileSync } from 'node:fs'
-import ToolRuntime, { defineTool, t } from '@faber/core'
+import ToolRuntime from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { Context, Logger } from 'cordis'
+import { nopTool } from './harness.ts'
 
 Logger.levels.base = 0
 
 const [kind, isolation, mode] = process.argv.slice(2) as ['worker' | 'isolate', 'in-process' | 'process', 'ready' | 'immediate']
 const limits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const Sandbox = kind === 'worker' ? WorkerSandboxService : IsolateSandboxService
-const nop = defineTool({
-  name: 'echo',
-  description: 'answers at once',
-  parameters: t.object({ i: t.integer().optional() }),
-  output: { schema: t.null() },
-  isConcurrencySafe: () => true,
-  execute: () => null,
-})
+const nop = nopTool('echo', 'answers at once')
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]
 const SETUPS = 40
 const SETUP_KEPT = 30

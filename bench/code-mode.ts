@@ -7,18 +7,11 @@ import ToolRuntime, { defineTool, t } from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { Context, Logger } from 'cordis'
-import { isMain, row, timeOp } from './harness.ts'
+import { isMain, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
-const nop = defineTool({
-  name: 'nop',
-  description: 'does nothing, safely',
-  parameters: t.object({ i: t.integer().optional() }),
-  output: { schema: t.null() },
-  isConcurrencySafe: () => true,
-  execute: () => null,
-})
+const nop = nopTool('nop', 'does nothing, safely')
 
 async function deployment(backend: 'worker' | 'isolate') {
   const ctx = new Context()

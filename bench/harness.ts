@@ -34,3 +34,15 @@ export function addTool(name = 'add', options: { description?: string; concurren
     execute: ({ a, b }) => a + b,
   })
 }
+
+/** the benches' no-op tool: `{ i? }` in, null out, concurrency-safe, so what a row measures is the path around the body */
+export function nopTool(name: string, description: string) {
+  return defineTool({
+    name,
+    description,
+    parameters: t.object({ i: t.integer().optional() }),
+    output: { schema: t.null() },
+    isConcurrencySafe: () => true,
+    execute: () => null,
+  })
+}

@@ -14,14 +14,14 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { runInNewContext } from 'node:vm'
 import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads'
-import ToolRuntime, { type CodeRunLimits, type CodeRuntime, defineTool, t } from '@faber/core'
+import ToolRuntime, { type CodeRunLimits, type CodeRuntime } from '@faber/core'
 import WorkerSandboxService, { type CodeRunRequest, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
 import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
 import { preludeSource } from '../packages/sandbox/src/prelude.ts'
-import { isMain, row, timeOp } from './harness.ts'
+import { isMain, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -245,14 +245,7 @@ const sandboxes: [string, () => Closable][] = [
   ],
 ]
 
-const nop = defineTool({
-  name: 'echo',
-  description: 'answers at once',
-  parameters: t.object({ i: t.integer().optional() }),
-  output: { schema: t.null() },
-  isConcurrencySafe: () => true,
-  execute: () => null,
-})
+const nop = nopTool('echo', 'answers at once')
 
 let ids = 0
 async function deployment(kind: 'worker' | 'isolate', isolation: 'in-process' | 'process') {
