@@ -55,25 +55,23 @@ describe('process tier: a memory bomb that parks the sandbox process, in a host 
     expect(got.started).to.equal(2)
   })
 
-  it('ends the other runs in that process as crash, saying why', async () => {
-    const got = await outcomes([`await tools.echo({})\n${mapBomb}`, 'await tools.echo({})\nawait new Promise(() => {})'])
-    expect(got.outcomes[0].kind, got.outcomes[0].message).to.equal('memory')
-    expect(got.outcomes[1]).to.deep.include({ ok: false, kind: 'crash' })
-    expect(got.outcomes[1].message).to.match(/lost to another program's out-of-memory/)
+  // the bomb and a program waiting on something other than a tool, in one sandbox process: the bomb's run ends memory,
+  // the other's crash, saying why
+  const blames = async (programs: string[], bomb: number) => {
+    const got = await outcomes(programs)
+    expect(got.outcomes[bomb].kind, got.outcomes[bomb].message).to.equal('memory')
+    expect(got.outcomes[1 - bomb]).to.deep.include({ ok: false, kind: 'crash' })
+    expect(got.outcomes[1 - bomb].message).to.match(/lost to another program's out-of-memory/)
     expect(got.next).to.deep.equal(nextRun)
-  })
+  }
+  const waiting = 'await tools.echo({})\nawait new Promise(() => {})'
 
-  it('blames the program that was computing, not one whose step ended waiting on something else', async () => {
+  it('ends the other runs in that process as crash, saying why', () => blames([`await tools.echo({})\n${mapBomb}`, waiting], 0))
+
+  it('blames the program that was computing, not one whose step ended waiting on something else', () =>
     // the waiting program is answered first (the bomb computes a while before its first call), its step on the main
     // thread ends with nothing to send, then the bomb's step parks that thread: the first program replied to is not it
-    const waiting = 'await tools.echo({})\nawait new Promise(() => {})'
-    const late = `for (let i = 0; i < 3e7; i++) {}\nawait tools.echo({})\n${mapBomb}`
-    const got = await outcomes([waiting, late])
-    expect(got.outcomes[1].kind, got.outcomes[1].message).to.equal('memory')
-    expect(got.outcomes[0]).to.deep.include({ ok: false, kind: 'crash' })
-    expect(got.outcomes[0].message).to.match(/lost to another program's out-of-memory/)
-    expect(got.next).to.deep.equal(nextRun)
-  })
+    blames([waiting, `for (let i = 0; i < 3e7; i++) {}\nawait tools.echo({})\n${mapBomb}`], 1))
 
   it('leaves a program computing on the main thread alone when a bomb parks only a pool thread', async () => {
     // the bomb before any tool call runs on one of isolated-vm's pool threads; V8's report reaches the sandbox
