@@ -11,7 +11,7 @@ import ToolRuntime from '@faber/core'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { Context, Logger } from 'cordis'
-import { nopTool } from './harness.ts'
+import { median, nopTool } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -19,7 +19,6 @@ const [kind, isolation, mode] = process.argv.slice(2) as ['worker' | 'isolate', 
 const limits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const Sandbox = kind === 'worker' ? WorkerSandboxService : IsolateSandboxService
 const nop = nopTool('echo', 'answers at once')
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]
 const SETUPS = 40
 const SETUP_KEPT = 30
 

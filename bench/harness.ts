@@ -21,6 +21,13 @@ export function row(label: string, micros: number, baseline: number, target?: st
   console.log(`  ${label.padEnd(48)} ${figure.padStart(11)}  ${ratio.padStart(16)}${target ? `   (target ${target})` : ''}`)
 }
 
+/** the middle value (the mean of the two middle ones for an even count); `values` is left as it is */
+export function median(values: number[]) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
 export const isMain = (url: string) => url === `file://${process.argv[1]}`
 
 /** the benches' cheapest tool: `{ a, b }` in, their sum out, so what a row measures is the path around the body */

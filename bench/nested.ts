@@ -21,7 +21,7 @@ import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
 import { preludeSource } from '../packages/sandbox/src/prelude.ts'
-import { isMain, nopTool, row, timeOp } from './harness.ts'
+import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -165,26 +165,12 @@ const slowEcho = async (_: string, json: string) => {
   return { ok: true as const, value: json }
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = sorted.length >> 1
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-}
-
-// host CPU (all threads) per sequential call to a tool that takes 1 ms: what waiting costs when replies are slow. the
-// median of five runs of 100 calls
-async function cpuWhenSlow(runtime: CodeRuntime) {
-  const calls = 100
+// CPU (all threads of this process) per call of a sequential program of `calls` calls, the median of five runs
+async function cpuPerCallOf(runtime: CodeRuntime, code: string, calls: number, call: typeof echo) {
   const samples: number[] = []
   for (let i = 0; i < 5; i++) {
     const cpuStart = process.cpuUsage()
-    const outcome = await runtime.run({
-      code: `for (let i = 0; i < ${calls}; i++) await tools.echo({ i })`,
-      tools: ['echo'],
-      call: slowEcho,
-      signal: new AbortController().signal,
-      limits,
-    })
+    const outcome = await runtime.run({ code, tools: ['echo'], call, signal: new AbortController().signal, limits })
     if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
     const cpu = process.cpuUsage(cpuStart)
     samples.push((cpu.user + cpu.system) / calls)
@@ -192,26 +178,13 @@ async function cpuWhenSlow(runtime: CodeRuntime) {
   return median(samples)
 }
 
-// CPU (all threads of this process) per sequential call of a program that computes ~0.1 ms between its calls, the host
-// answering at once: what the hand-off's spinning costs when calls do not come back quickly. the median of five runs
-async function cpuWhenComputing(runtime: CodeRuntime) {
-  const calls = 200
-  const samples: number[] = []
-  for (let i = 0; i < 5; i++) {
-    const cpuStart = process.cpuUsage()
-    const outcome = await runtime.run({
-      code: `let x = 0\nfor (let i = 0; i < ${calls}; i++) { for (let j = 0; j < 1e5; j++) x += j; await tools.echo({ i }) }`,
-      tools: ['echo'],
-      call: echo,
-      signal: new AbortController().signal,
-      limits,
-    })
-    if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
-    const cpu = process.cpuUsage(cpuStart)
-    samples.push((cpu.user + cpu.system) / calls)
-  }
-  return median(samples)
-}
+// per call to a tool that takes 1 ms: what waiting costs when replies are slow
+const cpuWhenSlow = (runtime: CodeRuntime) => cpuPerCallOf(runtime, 'for (let i = 0; i < 100; i++) await tools.echo({ i })', 100, slowEcho)
+
+// per call of a program that computes ~0.1 ms between its calls, the host answering at once: what the hand-off's
+// spinning costs when calls do not come back quickly
+const cpuWhenComputing = (runtime: CodeRuntime) =>
+  cpuPerCallOf(runtime, 'let x = 0\nfor (let i = 0; i < 200; i++) { for (let j = 0; j < 1e5; j++) x += j; await tools.echo({ i }) }', 200, echo)
 
 // per nested call of `code`, beyond a trivial run on the same sandbox
 async function perCall(runtime: CodeRuntime, code: string, calls: number, iterations = 3) {
