@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'mocha'
 import type { LaneCounts } from '../lane.mjs'
 import type { SandboxService } from '../service.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../types.ts'
-import { type ClosableRuntime, hazardLimits } from './hazards.ts'
+import { type ClosableRuntime, hazardLimits, roomy } from './hazards.ts'
 
 export interface HandoffRuntime extends ClosableRuntime {
   readonly spinMs: number
@@ -77,9 +77,6 @@ export function describeHandoff(
         return outcome
       }
       const kind = (outcome: CodeRunOutcome) => (outcome.ok ? `ok ${outcome.result}` : outcome.kind)
-      // for a run that should end well: the hazard limits are for those that should not (a loaded machine must not end
-      // the first kind early: a sandbox's cpu time may count the time its thread waited for a core)
-      const roomy = { cpuMs: 5000, wallMs: 20000 }
 
       it('answers sequential calls, calls under Promise.all, calls after other awaits and failed calls', async () => {
         const code = `let n = 0

@@ -547,8 +547,8 @@ return 'r\\u00e9sult \\u2603'`
 }
 
 const none = async (): Promise<BridgeReply> => ({ ok: false, message: 'none' })
-/** for runs whose outcome the pool tests assert, not their budgets: a loaded machine must not end them first */
-const roomy = { ...hazardLimits, cpuMs: 10000, wallMs: 20000 }
+/** for runs whose outcome a test asserts, not their budgets: a loaded machine must not end them first */
+export const roomy = { ...hazardLimits, cpuMs: 10000, wallMs: 20000 }
 
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
 export function describePool(
