@@ -161,7 +161,8 @@ export function lane(buffer, index, port, { receive = () => receiveMessageOnPort
       }
       const length = units[read] | (units[read + 1] << 16)
       const size = 2 + length + (length & 1)
-      if (size > maxUnits || size > used || read + size > ringUnits) {
+      // (a high unit past 0x7fff makes `length` negative, which no bound below would catch)
+      if (length < 0 || size > maxUnits || size > used || read + size > ringUnits) {
         fault()
         break
       }
