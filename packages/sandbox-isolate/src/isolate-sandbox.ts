@@ -489,7 +489,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const first = text.indexOf(':')
       const second = first < 0 ? -1 : text.indexOf(':', first + 1)
       const name = second + 1 + Number(text.slice(first + 1, second))
-      if (second < 0 || !(name <= text.length)) return malformed()
+      if (second < 0 || !(name > second && name <= text.length)) return malformed()
       const id = Number(text.slice(0, first))
       took(id)
       onBridge('call', id, text.slice(second + 1, name), text.slice(name))
