@@ -1,4 +1,4 @@
-import { type Backoff, backoff, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
+import { type Backoff, backoff, burst, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
 import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
@@ -307,9 +307,8 @@ const driveMs = 10
 
 // after posting a reply the host may wait a moment on its thread for the program's next call (the hand-off), instead of
 // going back to its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process
-// and no other call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop
-// gets its turn
-const maxBurstMs = 2
+// and no other call of it waits on the host, and at most `maxBurstMs` (lane.mjs `burst`) of such replies in a row
+// before the event loop gets its turn
 
 // the isolate has no clock finer than Date.now(): its spin is bounded by turns of its loop, as many as this thread makes
 // in a millisecond once the loop is optimized (measured once, on a loop of the same shape; the isolate's loop is also
@@ -442,17 +441,12 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     }
 
     // the adaptive half of the hand-off on this side: whether to spin a moment for the program's next call after a reply
-    let burst: number | undefined
+    const within = burst()
     // (0: no; 1: at once; 2: once the event loop turned, after maxBurstMs of replies in a row: the isolate may go on
     // spinning meanwhile, and its call waits in the ring)
     const expect = () => {
       if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
-      const from = performance.now()
-      if (burst === undefined) {
-        burst = from
-        setImmediate(() => (burst = undefined))
-      } else if (from - burst > maxBurstMs) return 2
-      return 1
+      return within() ? 1 : 2
     }
     const spinLater = () => {
       if (!settled) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)

@@ -37,6 +37,7 @@ export interface Backoff {
   spun(caught: boolean): void
 }
 export declare function backoff(buffer: SharedArrayBuffer): Backoff
+export declare function burst(): () => boolean
 export interface LaneCounts {
   ring: number
   port: number

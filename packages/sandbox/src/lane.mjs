@@ -62,6 +62,27 @@ export function backoff(buffer) {
   }
 }
 
+// ms of replies in a row after which the host's spins wait for its event loop to turn
+const maxBurstMs = 2
+
+/**
+ * the host's bound on replies after which it spins for the next message (worker and isolate backends): at most
+ * `maxBurstMs` of them in a row, from the first since the event loop last turned. the function it returns is false once
+ * a burst went on longer
+ */
+export function burst() {
+  let from
+  return () => {
+    const now = performance.now()
+    if (from === undefined) {
+      from = now
+      setImmediate(() => (from = undefined))
+      return true
+    }
+    return now - from <= maxBurstMs
+  }
+}
+
 /**
  * what a worker's hand-off did so far: per lane (0: the worker's messages, 1: the host's replies), messages sent through
  * the ring and through the port, and the receiver's spins that caught a message and that did not

@@ -1,5 +1,5 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
-import { runsActive as active, type Backoff, backoff, handoffBytes, handoffTally, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
+import { runsActive as active, type Backoff, backoff, burst, handoffBytes, handoffTally, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
 import { preludeSource, wrapProgram } from './prelude.ts'
@@ -9,8 +9,8 @@ const entry = new URL('./worker.mjs', import.meta.url)
 
 // after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
 // its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process and no other
-// call of it waits on the host, and at most `maxBurstMs` of such replies in a row before the event loop gets its turn
-const maxBurstMs = 2
+// call of it waits on the host, and at most `maxBurstMs` (lane.mjs `burst`) of such replies in a row before the event
+// loop gets its turn
 // `active` (lane.mjs): the runs going on in this process, across sandboxes and backends; neither side spins while more
 // than one is (the workers read it too)
 
@@ -98,15 +98,10 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     }
 
     // the adaptive half of the hand-off on this side: whether to spin a moment for the worker's next message after a reply
-    let burst: number | undefined
+    const within = burst()
     const expect = () => {
       if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false
-      const from = performance.now()
-      if (burst === undefined) {
-        burst = from
-        setImmediate(() => (burst = undefined))
-      } else if (from - burst > maxBurstMs) return false
-      return true
+      return within()
     }
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
     const drain = () => {
