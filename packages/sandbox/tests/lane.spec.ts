@@ -1,6 +1,6 @@
 import { MessageChannel, Worker } from 'node:worker_threads'
 import { expect } from 'chai'
-import { handoffBytes, lane } from '../src/lane.mjs'
+import { handoffBytes, lane, layout } from '../src/lane.mjs'
 
 // the hand-off's lanes between two threads, both sides spinning generously so that messages take the ring as well as the
 // port: whatever way each one crosses, all arrive whole and in the order they were sent
@@ -61,5 +61,27 @@ describe('worker-vm: hand-off lanes', function () {
     back.port1.close()
     there.port1.close()
     expect(received).to.deep.equal(sent)
+  })
+
+  it('take nothing from a ring whose record claims a negative length, and say it is malformed', () => {
+    // a writer that cannot be trusted (the isolate's side of its ring) left one record whose high length unit is past
+    // 0x7fff: read as a signed length it is negative, which must end the lane, not hand on empty messages
+    const buffer = new SharedArrayBuffer(handoffBytes)
+    const units = new Uint16Array(buffer, layout.rings, layout.ringUnits)
+    units.set([5, 0x8000, 104, 101, 108, 108, 111, 0])
+    Atomics.store(new Int32Array(buffer, 0, 8), layout.USED, 8)
+    let malformed = 0
+    const taken: unknown[] = []
+    const { port1, port2 } = new MessageChannel()
+    try {
+      const reader = lane(buffer, 0, port1, { malformed: () => malformed++ })
+      reader.take((message) => taken.push(message))
+      reader.take((message) => taken.push(message))
+      expect(taken).to.deep.equal([])
+      expect(malformed).to.equal(1)
+    } finally {
+      port1.close()
+      port2.close()
+    }
   })
 })
