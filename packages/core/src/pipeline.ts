@@ -148,8 +148,10 @@ const NO_LINEAGE: readonly Agent[] = Object.freeze([])
 
 export class Pipeline {
   private sequence = 0
-  /** async tools/pre-execute listeners are on the hot path: one timer serves all their deadlines */
-  /** one queue per listening stage, remade when the deployment's limit for that stage changes */
+  /**
+   * async tools/pre-execute and post-execute listeners are on the hot path: one timer serves all of a stage's
+   * deadlines, one queue per listening stage, remade when the deployment's limit for that stage changes
+   */
   private readonly deadlines: { preExecuteMs?: DeadlineQueue; postExecuteMs?: DeadlineQueue } = {}
   /** the last object value a nested call's default rendering stringified, and its text (see jsonOf) */
   private renderedValue: Json | undefined
@@ -690,7 +692,6 @@ export class Pipeline {
     }
   }
 
-  /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
   /** a listener's pending answer raced against its stage's deadline: the answer, or TIMED_OUT */
   private within(stage: 'preExecuteMs' | 'postExecuteMs', decision: PromiseLike<unknown>) {
     const limit = this.host.deadlines()[stage]
@@ -699,6 +700,7 @@ export class Pipeline {
     return { limit, answer: queue.race(decision) }
   }
 
+  /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
   private async postExecute(exec: Execution, hooks: readonly Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
     for (const hook of hooks) {
       const plugin = ownerOf(hook).plugin
