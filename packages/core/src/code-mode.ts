@@ -232,10 +232,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       }
       return nestedCall(inflight.add(++sequence, name, argumentsJson))
     }
-    const call = (name: string, argumentsJson: string): Promise<BridgeReply> => {
-      const reply = callNow(name, argumentsJson)
-      return reply instanceof Promise ? reply : Promise.resolve(reply)
-    }
+    // Promise.resolve hands a pending reply (a native promise) back as it is
+    const call = (name: string, argumentsJson: string): Promise<BridgeReply> => Promise.resolve(callNow(name, argumentsJson))
 
     // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
     const helper = (name: string, argumentsJson: string): BridgeReply => {
