@@ -35,7 +35,7 @@ export class RunBridge {
   /** a call the program made: a run whose argument is over budget ends here, anything else is forwarded */
   call(call: number, name: string, json: string) {
     if (json.length > argumentBytes(this.limits)) return this.refused('argument')
-    void this.forward(call, name, json)
+    this.forward(call, name, json)
   }
 
   /** a line the program printed: false when it is over the output budget, and the run has failed */
