@@ -61,4 +61,36 @@ describe("the run bridge's host side", () => {
     await new Promise((resolve) => setImmediate(resolve))
     expect(thenable.answers).to.deep.equal([[1, { ok: true, value: '1' }]])
   })
+
+  it('ends the run as crash when the backend cannot hand a reply in, at once or later, and nothing escapes to the host', async () => {
+    for (const later of [false, true]) {
+      const failures: string[] = []
+      let settled = false
+      const answered: number[] = []
+      const bridge = new RunBridge(
+        {
+          code: '',
+          tools: ['echo'],
+          call: async () => ({ ok: true, value: 'null' }),
+          callNow: later ? async () => ({ ok: true, value: 'null' }) : () => ({ ok: true, value: 'null' }),
+          signal: new AbortController().signal,
+        },
+        limits,
+        () => settled,
+        (kind, message) => {
+          settled = true
+          failures.push(`${kind}: ${message}`)
+        },
+        (call) => {
+          answered.push(call)
+          throw new Error('the unit is gone')
+        },
+      )
+      bridge.call(1, 'echo', '{}')
+      bridge.call(2, 'echo', '{}')
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(failures, String(later)).to.deep.equal(['crash: a reply could not be handed to the program: the unit is gone'])
+      expect(answered, String(later)).to.deep.equal([1])
+    }
+  })
 })
