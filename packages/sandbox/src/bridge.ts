@@ -107,19 +107,24 @@ export class RunBridge {
     } catch (error) {
       bounded = { ok: false, message: messageOf(error) }
     }
-    if (later) return this.deliver(call, bounded)
+    if (later) {
+      try {
+        this.answer(call, bounded)
+      } catch (error) {
+        this.unanswered(error)
+      }
+      return
+    }
     this.ready.push(call, bounded)
     if (this.ready.length === 2) queueMicrotask(this.flush)
   }
 
   // a backend that could not hand a reply in (its unit gone from under it) ends the run: the throw must not escape into
-  // the host's microtask or promise job, and the replies queued behind it go nowhere once the run has ended
-  private deliver(call: number, reply: BridgeReply) {
-    try {
-      this.answer(call, reply)
-    } catch (error) {
-      this.fail('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
-    }
+  // the host's microtask or promise job, and the replies queued behind it go nowhere once the run has ended. (each
+  // caller catches it itself: a frame of the bridge's own between the host's job and the program would count against
+  // the stack a test double on the host's thread shows the program)
+  private unanswered(error: unknown) {
+    this.fail('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
   }
 
   // replies that came back at once, as call, reply pairs, answered in order on the next microtask
@@ -128,7 +133,13 @@ export class RunBridge {
     const ready = this.ready
     try {
       // answering one may bring the program's next call, and its reply joins this same list
-      for (let i = 0; i < ready.length && !this.settled(); i += 2) this.deliver(ready[i] as number, ready[i + 1] as BridgeReply)
+      for (let i = 0; i < ready.length && !this.settled(); i += 2) {
+        try {
+          this.answer(ready[i] as number, ready[i + 1] as BridgeReply)
+        } catch (error) {
+          this.unanswered(error)
+        }
+      }
     } finally {
       ready.length = 0
     }
