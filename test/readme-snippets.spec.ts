@@ -16,8 +16,9 @@
 //   READMEs' providers, docs.example.com and the like, are remote: the YAML naming them is loaded below, not signed in)
 // - `faber run`, `faber chat`: packages/cli/tests/model-server.spec.ts, against a local model server
 // - `faber mcp`, `--http`: packages/cli/tests/mcp.spec.ts; `npx faber demo`: test/packaging.spec.ts
-// - `pnpm bench …`: benchmarks, not run by tests (their files must exist), except `pnpm bench fs-race`, whose
-//   figures must be 0: test/fs-race.spec.ts runs it as written, short
+// - `pnpm bench …`: benchmarks, not run by tests (their files must exist, and a variable set before the command, as in
+//   `NESTED_PART=first pnpm bench nested`, must be one the bench reads, with a value its text names), except
+//   `pnpm bench fs-race`, whose figures must be 0: test/fs-race.spec.ts runs it as written, short
 
 import { execFile, spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
@@ -220,6 +221,10 @@ function expectLines(shown: string, printed: string, normalize: (line: string) =
 }
 
 /** the inline code spans of a README (outside fenced blocks) that are command lines */
+// `NAME=value ` or `NAME='a value' ` at the start of an inline command
+const ASSIGNMENT = /^([A-Z][A-Z0-9_]*)=('[^']*'|"[^"]*"|\S+)\s+/
+const COMMAND = new RegExp(`^(${ASSIGNMENT.source.slice(1)})*(pnpm|npx faber|faber|node) `)
+
 function inlineCommands(file: string, text: string): { file: string; line: number; command: string }[] {
   const found: { file: string; line: number; command: string }[] = []
   let fenced = false
@@ -229,7 +234,8 @@ function inlineCommands(file: string, text: string): { file: string; line: numbe
     for (const match of line.matchAll(/`([^`]+)`/g)) {
       // a table cell escapes its pipes; a span quoted inside a message ends in an escaped backtick
       const command = match[1].replaceAll('\\|', '|').replace(/\\$/, '').trim()
-      if (/^(pnpm|npx faber|faber|node) /.test(command) || command === 'faber') found.push({ file, line: i + 1, command })
+      // environment assignments before the command (`NESTED_PART=first pnpm bench nested`) are part of it
+      if (COMMAND.test(command) || command === 'faber') found.push({ file, line: i + 1, command })
     }
   }
   return found
@@ -296,7 +302,13 @@ describe('README snippets', function () {
     const problems: string[] = []
     for (const { file, line, command } of spans) {
       const at = `${file}:${line} \`${command}\``
-      const words = command.split(/\s+/)
+      const env: [string, string][] = []
+      let rest = command
+      for (let m = ASSIGNMENT.exec(rest); m; m = ASSIGNMENT.exec(rest)) {
+        env.push([m[1], m[2].replace(/^(['"])(.*)\1$/, '$2')])
+        rest = rest.slice(m[0].length)
+      }
+      const words = rest.split(/\s+/)
       const faberAt = words.indexOf('faber')
       if (faberAt >= 0 && (words[0] === 'faber' || words.slice(0, faberAt).join(' ') === 'pnpm exec' || words[0] === 'npx')) {
         // a faber command line: its command exists and every flag it shows is one that command's --help lists
@@ -311,7 +323,14 @@ describe('README snippets', function () {
       }
       if (words[0] === 'pnpm' && words[1] === 'bench') {
         for (const name of words.slice(2).filter((w) => !w.startsWith('-'))) {
-          if (!(await exists(join(ROOT, 'bench', `${name}.ts`)))) problems.push(`${at}: no bench/${name}.ts`)
+          const source = await readFile(join(ROOT, 'bench', `${name}.ts`), 'utf8').catch(() => undefined)
+          if (source === undefined) problems.push(`${at}: no bench/${name}.ts`)
+          // each variable set before it is one the bench reads, and its value one the bench's text names (a row's
+          // label, a part's name, a number)
+          for (const [variable, value] of source === undefined ? [] : env) {
+            if (!source.includes(`process.env.${variable}`)) problems.push(`${at}: bench/${name}.ts does not read ${variable}`)
+            else if (!/^\d+$/.test(value) && !source.includes(value)) problems.push(`${at}: bench/${name}.ts names no '${value}' (${variable})`)
+          }
         }
         continue
       }
