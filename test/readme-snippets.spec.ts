@@ -324,10 +324,13 @@ describe('README snippets', function () {
       if (words[0] === 'pnpm' && words[1] === 'bench') {
         for (const name of words.slice(2).filter((w) => !w.startsWith('-'))) {
           const source = await readFile(join(ROOT, 'bench', `${name}.ts`), 'utf8').catch(() => undefined)
-          if (source === undefined) problems.push(`${at}: no bench/${name}.ts`)
+          if (source === undefined) {
+            problems.push(`${at}: no bench/${name}.ts`)
+            continue
+          }
           // each variable set before it is one the bench reads, and its value one the bench's text names (a row's
           // label, a part's name, a number)
-          for (const [variable, value] of source === undefined ? [] : env) {
+          for (const [variable, value] of env) {
             if (!source.includes(`process.env.${variable}`)) problems.push(`${at}: bench/${name}.ts does not read ${variable}`)
             else if (!/^\d+$/.test(value) && !source.includes(value)) problems.push(`${at}: bench/${name}.ts names no '${value}' (${variable})`)
           }
