@@ -62,6 +62,31 @@ describe("the run bridge's host side", () => {
     expect(thenable.answers).to.deep.equal([[1, { ok: true, value: '1' }]])
   })
 
+  it('answers a host call that throws or rejects with something whose message cannot be read, and nothing escapes', async () => {
+    // no prototype: String() of it throws; a getter that throws on .message
+    const unreadable = [
+      Object.create(null),
+      Object.defineProperty(new Error(), 'message', {
+        get: () => {
+          throw new Error('no')
+        },
+      }),
+    ]
+    for (const thrown of unreadable) {
+      for (const how of ['throws', 'rejects'] as const) {
+        const { bridge, answers } = bridgeOf({
+          callNow: () => {
+            if (how === 'rejects') return Promise.reject(thrown)
+            throw thrown
+          },
+        })
+        bridge.call(1, 'echo', '{}')
+        await new Promise((resolve) => setImmediate(resolve))
+        expect(answers, how).to.deep.equal([[1, { ok: false, message: 'an error that could not be shown' }]])
+      }
+    }
+  })
+
   it('ends the run as crash when the backend cannot hand a reply in, at once or later, and nothing escapes to the host', async () => {
     for (const later of [false, true]) {
       const failures: string[] = []
