@@ -6,7 +6,7 @@
 // `ctx.tools.execute` against a held reference, and the CPU time per call.
 // `pnpm bench nested`; NESTED_ONLY=isolate (a part of a row's label) measures only those backends and tiers,
 // NESTED_FIRST_RUNS=5 the first run in five fresh processes per tier (default 3), NESTED_PART=first only the context
-// setup and first-run rows
+// setup and first-run rows, NESTED_PART=bridge only the bridge's own cost rows
 
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -459,11 +459,44 @@ async function firstRunRows(figures: Record<string, number>) {
   }
 }
 
+// the bridge's own cost rows: through each deployment's sandbox, and on the host's thread with no sandbox
+async function bridgeRows(figures: Record<string, number>, rtt: number) {
+  console.log(`\nthe bridge's own cost: full stack minus sandbox alone, ${BRIDGE_ROUNDS} interleaved rounds (median [quartiles])`)
+  for (const [label, kind, isolation] of bridged) {
+    if (!label.includes(only)) continue
+    const cost = await bridgeCost(kind, isolation)
+    const spread = (q: { low: number; high: number }) => `[${q.low.toFixed(1)} – ${q.high.toFixed(1)}]`
+    row(`${label}: bridge's own cost (full − alone)`, cost.latency.median, rtt, '≤ 5 µs')
+    console.log(
+      `  ${''.padEnd(48)} rounds ${spread(cost.latency)} µs; full ${cost.full.toFixed(1)}, alone ${cost.alone.toFixed(1)} µs a call; fastest full − fastest alone ${cost.least.toFixed(1)} µs`,
+    )
+    if (cost.cpu) {
+      row(`${label}: host thread CPU, full − alone`, cost.cpu.median, rtt)
+      console.log(`  ${''.padEnd(48)} rounds ${spread(cost.cpu)} µs`)
+    }
+    Object.assign(figures, { [`${label}.bridgeUs`]: cost.latency.median, [`${label}.bridgeHostThreadCpuUs`]: cost.cpu?.median })
+  }
+
+  if ('bridge'.includes(only)) {
+    const host = await bridgeHostCpu()
+    row("the bridge's own host CPU per call (no sandbox)", host.median, rtt, '≤ 5 µs')
+    console.log(`  ${''.padEnd(48)} rounds [${host.low.toFixed(2)} – ${host.high.toFixed(2)}] µs; least ${host.least.toFixed(2)} µs`)
+    Object.assign(figures, { bridgeHostCpuUs: host.median })
+  }
+}
+
 export async function benchNested() {
   const figures: Record<string, number> = {}
   // NESTED_PART=first: only the context setup and first-run rows (fresh processes; no floors, no other sections)
   if (process.env.NESTED_PART === 'first') {
     await firstRunRows(figures)
+    return figures
+  }
+  // NESTED_PART=bridge: only the bridge's own cost rows (against the postMessage round trip measured first)
+  if (process.env.NESTED_PART === 'bridge') {
+    const rtt = await postMessageFloor()
+    row('floor: worker postMessage round trip', rtt, rtt)
+    await bridgeRows(figures, rtt)
     return figures
   }
   console.log('nested calls: floors (same process, same run)')
@@ -543,28 +576,7 @@ export async function benchNested() {
 
   await firstRunRows(figures)
 
-  console.log(`\nthe bridge's own cost: full stack minus sandbox alone, ${BRIDGE_ROUNDS} interleaved rounds (median [quartiles])`)
-  for (const [label, kind, isolation] of bridged) {
-    if (!label.includes(only)) continue
-    const cost = await bridgeCost(kind, isolation)
-    const spread = (q: { low: number; high: number }) => `[${q.low.toFixed(1)} – ${q.high.toFixed(1)}]`
-    row(`${label}: bridge's own cost (full − alone)`, cost.latency.median, rtt, '≤ 5 µs')
-    console.log(
-      `  ${''.padEnd(48)} rounds ${spread(cost.latency)} µs; full ${cost.full.toFixed(1)}, alone ${cost.alone.toFixed(1)} µs a call; fastest full − fastest alone ${cost.least.toFixed(1)} µs`,
-    )
-    if (cost.cpu) {
-      row(`${label}: host thread CPU, full − alone`, cost.cpu.median, rtt)
-      console.log(`  ${''.padEnd(48)} rounds ${spread(cost.cpu)} µs`)
-    }
-    Object.assign(figures, { [`${label}.bridgeUs`]: cost.latency.median, [`${label}.bridgeHostThreadCpuUs`]: cost.cpu?.median })
-  }
-
-  if ('bridge'.includes(only)) {
-    const host = await bridgeHostCpu()
-    row("the bridge's own host CPU per call (no sandbox)", host.median, rtt, '≤ 5 µs')
-    console.log(`  ${''.padEnd(48)} rounds [${host.low.toFixed(2)} – ${host.high.toFixed(2)}] µs; least ${host.least.toFixed(2)} µs`)
-    Object.assign(figures, { bridgeHostCpuUs: host.median })
-  }
+  await bridgeRows(figures, rtt)
 
   // held and plain in alternating rounds (which goes first alternates too), each round 5000 calls after 500 unmeasured:
   // the medians over the rounds, so a burst of load on the machine falls on one round of each, not on one side
