@@ -7,6 +7,7 @@ import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
+import { parseJson } from './parse-json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import { type ExecutionMode, Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
@@ -230,7 +231,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return failedOnHost(name, error)
         }
       }
-      return nestedCall(inflight.add(++sequence, name, argumentsJson))
+      return nestedCall(++sequence, name, argumentsJson)
     }
     // Promise.resolve hands a pending reply (a native promise) back as it is
     const call = (name: string, argumentsJson: string): Promise<BridgeReply> => Promise.resolve(callNow(name, argumentsJson))
@@ -285,18 +286,17 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
 
     // a nested sub-dispatch: the whole pipeline again, with the program's token as parent (so it never collapses).
     // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more:
-    // a call that nothing on its way held up (no pending listener, scheduler slot or body) is answered without a promise
-    const nestedCall = (call: OutstandingCall): BridgeReply | Promise<BridgeReply> => {
+    // a call that nothing on its way held up (no pending listener, scheduler slot or body) is answered without a promise,
+    // and is never outstanding: only a pending one is counted among the calls the program waits on
+    const nestedCall = (id: number, name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
       let reply: BridgeReply | Promise<BridgeReply>
       try {
-        reply = startNested(call)
+        reply = startNested(id, name, argumentsJson)
       } catch (error) {
-        reply = failedOnHost(call.name, error)
+        return failedOnHost(name, error)
       }
-      if (!(reply instanceof Promise)) {
-        leave(call)
-        return reply
-      }
+      if (!(reply instanceof Promise)) return reply
+      const call = inflight.add(id, name, argumentsJson)
       return reply.then(
         (reply) => {
           leave(call)
@@ -304,7 +304,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         },
         (error) => {
           leave(call)
-          return failedOnHost(call.name, error)
+          return failedOnHost(name, error)
         },
       )
     }
@@ -315,11 +315,10 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     }
 
     // create's half (one snapshot of the argument), then a place in the scheduler: at once, or once one is free
-    const startNested = (call: OutstandingCall): BridgeReply | Promise<BridgeReply> => {
-      const { id, name, argumentsJson } = call
+    const startNested = (id: number, name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
       let parsed: unknown
       try {
-        parsed = JSON.parse(argumentsJson)
+        parsed = parseJson(argumentsJson)
       } catch {
         return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
       }
