@@ -119,8 +119,9 @@ export class RunBridge {
       }
       return
     }
-    this.ready.push(call, bounded)
-    if (this.ready.length === 2) resolved.then(this.flush)
+    this.ready[this.readyEnd++] = call
+    this.ready[this.readyEnd++] = bounded
+    if (this.readyEnd === 2) resolved.then(this.flush)
   }
 
   // a backend that could not hand a reply in (its unit gone from under it) ends the run: the throw must not escape into
@@ -131,21 +132,26 @@ export class RunBridge {
     this.fail('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
   }
 
-  // replies that came back at once, as call, reply pairs, answered in order on the next microtask
-  private ready: (number | BridgeReply)[] = []
+  // replies that came back at once, as call, reply pairs up to `readyEnd`, answered in order on the next microtask. the
+  // list keeps its size: emptied by `length = 0`, it let go of its store, which the next reply then made again
+  private ready: (number | BridgeReply | undefined)[] = []
+  private readyEnd = 0
   private flush = () => {
     const ready = this.ready
     try {
       // answering one may bring the program's next call, and its reply joins this same list
-      for (let i = 0; i < ready.length && !this.settled(); i += 2) {
+      for (let i = 0; i < this.readyEnd && !this.settled(); i += 2) {
+        const reply = ready[i + 1] as BridgeReply
+        // the list holds no reply it handed in
+        ready[i + 1] = undefined
         try {
-          this.answer(ready[i] as number, ready[i + 1] as BridgeReply)
+          this.answer(ready[i] as number, reply)
         } catch (error) {
           this.unanswered(error)
         }
       }
     } finally {
-      ready.length = 0
+      this.readyEnd = 0
     }
   }
 }

@@ -33,6 +33,35 @@ describe("the run bridge's host side", () => {
     ])
   })
 
+  it('answers, in order, a call made while a reply is handed in (as a spinning backend does), batch after batch', async () => {
+    const answered: number[] = []
+    let bridge!: RunBridge
+    bridge = new RunBridge(
+      {
+        code: '',
+        tools: ['echo'],
+        call: async () => ({ ok: true, value: 'null' }),
+        callNow: (_, json) => ({ ok: true, value: json }),
+        signal: new AbortController().signal,
+      },
+      limits,
+      () => false,
+      () => {},
+      (call, reply) => {
+        answered.push(call)
+        expect(reply).to.deep.equal({ ok: true, value: String(call) })
+        // the program's next call comes while its reply is handed in: up to five in a row, then it awaits something else
+        if (call % 5 !== 0) bridge.call(call + 1, 'echo', String(call + 1))
+      },
+    )
+    for (const batch of [1, 6, 11]) {
+      bridge.call(batch, 'echo', String(batch))
+      expect(answered).to.have.length(batch - 1)
+      await Promise.resolve()
+      expect(answered).to.deep.equal(Array.from({ length: batch + 4 }, (_, i) => i + 1))
+    }
+  })
+
   it('answers a pending callNow reply, a throwing callNow and a backend call answering with a thenable', async () => {
     let release!: (reply: BridgeReply) => void
     const pending = bridgeOf({ callNow: () => new Promise<BridgeReply>((resolve) => (release = resolve)) })
