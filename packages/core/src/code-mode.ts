@@ -204,9 +204,11 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
 
     const names = runtime.programTools(agent)
     const nested = new AbortController()
+    // read once: node's signal getter checks its receiver on every read
+    const nestedSignal = nested.signal
     // every nested call's body may listen on this one signal: past 10 at once node would print a MaxListenersExceededWarning
     // on the host's stderr, a line a program could cause at will. what listens is bounded by the calls a run may have waiting
-    setMaxListeners(0, nested.signal)
+    setMaxListeners(0, nestedSignal)
     const stop = () => nested.abort(run.signal.reason)
     run.signal.addEventListener('abort', stop, { once: true })
     const scheduler = new Scheduler(runtime.config.maxParallelSubCalls)
@@ -349,7 +351,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       const begin = started ? performance.now() : 0
       let settled: ToolResult | Promise<ToolResult>
       try {
-        settled = prepared.settle(nested.signal)
+        settled = prepared.settle(nestedSignal)
       } catch (error) {
         scheduler.release(mode)
         throw error
