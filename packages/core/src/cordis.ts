@@ -2,7 +2,7 @@
 // scope and plugin, the registry of plugin loads and the proxies' originals. cordis 4 renames several of these,
 // so an upgrade touches this file (and @faber/plugin-tool-cordis' own adapter) and nothing else; a test keeps it so.
 
-import { Context, type Hook, Service, symbols } from 'cordis'
+import { Context, type Hook, ReflectService, Service, symbols } from 'cordis'
 import { type Agent, agentOf } from './agent.ts'
 
 /** a listener as cordis keeps it: the context that registered it and its callback */
@@ -196,32 +196,36 @@ export function serviceView(name: string, property: string) {
     view?: object
   }
   const readers = new WeakMap<object, Reader>()
-  Object.defineProperty(Context.prototype, name, {
-    configurable: true,
-    get(this: Record<symbol, any>) {
-      let reader = readers.get(this)
-      if (!reader) {
-        // a context cordis made to trace a service's own `this.ctx` stands for the context that called the service
-        const caller = this[symbols.shadow] ? Object.getPrototypeOf(this) : this
-        reader = { isolate: this[symbols.isolate], store: this[symbols.store], caller }
-        readers.set(this, reader)
+  function read(this: Record<symbol, any>) {
+    let reader = readers.get(this)
+    if (!reader) {
+      // a context cordis made to trace a service's own `this.ctx` stands for the context that called the service
+      const caller = this[symbols.shadow] ? Object.getPrototypeOf(this) : this
+      reader = { isolate: this[symbols.isolate], store: this[symbols.store], caller }
+      readers.set(this, reader)
+    }
+    const key = reader.isolate[name]
+    const service = key && reader.store[key]?.value
+    if (!service) return service
+    if (reader.service !== service) {
+      let entry = views.get(reader.caller)
+      if (entry?.service !== service) {
+        // no tracker on the view: cordis hands it out as it is instead of wrapping it in a proxy of its own
+        const view = Object.create(service, { [property]: { value: reader.caller }, [symbols.tracker]: { value: undefined } })
+        views.set(reader.caller, (entry = { service, view }))
       }
-      const key = reader.isolate[name]
-      const service = key && reader.store[key]?.value
-      if (!service) return service
-      if (reader.service !== service) {
-        let entry = views.get(reader.caller)
-        if (entry?.service !== service) {
-          // no tracker on the view: cordis hands it out as it is instead of wrapping it in a proxy of its own
-          const view = Object.create(service, { [property]: { value: reader.caller }, [symbols.tracker]: { value: undefined } })
-          views.set(reader.caller, (entry = { service, view }))
-        }
-        reader.service = service
-        reader.view = entry.view
-      }
-      return reader.view
-    },
-  })
+      reader.service = service
+      reader.view = entry.view
+    }
+    return reader.view
+  }
+  Object.defineProperty(Context.prototype, name, { configurable: true, get: read })
+  // a context is a proxy whose handler, on every read, asks the context's prototype chain for the name (Reflect.has),
+  // reads it (Reflect.get) and checks the answer for a tracker: about 0.4 µs before this getter even runs. it would
+  // find this getter and hand the view (no tracker) back as it is, so the handler answers the name with it at once
+  const handler = ReflectService.handler as Required<Pick<ProxyHandler<Context>, 'get'>>
+  const next = handler.get
+  handler.get = (target, prop, receiver) => (prop === name ? read.call(receiver) : next(target, prop, receiver))
 }
 
 /**

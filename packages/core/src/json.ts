@@ -92,6 +92,24 @@ interface Frame {
   index: number
 }
 
+// every empty container copies to the same frozen one: nothing to copy or freeze, and nothing to tell them apart by
+export const EMPTY_OBJECT: Json = Object.freeze({})
+const EMPTY_ARRAY: Json = Object.freeze([])
+
+const NOT_JSON = Symbol('not JSON')
+
+/** a scalar as JSON has it (-0 becomes 0: JSON has no spelling for it, so it is normalized rather than refused), or NOT_JSON */
+function jsonScalar(value: unknown): Json | typeof NOT_JSON {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value
+    case 'number':
+      return Number.isFinite(value) ? (value === 0 ? 0 : value) : NOT_JSON
+  }
+  return value === null ? null : NOT_JSON
+}
+
 // a cycle is a container met again among its open ancestors: the first few are scanned, deeper ones kept in a set
 const SCANNED = 32
 
@@ -102,13 +120,12 @@ class Snapshot {
 
   constructor(private root: string) {}
 
-  run(value: unknown): Json {
-    if (typeof value !== 'object' || value === null) return this.scalar(value)
+  run(value: object): Json {
     const { stack } = this
     let frame = this.open(value)
     for (;;) {
       if (frame.index === frame.length) {
-        const done = Object.freeze(frame.out)
+        const done = frame.length > 0 ? Object.freeze(frame.out) : frame.keys ? EMPTY_OBJECT : EMPTY_ARRAY
         if (stack.length > SCANNED) this.deep!.delete(frame.source)
         stack.pop()
         if (stack.length === 0) return done
@@ -143,17 +160,9 @@ class Snapshot {
 
   private scalar(value: unknown): Json {
     this.count()
-    switch (typeof value) {
-      case 'string':
-      case 'boolean':
-        return value
-      case 'number':
-        if (!Number.isFinite(value)) this.fail(scalarProblem(value))
-        // -0 has no JSON spelling: normalize rather than refuse
-        return value === 0 ? 0 : value
-    }
-    if (value === null) return null
-    this.fail(scalarProblem(value))
+    const json = jsonScalar(value)
+    if (json === NOT_JSON) this.fail(scalarProblem(value))
+    return json
   }
 
   /** starts copying a container: checks it and pushes its frame */
@@ -223,7 +232,11 @@ class Snapshot {
  * else whatever the value is. at most MAX_JSON_DEPTH levels and MAX_JSON_VALUES values; time linear in the values read.
  */
 export function snapshot(value: unknown, root = '$'): Json {
-  return new Snapshot(root).run(value)
+  if (typeof value === 'object' && value !== null) return new Snapshot(root).run(value)
+  // a scalar (most results are null, a string or a number) needs no walk
+  const json = jsonScalar(value)
+  if (json === NOT_JSON) throw new JsonError(readable(root), scalarProblem(value))
+  return json
 }
 
 /**

@@ -8,10 +8,10 @@ import { collapses, type Mode } from './collapse.ts'
 import { type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
-import { adoptParsed, type Json, JsonError, snapshot } from './json.ts'
+import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
-import { type CompiledTool, capContent, type Execution, ExecutionToken, jsonText, liveExecutions, RUN_CODE } from './tool.ts'
+import { type CompiledTool, capContent, type Execution, ExecutionRecord, ExecutionToken, jsonText, liveExecutions, RUN_CODE } from './tool.ts'
 
 /** what the pipeline needs of the registry */
 export interface PipelineHost {
@@ -195,7 +195,8 @@ export class Pipeline {
     let args: Json = null
     let notJson: ToolFailure | undefined
     try {
-      args = input.arguments === undefined ? {} : parsed ? adoptParsed(input.arguments, '$') : snapshot(input.arguments, '$')
+      // left out, the arguments are {}: the snapshot of {}, frozen like any other
+      args = input.arguments === undefined ? EMPTY_OBJECT : parsed ? adoptParsed(input.arguments, '$') : snapshot(input.arguments, '$')
     } catch (error) {
       if (!(error instanceof JsonError)) throw error
       notJson = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
@@ -214,7 +215,7 @@ export class Pipeline {
    * 1. create, the rest: mint the execution for `signal`. a call whose arguments are not JSON, whose program has
    * settled, that collapsed, names no tool or has invalid arguments ends here, before any policy observes it.
    */
-  private createExecution(call: Prepared, signal: AbortSignal): { exec: Execution; failure?: ToolFailure; trace: StageRecord[] } {
+  private createExecution(call: Prepared, signal: AbortSignal): { exec: ExecutionRecord; failure?: ToolFailure; trace: StageRecord[] } {
     const { callId, name, parent, agent } = call
     if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
     if (!(signal instanceof AbortSignal)) {
@@ -228,20 +229,19 @@ export class Pipeline {
     // a call scheduled for another definition (overlapped with others on its isConcurrencySafe, say) does not run this one
     const rescheduled = call.scheduledFor !== undefined && typeof tool !== 'string' && tool !== call.scheduledFor
     const trace: StageRecord[] = []
-    const exec: Execution = Object.freeze({
-      token: new ExecutionToken(++this.sequence, callId, name),
+    const exec = new ExecutionRecord(
+      ++this.sequence,
       callId,
       name,
-      arguments: call.args,
+      call.args,
       agent,
       parent,
-      rootCallId: outer?.rootCallId ?? callId,
+      outer?.rootCallId ?? callId,
       signal,
       // the resolved definition's, or (collapsed, unknown) what the view holds under the name
-      tool:
-        (typeof tool === 'string' ? view.tools.get(name)?.info : tool.info) ??
+      (typeof tool === 'string' ? view.tools.get(name)?.info : tool.info) ??
         Object.freeze({ name, description: '', annotations: Object.freeze({}), plugin: '' }),
-    })
+    )
     if (call.notJson) return { exec, failure: call.notJson, trace }
     if (parent !== undefined && !outer) {
       trace.push({ stage: 'create', decision: 'parent-settled', by: 'core' })
@@ -297,18 +297,17 @@ export class Pipeline {
     if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
     // between here and finish a nested call may name this execution as its parent (see liveOf)
-    const token = exec.token
-    liveExecutions.mark(token, this, exec)
+    liveExecutions.start(exec, this)
     let settled: ToolResult | Promise<ToolResult>
     try {
       const deciders = this.hooks('tools/pre-execute', exec.agent)
       settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
     } catch (error) {
-      liveExecutions.mark(token, this, undefined)
+      liveExecutions.end(exec)
       throw error
     }
-    if (settled instanceof Promise) return settled.finally(() => liveExecutions.mark(token, this, undefined))
-    liveExecutions.mark(token, this, undefined)
+    if (settled instanceof Promise) return settled.finally(() => liveExecutions.end(exec))
+    liveExecutions.end(exec)
     return settled
   }
 

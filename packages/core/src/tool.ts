@@ -13,16 +13,16 @@ export interface ToolAnnotations {
   [hint: string]: unknown
 }
 
-let attachLive: (token: ExecutionToken, pipeline: object, exec: Execution | undefined) => void
-let readLive: (token: ExecutionToken, pipeline: object) => Execution | undefined
+let tokenOf: (token: ExecutionToken) => ExecutionRecord | undefined
+let mintedFor: (token: ExecutionToken, exec: ExecutionRecord) => void
+let runningIn: (exec: ExecutionRecord) => object | undefined
+let setRunning: (exec: ExecutionRecord, pipeline: object | undefined) => void
 
 /** an opaque handle on one execution; only the registry mints them */
 export class ExecutionToken {
-  // the pipeline that minted the token and its execution while it runs (between create and finish): private fields,
-  // which only this module reaches and which still change on a frozen object, so a nested call finds its parent's
-  // execution with no map, and a token that was forged, copied or proxied names none
-  #pipeline: object | undefined
-  #live: Execution | undefined
+  // the execution it was minted for, in a private field: only this module reaches it, so a token that was forged,
+  // copied or proxied names no execution
+  #exec: ExecutionRecord | undefined
 
   /** @internal */
   constructor(
@@ -38,21 +38,83 @@ export class ExecutionToken {
   }
 
   static {
-    attachLive = (token, pipeline, exec) => {
-      token.#pipeline = pipeline
-      token.#live = exec
+    tokenOf = (token) => (#exec in token ? token.#exec : undefined)
+    mintedFor = (token, exec) => {
+      token.#exec = exec
     }
-    readLive = (token, pipeline) => (#live in token && token.#pipeline === pipeline ? token.#live : undefined)
   }
 }
 
 /**
- * @internal the pipeline's hold on the execution a token names while it runs: `mark` it live (undefined: finished), and
- * read it back only for the pipeline that marked it. not exported from the package
+ * @internal the execution the pipeline hands its participants, frozen. its token is minted when first read (by a
+ * run_code body for its nested calls, by a plugin keying its state on it): most calls never read it, and pay for no
+ * token. the pipeline marks it running between create and finish, in a private field that still changes on a frozen
+ * object, so a nested call finds its parent's execution from the token alone, with no map
+ */
+export class ExecutionRecord implements Execution {
+  readonly callId: string
+  readonly name: string
+  readonly arguments: Json
+  readonly agent: Agent | undefined
+  readonly parent: ExecutionToken | undefined
+  readonly rootCallId: string
+  readonly signal: AbortSignal
+  readonly tool: ToolInfo
+  #id: number
+  #token: ExecutionToken | undefined
+  #pipeline: object | undefined
+
+  constructor(
+    id: number,
+    callId: string,
+    name: string,
+    args: Json,
+    agent: Agent | undefined,
+    parent: ExecutionToken | undefined,
+    rootCallId: string,
+    signal: AbortSignal,
+    tool: ToolInfo,
+  ) {
+    this.callId = callId
+    this.name = name
+    this.arguments = args
+    this.agent = agent
+    this.parent = parent
+    this.rootCallId = rootCallId
+    this.signal = signal
+    this.tool = tool
+    this.#id = id
+    Object.freeze(this)
+  }
+
+  get token(): ExecutionToken {
+    let token = this.#token
+    if (!token) {
+      token = this.#token = new ExecutionToken(this.#id, this.callId, this.name)
+      mintedFor(token, this)
+    }
+    return token
+  }
+
+  static {
+    runningIn = (exec) => exec.#pipeline
+    setRunning = (exec, pipeline) => {
+      exec.#pipeline = pipeline
+    }
+  }
+}
+
+/**
+ * @internal the pipeline's hold on an execution while it runs: `start` and `end` it, and read the execution a token
+ * names back only for the pipeline running it. not exported from the package
  */
 export const liveExecutions = {
-  mark: (token: ExecutionToken, pipeline: object, exec: Execution | undefined) => attachLive(token, pipeline, exec),
-  of: (token: ExecutionToken, pipeline: object) => readLive(token, pipeline),
+  start: (exec: ExecutionRecord, pipeline: object) => setRunning(exec, pipeline),
+  end: (exec: ExecutionRecord) => setRunning(exec, undefined),
+  of: (token: ExecutionToken, pipeline: object): Execution | undefined => {
+    const exec = tokenOf(token)
+    return exec && runningIn(exec) === pipeline ? exec : undefined
+  },
 }
 
 /** the frozen view of one call that every pipeline participant receives */

@@ -873,6 +873,36 @@ describe('error codes', () => {
     expect(Object.isFrozen(result)).to.equal(true)
     expect(Object.isFrozen(result.isError ? result.error : result.value)).to.equal(true)
   })
+
+  it('the execution and its arguments are frozen, arguments left out too: a listener cannot change what the body runs on', async () => {
+    const ctx = await deployment()
+    let received: unknown
+    ctx.tools.register(
+      defineTool({
+        name: 'opts',
+        description: '',
+        parameters: t.object({ extra: t.string().optional() }),
+        output: { schema: t.unknown() },
+        execute: (args) => (received = args),
+      }),
+    )
+    const tried: string[] = []
+    ctx.on('tools/pre-execute', (exec) => {
+      for (const change of [() => Object.assign(exec.arguments as object, { extra: 'injected' }), () => Object.assign(exec, { name: 'other' })]) {
+        try {
+          change()
+        } catch {
+          tried.push('refused')
+        }
+      }
+    })
+    for (const args of [undefined, {}, { extra: 'given' }]) {
+      const result = await ctx.tools.execute({ callId: callId(), name: 'opts', arguments: args, signal: signal() })
+      expect(result.content).to.equal(JSON.stringify(args ?? {}))
+      expect(received).to.deep.equal(args ?? {})
+    }
+    expect(tried).to.deep.equal(Array(6).fill('refused'))
+  })
 })
 
 describe('agent scopes', () => {
