@@ -6,7 +6,8 @@
 // `ctx.tools.execute` against a held reference, and the CPU time per call.
 // `pnpm bench nested`; NESTED_ONLY=isolate (a part of a row's label) measures only those backends and tiers,
 // NESTED_FIRST_RUNS=5 the first run in five fresh processes per tier (default 3), NESTED_PART=first only the context
-// setup and first-run rows, NESTED_PART=bridge only the bridge's own cost rows
+// setup and first-run rows, NESTED_PART=bridge only the bridge's own cost rows, NESTED_PART=execute only plain
+// ctx.tools.execute against a held reference
 
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -499,6 +500,11 @@ export async function benchNested() {
     await bridgeRows(figures, rtt)
     return figures
   }
+  // NESTED_PART=execute: only plain ctx.tools.execute against a held reference
+  if (process.env.NESTED_PART === 'execute') {
+    await executeRows(figures)
+    return figures
+  }
   console.log('nested calls: floors (same process, same run)')
   const rtt = await postMessageFloor()
   const spin = await spinFloor()
@@ -578,6 +584,12 @@ export async function benchNested() {
 
   await bridgeRows(figures, rtt)
 
+  await executeRows(figures)
+  return figures
+}
+
+/** plain `ctx.tools.execute` against a held reference */
+async function executeRows(figures: Record<string, number>) {
   // held and plain in alternating rounds (which goes first alternates too), each round 5000 calls after 500 unmeasured:
   // the medians over the rounds, so a burst of load on the machine falls on one round of each, not on one side
   console.log('\nexecute through ctx.tools (held and plain in 15 alternating rounds; median [quartiles])')
@@ -611,7 +623,6 @@ export async function benchNested() {
     `  ${''.padEnd(48)} rounds: held [${heldQ.low.toFixed(2)} – ${heldQ.high.toFixed(2)}], plain [${plainQ.low.toFixed(2)} – ${plainQ.high.toFixed(2)}] µs; fastest rounds (least disturbed) held ${heldQ.least.toFixed(2)}, plain ${plainQ.least.toFixed(2)} µs`,
   )
   Object.assign(figures, { heldExecuteUs: heldQ.median, plainExecuteUs: plainQ.median })
-  return figures
 }
 
 if (isMain(import.meta.url)) await benchNested()

@@ -117,10 +117,23 @@ class Snapshot {
   private stack: Frame[] = []
   private deep: Set<object> | undefined
   private budget = MAX_JSON_VALUES
+  private root = '$'
 
-  constructor(private root: string) {}
+  /** copies `value` (under `root` in its paths); a walk that returns leaves no frame open, one that throws drops its frames */
+  run(value: object, root: string): Json {
+    this.root = root
+    this.budget = MAX_JSON_VALUES
+    try {
+      return this.walk(value)
+    } catch (error) {
+      // nothing a failed walk read stays held
+      this.stack.length = 0
+      this.deep = undefined
+      throw error
+    }
+  }
 
-  run(value: object): Json {
+  private walk(value: object): Json {
     const { stack } = this
     let frame = this.open(value)
     for (;;) {
@@ -227,12 +240,23 @@ class Snapshot {
   }
 }
 
+let idle: Snapshot | undefined = new Snapshot()
+
 /**
  * a deep, frozen copy of a lossless-JSON value; throws a JsonError naming the offending path otherwise, and nothing
  * else whatever the value is. at most MAX_JSON_DEPTH levels and MAX_JSON_VALUES values; time linear in the values read.
  */
 export function snapshot(value: unknown, root = '$'): Json {
-  if (typeof value === 'object' && value !== null) return new Snapshot(root).run(value)
+  if (typeof value === 'object' && value !== null) {
+    // one walker serves every snapshot but one taken while another is walking (inside a getter it reads)
+    const walker = idle ?? new Snapshot()
+    idle = undefined
+    try {
+      return walker.run(value, root)
+    } finally {
+      idle = walker
+    }
+  }
   // a scalar (most results are null, a string or a number) needs no walk
   const json = jsonScalar(value)
   if (json === NOT_JSON) throw new JsonError(readable(root), scalarProblem(value))

@@ -270,7 +270,7 @@ class Definitions {
     return (value, path) => {
       validator ??= this.compiled.get(name)
       if (!validator) {
-        validator = compileSchema(this.defs[name], this)
+        validator = compileChecks(this.defs[name], this)
         this.compiled.set(name, validator)
       }
       return validator(value, path)
@@ -278,10 +278,27 @@ class Definitions {
   }
 }
 
+// a mismatch's message starts with its path, but a value that matches (every call's arguments and result, nearly always)
+// needs none: a value is checked first under NO_PATH, which a container hands its children as it is instead of building
+// a path string per property or item, and only a mismatch is checked again to name where it is
+const NO_PATH = '\u0000(no path)'
+
+function childPath(path: string, segment: string) {
+  return path === NO_PATH ? NO_PATH : path + segment
+}
+
 /** compiles a checked schema into a validator; checks run in a fixed order so messages are stable */
-export function compileSchema(schema: JsonSchema, definitions?: Definitions): Validator {
-  if (!definitions && isRecord(schema.$defs)) definitions = new Definitions(schema.$defs)
-  const compile = (sub: JsonSchema) => compileSchema(sub, definitions)
+export function compileSchema(schema: JsonSchema): Validator {
+  const validate = compileChecks(schema, isRecord(schema.$defs) ? new Definitions(schema.$defs) : undefined)
+  return (value, path) => {
+    const mismatch = validate(value, NO_PATH)
+    // a check answers the same for the same value; a live value that answers otherwise still gets its first answer
+    return mismatch === undefined ? undefined : (validate(value, path) ?? mismatch)
+  }
+}
+
+function compileChecks(schema: JsonSchema, definitions: Definitions | undefined): Validator {
+  const compile = (sub: JsonSchema) => compileChecks(sub, definitions)
   const checks: Validator[] = []
   const ref = refName(schema.$ref)
   if (ref !== undefined && definitions) checks.push(definitions.ref(ref))
@@ -347,7 +364,7 @@ export function compileSchema(schema: JsonSchema, definitions?: Definitions): Va
       }
       if (item) {
         for (let i = 0; i < value.length; i++) {
-          const error = item(value[i], `${path}[${i}]`)
+          const error = item(value[i], path === NO_PATH ? NO_PATH : `${path}[${i}]`)
           if (error) return error
         }
       }
@@ -355,7 +372,7 @@ export function compileSchema(schema: JsonSchema, definitions?: Definitions): Va
   }
   const { properties = {}, required = [], additionalProperties } = schema
   if (schema.properties !== undefined || schema.required !== undefined || additionalProperties !== undefined) {
-    const props = Object.entries(properties).map(([name, sub]) => [name, compile(sub), segment(name)] as const)
+    const props = Object.entries(properties).map(([name, sub]) => ({ name, check: compile(sub), at: segment(name) }))
     const known = new Set(Object.keys(properties))
     const extra = typeof additionalProperties === 'object' ? compile(additionalProperties) : undefined
     const allowed = Object.keys(properties).join(', ') || 'none'
@@ -364,16 +381,17 @@ export function compileSchema(schema: JsonSchema, definitions?: Definitions): Va
       for (const name of required) {
         if (!Object.hasOwn(value, name)) return `${path}: missing required property "${name}"`
       }
-      for (const [name, check, at] of props) {
+      for (const { name, check, at } of props) {
         if (!Object.hasOwn(value, name)) continue
-        const error = check(value[name], path + at)
+        const error = check(value[name], childPath(path, at))
         if (error) return error
       }
       if (additionalProperties === false || extra) {
-        for (const name of Object.keys(value)) {
-          if (known.has(name)) continue
+        // for-in walks the object's enumeration cache, where Object.keys would copy its keys into a new array per call
+        for (const name in value) {
+          if (known.has(name) || !Object.hasOwn(value, name)) continue
           if (!extra) return `${path}: unexpected property "${name}" (allowed: ${allowed})`
-          const error = extra(value[name], path + segment(name))
+          const error = extra(value[name], path === NO_PATH ? NO_PATH : path + segment(name))
           if (error) return error
         }
       }

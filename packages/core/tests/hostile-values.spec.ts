@@ -250,6 +250,27 @@ describe('the snapshot is total', () => {
     expect(snapshot({ a: common, b: [common, common] })).to.deep.equal({ a: { k: 1 }, b: [{ k: 1 }, { k: 1 }] })
   })
 
+  it('a snapshot taken inside a getter another snapshot is reading, failed or not, leaves the outer one whole', () => {
+    const inner: string[] = []
+    const value = {
+      a: [1, 2],
+      get b() {
+        for (const attempt of [{ deep: [undefined] }, { fine: [3] }]) {
+          try {
+            inner.push(JSON.stringify(snapshot(attempt)))
+          } catch (error) {
+            inner.push((error as JsonError).path)
+          }
+        }
+        return { c: [4] }
+      },
+      d: 5,
+    }
+    expect(snapshot(value)).to.deep.equal({ a: [1, 2], b: { c: [4] }, d: 5 })
+    expect(inner).to.deep.equal(['$.deep[0]', '{"fine":[3]}'])
+    expect(snapshot({ after: [] })).to.deep.equal({ after: [] })
+  })
+
   it('a value fresh from JSON.parse is adopted as its snapshot: frozen in place, or the same copy or JsonError', () => {
     const before = pristine()
     const outcome = (take: () => Json) => {
