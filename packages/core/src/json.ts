@@ -138,7 +138,8 @@ class Snapshot {
     let frame = this.open(value)
     for (;;) {
       if (frame.index === frame.length) {
-        const done = frame.length > 0 ? Object.freeze(frame.out) : frame.keys ? EMPTY_OBJECT : EMPTY_ARRAY
+        // an empty container's copy is the shared frozen one of its kind already
+        const done = frame.length > 0 ? Object.freeze(frame.out) : frame.out
         if (stack.length > SCANNED) this.deep!.delete(frame.source)
         stack.pop()
         if (stack.length === 0) return done
@@ -193,7 +194,7 @@ class Snapshot {
         if (!Number.isSafeInteger(length) || length < 0) this.fail(`claims a length of ${String(length)}, which no array has; pass a plain array`)
         if (length > MAX_JSON_VALUES) this.fail(`is an array of ${length} items, more than the ${MAX_JSON_VALUES} values a tool call takes; pass less`)
         if (length > this.budget) this.tooLarge()
-        frame = { source: value, out: new Array(length), keys: undefined, length, index: 0 }
+        frame = { source: value, out: length ? new Array(length) : EMPTY_ARRAY, keys: undefined, length, index: 0 }
       } else {
         const proto = Object.getPrototypeOf(value)
         if (proto !== Object.prototype && proto !== null) {
@@ -201,7 +202,7 @@ class Snapshot {
         }
         const keys = Object.keys(value)
         if (keys.length > this.budget) this.tooLarge()
-        frame = { source: value, out: {}, keys, length: keys.length, index: 0 }
+        frame = { source: value, out: keys.length ? {} : EMPTY_OBJECT, keys, length: keys.length, index: 0 }
       }
     } catch (error) {
       if (error instanceof JsonError) throw error

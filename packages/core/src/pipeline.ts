@@ -43,10 +43,11 @@ interface Ask {
 }
 
 class Prepared implements PreparedCall {
-  view!: PipelineView
-  tool!: Resolution
+  // set by resolveCall, from the constructor on (declared: no field to define first, per call)
+  declare view: PipelineView
+  declare tool: Resolution
   /** why the arguments do not match the definition's parameters */
-  problem?: string
+  declare problem: string | undefined
   /** the definition `mode` was read for: the caller scheduled the call (overlapped it, or not) on its answer */
   scheduledFor?: Resolution
 

@@ -52,14 +52,15 @@ export class ExecutionToken {
  * object, so a nested call finds its parent's execution from the token alone, with no map
  */
 export class ExecutionRecord implements Execution {
-  readonly callId: string
-  readonly name: string
-  readonly arguments: Json
-  readonly agent: Agent | undefined
-  readonly parent: ExecutionToken | undefined
-  readonly rootCallId: string
-  readonly signal: AbortSignal
-  readonly tool: ToolInfo
+  // assigned in the constructor (declared: no field to define first, per call)
+  declare readonly callId: string
+  declare readonly name: string
+  declare readonly arguments: Json
+  declare readonly agent: Agent | undefined
+  declare readonly parent: ExecutionToken | undefined
+  declare readonly rootCallId: string
+  declare readonly signal: AbortSignal
+  declare readonly tool: ToolInfo
   #id: number
   #token: ExecutionToken | undefined
   #pipeline: object | undefined
