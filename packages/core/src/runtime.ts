@@ -125,6 +125,8 @@ class ToolRuntime extends Service {
   private layers = new Map<Agent | undefined, Layer>()
   private agentsByName = new Map<string, Agent>()
   private views = new Map<Agent | undefined, View>()
+  /** the global view, which most calls read (three times each): kept apart from the map */
+  private globalView: View | undefined
   /** what runs: the execution pipeline, asking this registry what is visible */
   private pipeline: Pipeline
   private _generation = 0
@@ -241,6 +243,7 @@ class ToolRuntime extends Service {
     const self = this[kRaw]
     self._generation++
     this.views.clear()
+    self.globalView = undefined
     this.ctx.root.emit('tools/changed', this._generation)
   }
 
@@ -363,7 +366,9 @@ class ToolRuntime extends Service {
   // ---- views (computed once per generation and agent)
 
   private view(agent: Agent | undefined): View {
-    let view = this.views.get(agent)
+    // written on the service itself: a method reached through a context's view has that view as `this`
+    const self = this[kRaw]
+    let view = agent ? this.views.get(agent) : self.globalView
     if (view) return view
     const chain = agent?.lineage ?? []
     const tools = new Map<string, CompiledTool>()
@@ -403,7 +408,8 @@ class ToolRuntime extends Service {
     }
     if (mode !== 'native') tools.set(RUN_CODE, this.runCode)
     view = { mode, modeFrom, tools, masked, shadows, sdkPresentation }
-    this.views.set(agent, view)
+    if (agent) this.views.set(agent, view)
+    else self.globalView = view
     return view
   }
 

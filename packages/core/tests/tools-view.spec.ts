@@ -37,6 +37,22 @@ describe('ctx.tools, read plainly', () => {
     expect(ctx.tools.get('plain')).to.equal(undefined)
   })
 
+  it("sees at once what any plugin's view registers or removes, whichever view read the tool set before", async () => {
+    const ctx = await started()
+    const call = (name: string) => ctx.tools.execute({ callId: name, name, arguments: { text: 'hi' }, signal: signal() })
+    expect((await call('late')).isError).to.equal(true)
+    expect(ctx.tools.schemas().map((s) => s.name)).to.deep.equal([])
+    let inner: Context | undefined
+    const fork = ctx.plugin({ name: 'late', inject: ['tools'], apply: (c: Context) => void (inner = c) })
+    await ctx.lifecycle.flush()
+    const dispose = inner!.tools.register(echoTool('late'))
+    expect(ctx.tools.schemas().map((s) => s.name)).to.deep.equal(['late'])
+    expect((await call('late')).isError).to.equal(false)
+    dispose()
+    expect((await call('late')).isError).to.equal(true)
+    fork.dispose()
+  })
+
   it('scopes registrations made through an agent context to that agent', async () => {
     const ctx = await started()
     const agent = createAgent(ctx, { name: 'a' })
