@@ -106,6 +106,40 @@ for (const disposableThread of [true, false])
       }
     })
 
+    // the driver lives in a context of its own, one per isolate, which every run's program calls into: an error of its
+    // realm in a program's hands would give it that realm's Function, and a later run's driver to tamper with
+    it('hands a program that overflows its stack at the bridge only errors of its own realm', async () => {
+      const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits: { ...hazardLimits, cpuMs: 10000, wallMs: 20000 } })
+      const run = (code: string) => sandbox.run({ code, tools: ['echo'], call: echo, signal: new AbortController().signal })
+      try {
+        // the 2000 deepest frames of the dive log as the overflow unwinds them, one frame less deep each time: one of them
+        // overflows exactly as the bridge is entered, and the last ones log
+        const code = `
+        await tools.echo({})
+        const caught = []
+        let tries = 0
+        const dive = () => {
+          try {
+            dive()
+          } catch (e) {
+            if (tries++ < 2000) {
+              try { console.log('x') } catch (err) { caught.push(err) }
+            }
+            throw e
+          }
+        }
+        try { dive() } catch {}
+        return [caught.length > 0, caught.filter((e) => !(e instanceof Error)).length]`
+        for (let i = 0; i < 2; i++) {
+          const outcome = await run(code)
+          expect(outcome).to.deep.include({ ok: true, result: '[true,0]' })
+          expect(outcome.logs).not.to.be.empty
+        }
+      } finally {
+        await sandbox.close()
+      }
+    })
+
     it('hands every call to the host in order, those that fit the outbox and those that do not', async () => {
       const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits: { ...hazardLimits, cpuMs: 5000, wallMs: 10000 } })
       const seen: string[] = []

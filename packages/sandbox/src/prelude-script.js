@@ -5,7 +5,17 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource) {
+  // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
+  // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
+  // it throws is a refusal
+  const bridge = (kind, a, b, c) => {
+    try {
+      return crossing(kind, a, b, c)
+    } catch {
+      return false
+    }
+  }
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
   const { apply, construct } = Reflect
