@@ -156,14 +156,54 @@ export function checkKeys(schema: Schema | undefined, data: unknown, path: Path 
   }
 }
 
+// a config's contents as a string when it is plain data (plain objects, arrays, strings, finite numbers, booleans,
+// null), else undefined: a function, a class instance or an undefined value would not show a change in it. walked
+// here rather than by JSON.stringify, which would hand a `toJSON` added to the config the say over what it shows
+function snapshotOf(value: unknown): string | undefined {
+  if (value === null || typeof value === 'boolean' || typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined
+  const parts: string[] = []
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const part = snapshotOf(value[index])
+      if (part === undefined) return
+      parts.push(part)
+    }
+    return `[${parts.join(',')}]`
+  }
+  if (!isPlainObject(value)) return
+  for (const key of Object.keys(value)) {
+    const part = snapshotOf(value[key])
+    if (part === undefined) return
+    parts.push(`${JSON.stringify(key)}:${part}`)
+  }
+  return `{${parts.join(',')}}`
+}
+
 /**
  * the same schema, rejecting keys it does not know (nested objects, arrays, dicts and unions included) with a
  * ConfigKeyError naming the key path and the nearest valid key. use it on every plugin's Config.
+ *
+ * a config it produced comes back as it is while it is unchanged: under `ctx.plugin` cordis resolves the plugin's
+ * config with this schema and hands the result to the plugin's constructor, which resolves it again (it may be
+ * constructed directly, with a config as a deployer writes it). the schemastery walk is most of a config check, and
+ * a context setup paid it twice per plugin. what it produced is compared with a snapshot taken then: a config
+ * changed since (or one that is not plain data) is checked again
  */
 export function strict<S, T>(schema: Schema<S, T>): Schema<S, T> {
+  const produced = new WeakMap<object, string>()
   const checked = ((data?: S | null, options?: Parameters<Schema<S, T>>[1]): T => {
+    if (options === undefined && typeof data === 'object' && data !== null) {
+      const snapshot = produced.get(data)
+      if (snapshot !== undefined && snapshot === snapshotOf(data)) return data as unknown as T
+    }
     checkKeys(schema, data, (options?.path ?? []) as Path)
-    return schema(data, options)
+    const config = schema(data, options)
+    if (typeof config === 'object' && config !== null) {
+      const snapshot = snapshotOf(config)
+      if (snapshot !== undefined) produced.set(config, snapshot)
+    }
+    return config
   }) as Schema<S, T>
   Object.assign(checked, schema)
   Object.setPrototypeOf(checked, Object.getPrototypeOf(schema))

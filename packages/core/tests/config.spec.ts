@@ -53,6 +53,27 @@ describe('strict configuration', () => {
     expect(() => config(resolved as never)).to.throw(/reason/)
   })
 
+  it('hands back as it is a config it produced, while nothing in it changed', () => {
+    const resolved = ToolRuntime.Config({ mode: 'code', codeLimits: { cpuMs: 50 } })
+    expect(ToolRuntime.Config(resolved)).to.equal(resolved)
+    // under ctx.plugin, cordis resolves it and the constructor resolves what cordis produced
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime, resolved)
+    expect(ctx.tools.config).to.equal(resolved)
+  })
+
+  it('checks a plain config it produced again when a value in it changed, nested ones included', () => {
+    const resolved = ToolRuntime.Config({ mode: 'code' }) as unknown as Record<string, any>
+    resolved.codeLimits.cpums = 5
+    expect(rejection(() => ToolRuntime.Config(resolved)).message).to.equal('`codeLimits.cpums`: unknown key; did you mean `cpuMs`?')
+    delete resolved.codeLimits.cpums
+    resolved.codeLimits.cpuMs = -1
+    expect(() => ToolRuntime.Config(resolved)).to.throw(/cpuMs/)
+    resolved.codeLimits.cpuMs = 10
+    resolved.sdkBudget = 0
+    expect(() => ToolRuntime.Config(resolved)).to.throw(/sdkBudget/)
+  })
+
   it('lists the valid keys when none is near', () => {
     expect(rejection(() => config({ zzzzzzzz: 1 } as never)).message).to.equal(
       '`zzzzzzzz`: unknown key; expected one of `deny`, `limits`, `model`, `mode`, `any`',
