@@ -241,6 +241,12 @@ async function deployment(kind: 'worker' | 'isolate', isolation: 'in-process' | 
 interface FirstRun {
   setupMs: number
   warmSetupMs: number
+  warmSetupThreadMs: number
+  backToBackSetupMs: number
+  backToBackSetupThreadMs: number
+  floorSetupMs: number
+  floorSetupThreadMs: number
+  setupsWithGc: number
   readyMs?: number
   firstMs: number
   firstCpuMs: number
@@ -419,7 +425,8 @@ const REFERENCE_SETUP_MS = 6.5
 async function firstRunRows(figures: Record<string, number>) {
   const times = Number(process.env.NESTED_FIRST_RUNS ?? 3)
   console.log(`\na deployment's start and first run_code, each in a fresh process (median of ${times}; × the warm run_code there)`)
-  console.log(`  context setup rows: × the reference's ${REFERENCE_SETUP_MS} ms; the warmed-process median is the one to compare with it`)
+  console.log(`  context setup rows: × the reference's ${REFERENCE_SETUP_MS} ms; the warm, spaced one is the one to compare with it. the cordis`)
+  console.log(`  floor: the same Context with two services that do nothing, timed alike in the same rounds: setup − floor is Faber's`)
   for (const kind of ['worker', 'isolate'] as const) {
     for (const isolation of ['in-process', 'process'] as const) {
       const label = `${kind}, ${isolation === 'process' ? 'process tier' : 'in-process'}`
@@ -431,6 +438,11 @@ async function firstRunRows(figures: Record<string, number>) {
       const reference = REFERENCE_SETUP_MS * 1000
       row(`${label}: context setup, first in the process`, of('setupMs'), reference, 'none: cold cordis and modules')
       row(`${label}: context setup, warm (median of 30)`, of('warmSetupMs'), reference, `≤ ${REFERENCE_SETUP_MS} ms, the reference`)
+      row(`${label}: context setup, warm, back to back`, of('backToBackSetupMs'), reference)
+      row(`${label}: cordis floor, 2 idle services`, of('floorSetupMs'), reference)
+      console.log(
+        `  ${''.padEnd(48)} thread cpu: setup ${(of('warmSetupThreadMs') / 1000).toFixed(2)} ms, back to back ${(of('backToBackSetupThreadMs') / 1000).toFixed(2)} ms, floor ${(of('floorSetupThreadMs') / 1000).toFixed(2)} ms; setups a gc fell into: ${ready.map((run) => run.setupsWithGc).join(' ')} of ${3 * 30} per process`,
+      )
       row(`${label}: first run_code right after start`, of('firstMs', immediate), of('warmMs', immediate))
       row(`${label}: background warm-up (ready()) after start`, of('readyMs'), warm)
       row(`${label}: first run_code after the warm-up`, of('firstMs'), warm, '≤ 2× warm')
@@ -447,6 +459,10 @@ async function firstRunRows(figures: Record<string, number>) {
       Object.assign(figures, {
         [`${label}.setupMs`]: of('setupMs') / 1000,
         [`${label}.warmSetupMs`]: of('warmSetupMs') / 1000,
+        [`${label}.backToBackSetupMs`]: of('backToBackSetupMs') / 1000,
+        [`${label}.floorSetupMs`]: of('floorSetupMs') / 1000,
+        [`${label}.warmSetupThreadMs`]: of('warmSetupThreadMs') / 1000,
+        [`${label}.floorSetupThreadMs`]: of('floorSetupThreadMs') / 1000,
         [`${label}.immediateMs`]: of('firstMs', immediate) / 1000,
         [`${label}.readyMs`]: of('readyMs') / 1000,
         [`${label}.firstMs`]: of('firstMs') / 1000,
