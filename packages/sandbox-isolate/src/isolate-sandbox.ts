@@ -1,7 +1,7 @@
 import { type Backoff, backoff, burst, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
-import { preludeSource, wrapProgram } from '@faber/sandbox/prelude'
+import { flatJsonText, preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import type { CodeRunOutcome, CodeRunRequest } from './types.ts'
 import { Watchdog } from './watchdog.ts'
@@ -236,6 +236,14 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
     return answer
   }
 
+  // the prelude's flatJson made here, where V8 optimizes it once per isolate: it only calls this realm's builtins on the
+  // program's argument and compares its prototype with the program realm's Object.prototype (setup's, still untouched)
+  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, hasOwn } = Object
+  const { stringify } = JSON
+  const isFiniteNumber = Number.isFinite
+  const objectPrototype = getPrototypeOf(getPrototypeOf(setup))
+  ${flatJsonText}
+
   let ended
   const end = new Promise((resolve) => { ended = resolve })
   const api = setup((kind, a, b, c) => {
@@ -248,7 +256,7 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
       ended()
     }
     return answer
-  }, toolNamesJson, ...rest)
+  }, toolNamesJson, ...rest, flatJson)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },

@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson) {
   // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
   // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
   // it throws is a refusal
@@ -241,7 +241,8 @@
 
   // the common argument, a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything
   // else — nesting, a getter (which may throw, or answer differently when read again), a Proxy whose trap throws, a value
-  // JSON would change, more than `budget` characters — answers undefined, and toJson decides with its message
+  // JSON would change, more than `budget` characters — answers undefined, and toJson decides with its message. its text,
+  // from `const flatJson` to the line `// flat-json end`, is the isolate driver's too (see sharedFlatJson below)
   const flatJson = (value, budget) => {
     try {
       if (typeof value !== 'object' || value === null || getPrototypeOf(value) !== objectPrototype) return undefined
@@ -279,6 +280,21 @@
       return undefined
     }
   }
+  // flat-json end
+
+  // a backend may hand in a flatJson of its own, which V8 optimizes once rather than again in every run's fresh context
+  // (the isolate's driver makes one of the text above, in a context of its own). what it throws, an error of its realm,
+  // is no answer
+  const flatJsonOf =
+    typeof sharedFlatJson === 'function'
+      ? (value, budget) => {
+          try {
+            return sharedFlatJson(value, budget)
+          } catch {
+            return undefined
+          }
+        }
+      : flatJson
 
   // a message or stack no longer than this is shown (cut to `shown`); a longer one is only described, never copied
   const shown = 2000
@@ -457,7 +473,7 @@
         try {
           json = list
             ? toJson(argument, `${label} arguments`, argumentBytes)
-            : (flatJson(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
+            : (flatJsonOf(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
         } catch (error) {
           if (error !== tooLarge) throw error
           // what crosses to the host is held there while the call runs: the run ends rather than copy it
