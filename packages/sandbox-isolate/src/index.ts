@@ -6,20 +6,21 @@ import { IsolateSandbox } from './isolate-sandbox.ts'
 export { IsolateSandbox, type IsolateSandboxOptions } from './isolate-sandbox.ts'
 export * from './types.ts'
 
+// the backend module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
+// made once here, not in every context setup
+const backend = Object.freeze({
+  module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href,
+  exportName: 'IsolateSandbox',
+  name: 'isolated-vm',
+})
+
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
 class IsolateSandboxService extends SandboxService {
   readonly backend = 'isolated-vm'
   declare config: IsolateSandboxService.Config
 
   constructor(ctx: Context, config: IsolateSandboxService.ConfigInput = {}) {
-    super(
-      ctx,
-      config,
-      // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
-      { module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
-      (config) => new IsolateSandbox(config),
-      IsolateSandboxService.Config,
-    )
+    super(ctx, config, backend, (config) => new IsolateSandbox(config), IsolateSandboxService.Config)
   }
 }
 

@@ -9,20 +9,21 @@ export { type Pool, type ProcessBackend, SandboxService } from './service.ts'
 export * from './types.ts'
 export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 
+// the backend module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
+// made once here, not in every context setup
+const backend = Object.freeze({
+  module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href,
+  exportName: 'WorkerSandbox',
+  name: 'worker-vm',
+})
+
 /** provides `ctx.codeRuntime`: programs run in pooled worker threads, a fresh vm context each */
 class WorkerSandboxService extends SandboxService {
   readonly backend = 'worker-vm'
   declare config: WorkerSandboxService.Config
 
   constructor(ctx: Context, config: WorkerSandboxService.ConfigInput = {}) {
-    super(
-      ctx,
-      config,
-      // the backend module beside this one as it runs: src/*.ts from source, dist/*.js once built
-      { module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
-      (config) => new WorkerSandbox(config),
-      WorkerSandboxService.Config,
-    )
+    super(ctx, config, backend, (config) => new WorkerSandbox(config), WorkerSandboxService.Config)
   }
 }
 
