@@ -67,9 +67,23 @@ export function scopeOf(agent: Agent | undefined): AgentScope {
 
 type Lifecycle = Context['lifecycle']
 
-interface EventLists {
-  global?: readonly Listener[]
-  agents: WeakMap<Agent, readonly Listener[]>
+/** the listeners on one event, per agent (see ListenerIndex): a caller that asks on every call holds this */
+export class EventListeners {
+  /** @internal */ global: readonly Listener[] | undefined
+  /** @internal */ agents: WeakMap<Agent, readonly Listener[]> | undefined
+
+  constructor(
+    private index: ListenerIndex,
+    readonly event: string,
+  ) {}
+
+  for(agent: Agent | undefined): readonly Listener[] {
+    if (!agent) return (this.global ??= this.index.build(this.event, undefined))
+    const agents = (this.agents ??= new WeakMap())
+    let list = agents.get(agent)
+    if (!list) agents.set(agent, (list = this.index.build(this.event, agent)))
+    return list
+  }
 }
 
 /**
@@ -81,7 +95,8 @@ interface EventLists {
  * (`ready` is the exception: cordis empties its list at start without `unregister`; nothing asks this index for it.)
  */
 export class ListenerIndex {
-  private events = new Map<string, EventLists>()
+  // one EventListeners per event asked about, kept: the pipeline holds its stages' and reads them with no lookup
+  private events = new Map<string, EventListeners>()
 
   constructor(
     private lifecycle: Lifecycle,
@@ -101,19 +116,25 @@ export class ListenerIndex {
 
   /** the hook table changed (or is about to, synchronously): no kept list may be handed out again */
   changed() {
-    this.events.clear()
+    for (const lists of this.events.values()) {
+      lists.global = undefined
+      lists.agents = undefined
+    }
+  }
+
+  /** the listeners of `event`, kept for every later ask */
+  event(event: string): EventListeners {
+    let lists = this.events.get(event)
+    if (!lists) this.events.set(event, (lists = new EventListeners(this, event)))
+    return lists
   }
 
   for(event: string, agent: Agent | undefined): readonly Listener[] {
-    let lists = this.events.get(event)
-    if (!lists) this.events.set(event, (lists = { agents: new WeakMap() }))
-    if (!agent) return (lists.global ??= this.build(event, undefined))
-    let list = lists.agents.get(agent)
-    if (!list) lists.agents.set(agent, (list = this.build(event, agent)))
-    return list
+    return this.event(event).for(agent)
   }
 
-  private build(event: string, agent: Agent | undefined): readonly Listener[] {
+  /** @internal */
+  build(event: string, agent: Agent | undefined): readonly Listener[] {
     const hooks = this.table[event]
     if (!hooks?.length) return NONE
     return Object.freeze(this.lifecycle.filterHooks(hooks as Hook[], scopeOf(agent)) as Listener[])

@@ -5,7 +5,7 @@
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
+import { type EventListeners, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
@@ -158,7 +158,18 @@ export class Pipeline {
   private renderedValue: Json | undefined
   private renderedText = ''
 
-  constructor(private host: PipelineHost) {}
+  /** the listeners of each stage's event, global ones and those of an agent's chain, read when the stage is reached */
+  private readonly stages: Record<'preExecute' | 'execute' | 'postExecute' | 'result', EventListeners>
+
+  constructor(private host: PipelineHost) {
+    const { listeners } = host
+    this.stages = {
+      preExecute: listeners.event('tools/pre-execute'),
+      execute: listeners.event('tools/execute'),
+      postExecute: listeners.event('tools/post-execute'),
+      result: listeners.event('tools/result'),
+    }
+  }
 
   /** what `agent` can see now */
   viewOf(agent: Agent | undefined): PipelineView {
@@ -301,7 +312,7 @@ export class Pipeline {
     liveExecutions.start(exec, this)
     let settled: ToolResult | Promise<ToolResult>
     try {
-      const deciders = this.hooks('tools/pre-execute', exec.agent)
+      const deciders = this.stages.preExecute.for(exec.agent)
       settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
     } catch (error) {
       liveExecutions.end(exec)
@@ -329,7 +340,7 @@ export class Pipeline {
     const guarded = this.runGuards(exec, trace)
     if (guarded) return this.finish(exec, guarded, trace)
     // 6. tools/execute around 7. the body
-    const wrappers = this.hooks('tools/execute', exec.agent)
+    const wrappers = this.stages.execute.for(exec.agent)
     const body = wrappers.length ? this.dispatch(exec, wrappers, trace) : this.dispatchToolBody(exec, signal)
     if (body instanceof Promise) return body.then((result) => this.review(exec, result, trace, signal))
     return this.review(exec, body, trace, signal)
@@ -339,7 +350,7 @@ export class Pipeline {
   private review(exec: Execution, result: ToolResult, trace: StageRecord[], signal: AbortSignal): ToolResult | Promise<ToolResult> {
     if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
     // 8. tools/post-execute
-    const reviewers = this.hooks('tools/post-execute', exec.agent)
+    const reviewers = this.stages.postExecute.for(exec.agent)
     if (reviewers.length) return this.postExecute(exec, reviewers, result, trace).then((reviewed) => this.finish(exec, reviewed, trace))
     // 9. finish
     return this.finish(exec, result, trace)
@@ -361,11 +372,6 @@ export class Pipeline {
     const names = [...view.tools.keys()].sort()
     const shown = names.length > 20 ? `${names.slice(0, 20).join(', ')}, ...` : names.join(', ') || 'none'
     return `unknown tool "${name}": no tool of that name is available here; available tools: ${shown}`
-  }
-
-  /** the listeners on `event` that apply to this agent: global ones and those of its chain */
-  private hooks(event: string, agent: Agent | undefined): readonly Listener[] {
-    return this.host.listeners.for(event, agent)
   }
 
   private denied(trace: StageRecord[], stage: Stage, plugin: string, message: string, decision = 'deny'): ToolFailure {
@@ -760,7 +766,7 @@ export class Pipeline {
         ? { isError: true, error: Object.freeze(result.error), content: result.content, meta: result.meta, trace: stages }
         : { isError: false, value: result.value, content: result.content, meta: result.meta, trace: stages },
     )
-    for (const hook of this.hooks('tools/result', exec.agent)) {
+    for (const hook of this.stages.result.for(exec.agent)) {
       try {
         const returned = hook.callback(exec, final)
         if (isThenable(returned)) returned.then(undefined, (error) => this.observerFailed(hook, exec, error))
@@ -791,7 +797,7 @@ export class Pipeline {
   notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
     const failed = (hook: Listener, error: unknown) =>
       this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
-    for (const hook of this.hooks(event, agent)) {
+    for (const hook of this.host.listeners.for(event, agent)) {
       try {
         // an async observer's rejection is its own failure too, never one left for the host to find unhandled
         const returned = hook.callback(payload)

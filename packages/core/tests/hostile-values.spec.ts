@@ -133,6 +133,17 @@ const { recipe } = fc.letrec<{ recipe: Recipe }>((tie) => ({
   ),
 }))
 
+/**
+ * whether the recipe builds an object whose `then` is a function: a body returning it has returned a promise (one that
+ * never settles here, like a body that never returns), which the pipeline awaits as any other
+ */
+function thenable(recipe: Recipe) {
+  if (recipe.k !== 'object') return false
+  let then: Recipe | undefined
+  for (const [name, inner] of recipe.entries) if (name === 'then') then = inner
+  return then?.k === 'odd' && typeof ODD[then.index]() === 'function'
+}
+
 function build(recipe: Recipe): unknown {
   switch (recipe.k) {
     case 'primitive':
@@ -352,6 +363,7 @@ describe('execute never rejects for anything in arguments or results', () => {
     const tools = ctx.tools
     await fc.assert(
       fc.asyncProperty(recipe, async (made) => {
+        fc.pre(!thenable(made))
         returned = build(made)
         const result = await tools.execute({ callId: callId(), name: 'give', arguments: {}, signal: signal() })
         expect(code(result)).to.be.oneOf(['OK', 'INVALID_OUTPUT'])
