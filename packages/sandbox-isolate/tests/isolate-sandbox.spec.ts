@@ -106,41 +106,8 @@ for (const disposableThread of [true, false])
       }
     })
 
-    // the driver lives in a context of its own, one per isolate, which every run's program calls into: an error of its
-    // realm in a program's hands would give it that realm's Function, and a later run's driver to tamper with
-    it("hands a program that overflows its stack entering the driver's realm only errors of its own", async () => {
-      const limits = { ...hazardLimits, outputBytes: 64 * 1024, cpuMs: 20000, wallMs: 30000 }
-      const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits })
-      const run = (code: string) => sandbox.run({ code, tools: ['echo'], call: echo, signal: new AbortController().signal })
-      try {
-        // the 600 deepest frames of the dive log (the 300 deepest call a tool too) as the overflow unwinds them, one frame
-        // less deep each time: one of them overflows exactly as the driver's realm is entered (its bridge, its flatJson);
-        // the first ~400 cannot log at all
-        const code = `
-        await tools.echo({})
-        const caught = []
-        let tries = 0
-        const dive = () => {
-          try {
-            dive()
-          } catch (e) {
-            if (tries++ < 600) {
-              try { console.log('x') } catch (err) { caught.push(err) }
-              if (tries < 300) try { tools.echo({ a: 1 }).catch((err) => caught.push(err)) } catch (err) { caught.push(err) }
-            }
-            throw e
-          }
-        }
-        try { dive() } catch {}
-        for (let i = 0; i < 10; i++) await null
-        return [caught.length > 0, caught.filter((e) => !(e instanceof Error)).length]`
-        const outcome = await run(code)
-        expect(outcome).to.deep.include({ ok: true, result: '[true,0]' })
-        expect(outcome.logs).not.to.be.empty
-      } finally {
-        await sandbox.close()
-      }
-    })
+    // that a program overflowing its stack as it enters the driver's realm (one per isolate, in a context of its own)
+    // catches only errors of its own realm is a hazard of every backend: describeHazards' escapes, run above in both drives
 
     it('hands every call to the host in order, those that fit the outbox and those that do not', async () => {
       const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits: { ...hazardLimits, cpuMs: 5000, wallMs: 10000 } })

@@ -526,6 +526,34 @@ return 'r\\u00e9sult \\u2603'`
         })
       }
 
+      // the way out of the program's realm is a function of another realm (the worker's, which has process; the isolate
+      // driver's context, one per isolate, which every later run enters): a stack overflow raised exactly as that
+      // function is entered is an error of its realm, whose Function must never reach the program
+      test('hand a program that overflows its stack at the way out only errors of its own realm', async () => {
+        // the 600 deepest frames of the dive log (the 300 deepest call a tool too) as the overflow unwinds them, one frame
+        // less deep each time: one of them overflows exactly as the other realm is entered; the deepest cannot log at all
+        const code = `
+          await tools.echo({})
+          const caught = []
+          let tries = 0
+          const dive = () => {
+            try {
+              dive()
+            } catch (e) {
+              if (tries++ < 600) {
+                try { console.log('x') } catch (err) { caught.push(err) }
+                if (tries < 300) try { tools.echo({ a: 1 }).catch((err) => caught.push(err)) } catch (err) { caught.push(err) }
+              }
+              throw e
+            }
+          }
+          try { dive() } catch {}
+          for (let i = 0; i < 10; i++) await null
+          return [caught.length > 0, caught.filter((e) => !(e instanceof Error)).length]`
+        const outcome = expectOk(await run(code, { limits: { ...roomy, outputBytes: 64 * 1024 } }), [true, 0])
+        expect(outcome.logs).not.to.be.empty
+      })
+
       test('offer only standard globals', async () => {
         const outcome = expectOk(await run('return Object.getOwnPropertyNames(globalThis)'))
         const names: string[] = JSON.parse(outcome.result!)
