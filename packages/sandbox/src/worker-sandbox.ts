@@ -46,8 +46,9 @@ type Message =
   | string
   | { t: 'ready' }
   | { t: 'log'; id: number; line: string }
-  | { t: 'done'; id: number; result?: string; heap: number }
-  | { t: 'throw'; id: number; message: string; line?: number; column?: number; heap: number }
+  // no heap: the worker serves no more runs
+  | { t: 'done'; id: number; result?: string; heap?: number }
+  | { t: 'throw'; id: number; message: string; line?: number; column?: number; heap?: number }
   | { t: 'limit' | 'memory'; id: number; reason?: string }
 
 /**

@@ -31,18 +31,30 @@ const post = (message) => calls.send(message)
 const heapUsed = () => v8.getHeapStatistics().used_heap_size
 
 function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls }) {
-  const run = { id, finished: false, deliver: undefined, outstanding: 0 }
+  const run = { id, finished: false, deliver: undefined, outstanding: 0, broken: false }
   current = run
   const finish = (message) => {
     run.finished = true
     // posted once the microtask queue is empty: a program still computing after its return never reports done
     setImmediate(() => {
       if (current === run) current = undefined
-      post({ ...message, heap: heapUsed() })
+      // no heap, and the host replaces this worker: see `bridge`
+      post({ ...message, heap: run.broken ? undefined : heapUsed() })
     })
   }
-  // the program's only way out; it sees nothing but what it returns (booleans), and it checks every argument
+  // the program's only way out; it sees nothing but what it returns (booleans), and it checks every argument. a program
+  // may enter it with its stack all but used up: a stack overflow inside may leave this worker's own state half changed
+  // (a lane's count of messages sent, a spin scheduled that never runs), which would hang a later run. the run goes on,
+  // refused, and the worker serves no other
   const bridge = (kind, a, b, c) => {
+    try {
+      return cross(kind, a, b, c)
+    } catch {
+      run.broken = true
+      return false
+    }
+  }
+  const cross = (kind, a, b, c) => {
     if (current !== run || run.finished) return false
     switch (kind) {
       case 'call':
