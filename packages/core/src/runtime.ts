@@ -124,7 +124,8 @@ class ToolRuntime extends Service {
 
   private layers = new Map<Agent | undefined, Layer>()
   private agentsByName = new Map<string, Agent>()
-  private views = new Map<Agent | undefined, View>()
+  /** the agents' views (the global one is `globalView`) */
+  private views = new Map<Agent, View>()
   /** the global view, which most calls read (three times each): kept apart from the map */
   private globalView: View | undefined
   /** what runs: the execution pipeline, asking this registry what is visible */
