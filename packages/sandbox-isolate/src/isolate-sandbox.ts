@@ -210,8 +210,12 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
     }
     const started = now()
     for (let n = spinLoops; n > 0 && load(h1, ${layout.USED}) === 0 && load(h1, ${layout.SENT}) === load(h1, ${layout.TAKEN}); n--) {
-      // a bound by the clock too, should a turn take far longer than the host measured (code not optimized yet)
-      if ((n & 4095) === 0 && now() - started > 1) break
+      // a bound by the clock too, should a turn take far longer than the host measured (code not optimized yet, a loaded
+      // machine): once the clock's millisecond changed, at most 1 ms on, so a spin never runs longer than a missed one is
+      // credited at spinMs 1 (its largest). checked every 256 turns, a few µs when turns are slow. (a bound of \`> 1\`
+      // checked every 4096 turns let spins run 2-2.5 ms against 1 credited: 200 calls to a host busy 1 ms each, spinMs 1,
+      // were charged ~1 ms a call, past a 150 ms cpu budget)
+      if ((n & 255) === 0 && now() !== started) break
     }
     store(h1, ${layout.AWAKE}, 0)
     // caught only if the ring brought it: a posted reply is a task of this thread, run once this one ends
