@@ -2,7 +2,8 @@
 // scope and plugin, the registry of plugin loads and the proxies' originals. cordis 4 renames several of these,
 // so an upgrade touches this file (and @faber/plugin-tool-cordis' own adapter) and nothing else; a test keeps it so.
 
-import { Context, type Hook, ReflectService, Service, symbols } from 'cordis'
+import { types } from 'node:util'
+import { Context, getTraceable, type Hook, isObject, ReflectService, Service, symbols, withProps } from 'cordis'
 import { type Agent, agentOf } from './agent.ts'
 
 /** a listener as cordis keeps it: the context that registered it and its callback */
@@ -195,12 +196,127 @@ export function traceCallerAs(service: Service, property: string) {
   ;(service as unknown as Record<symbol, { property: string }>)[Service.tracker].property = property
 }
 
+// cordis 3.18 answers every read of a context's property in one proxy handler (ReflectService.handler.get) shared by
+// every context. Faber answers it instead, once for the process, with what cordis' answers, minus work whose result
+// is never seen (a warm context setup did about 930 such reads, 630 of them building a shadow context nobody read, and
+// 74 capturing a stack for a warning never emitted: without them a setup of two idle services took a quarter of the
+// time). the answers kept exactly:
+// - a property on the context's prototype chain: the value, traced when it carries a tracker (the lifecycle, registry
+//   and reflect services are such properties of the root context), see `traced`;
+// - an accessor cordis or a plugin declared (`emit`, `on`, `plugin`, `runtime`...), and a builtin service (`logger`,
+//   `timer`): the accessor's answer, the service. cordis built an Error for the inject warning first and dropped it;
+// - any other name: the inject warning unless declared (cordis' checkInject, unchanged, with an Error built in this
+//   frame, which checkInject drops from its stack, so the stack starts at the read), then the service or the property.
+// a name given to serviceView is answered by its view before all of these.
+const viewReads = new Map<string, (this: Record<symbol, any>) => unknown>()
+const handler = ReflectService.handler as Required<Pick<ProxyHandler<Context>, 'get'>>
+handler.get = function get(target, prop, ctx: Context & Record<symbol, unknown>) {
+  if (typeof prop !== 'string') return Reflect.get(target, prop, ctx)
+  const view = viewReads.get(prop)
+  if (view) return view.call(ctx)
+  if (Reflect.has(target, prop)) return traced(ctx, Reflect.get(target, prop, ctx))
+  const [name, internal] = ReflectService.resolveInject(target, prop)
+  if (internal?.type === 'accessor') return internal.get.call(ctx, ctx[symbols.receiver])
+  if (internal?.builtin) return ctx.reflect.get(name)
+  const error = new Error(`property ${name} is not registered, declare it as \`inject\` to suppress this warning`)
+  ReflectService.checkInject(ctx, name, error)
+  return internal ? ctx.reflect.get(name) : Reflect.get(target, name, ctx)
+}
+
+interface Tracker {
+  associate?: string
+  property?: string
+}
+
+/**
+ * what cordis' `getTraceable(ctx, value, true)` answers: `value` itself unless it carries a tracker, else a proxy that
+ * hands `ctx` out as the tracker's property, so what the value's methods register belongs to the reading context's
+ * plugin. a shadow context (cordis' `this.ctx` inside a traced method) stands for the context under it
+ */
+function traced(ctx: Context & Record<symbol, unknown>, value: unknown): unknown {
+  if (!isObject(value)) return value
+  if (Object.hasOwn(value, symbols.shadow)) return Object.getPrototypeOf(value)
+  const tracker = (value as Record<symbol, Tracker | undefined>)[symbols.tracker]
+  if (!tracker) return value
+  const trace = new Trace(ctx[symbols.shadow] ? Object.getPrototypeOf(ctx) : ctx, tracker)
+  return (trace.proxy = new Proxy(value, trace))
+}
+
+/**
+ * cordis' tracing proxy for a value read as a context's property, with the same traps (get, set, apply) and answers.
+ * cordis' get trap builds, for every read, a shadow context (`ctx.extend(...)` and a proxy over the receiver) to pass
+ * to `Reflect.get` as the receiver. a receiver is seen only by a getter, or by a proxy, on the way to the property:
+ * for a data property (a method, a field) or none, the read's answer is the same whatever the receiver, so the shadow
+ * is built only when the property is found at an accessor or the walk meets a proxy (whose traps are not walked).
+ * the only other thing the skipped shadow did was call the context's `extend`, which makes objects and nothing else
+ */
+class Trace implements ProxyHandler<object> {
+  proxy!: object
+
+  constructor(
+    private ctx: Context & Record<symbol, any>,
+    private tracker: Tracker,
+  ) {}
+
+  get(target: object, prop: string | symbol, receiver: unknown) {
+    const { ctx, tracker } = this
+    if (prop === symbols.original) return target
+    if (prop === tracker.property) return ctx
+    if (typeof prop === 'symbol') return Reflect.get(target, prop, receiver)
+    const associated = tracker.associate && `${tracker.associate}.${prop}`
+    if (associated && ctx[symbols.internal][associated]) return Reflect.get(ctx, associated, withProp(ctx, symbols.receiver, receiver))
+    const seen = seesReceiver(target, prop) ? shadow(ctx, target, tracker.property, receiver) : receiver
+    const value = Reflect.get(target, prop, seen)
+    // a traced value inside: cordis traces it again, its methods wrapped (getTraceable's tracing when not `noTrap`)
+    return (value as Record<symbol, unknown> | undefined)?.[symbols.tracker] ? getTraceable(ctx, value) : value
+  }
+
+  set(target: object, prop: string | symbol, value: unknown, receiver: unknown) {
+    const { ctx, tracker } = this
+    if (prop === symbols.original || prop === tracker.property) return false
+    if (typeof prop === 'symbol') return Reflect.set(target, prop, value, receiver)
+    const associated = tracker.associate && `${tracker.associate}.${prop}`
+    if (associated && ctx[symbols.internal][associated]) return Reflect.set(ctx, associated, value, withProp(ctx, symbols.receiver, receiver))
+    // a setter, and an ordinary set that defines the property on its receiver, both see it: always the shadow
+    return Reflect.set(target, prop, value, shadow(ctx, target, tracker.property, receiver))
+  }
+
+  apply(target: object, thisArg: unknown, args: unknown[]) {
+    const invoke = (target as Record<symbol, ((...args: unknown[]) => unknown) | undefined>)[symbols.invoke]
+    if (!invoke) return Reflect.apply(target as (...args: unknown[]) => unknown, thisArg, args)
+    return invoke.apply(this.proxy, args)
+  }
+}
+
+/** whether `Reflect.get(target, prop, receiver)` can depend on its receiver: an accessor or a proxy on the way */
+function seesReceiver(target: object, prop: string): boolean {
+  for (let object: object | null = target; object; object = Object.getPrototypeOf(object)) {
+    if (types.isProxy(object)) return true
+    const descriptor = Object.getOwnPropertyDescriptor(object, prop)
+    if (descriptor) return !('value' in descriptor)
+  }
+  return false
+}
+
+/** `receiver`, its tracker's property answered by a shadow of `ctx` that records the value's own context (cordis' createShadow) */
+function shadow(ctx: Context, target: object, property: string | undefined, receiver: unknown): unknown {
+  if (!property) return receiver
+  const origin = Reflect.getOwnPropertyDescriptor(target, property)?.value
+  if (!origin) return receiver
+  return withProp(receiver, property, ctx.extend({ [symbols.shadow]: origin }))
+}
+
+/** `target` with one read-only property answered in front of it (cordis' withProp) */
+function withProp(target: unknown, property: string | symbol, value: unknown): unknown {
+  return withProps(target, Object.defineProperty(Object.create(null), property, { value, writable: false }))
+}
+
 /**
  * makes `ctx.<name>` cheap without losing who reads it. cordis 3.18 answers every read of a service property with a
- * new tracing proxy (and a captured stack for its inject warning): about 13 µs, on a path users write inline. a
- * getter on Context's prototype wins over that lookup and returns a view built once per reading context: an object
- * over the service whose `property` is that context, so whatever is registered through it still belongs to the
- * plugin that registered it. the service's methods must write their state on the service itself, not on `this`.
+ * new tracing proxy (and a captured stack for its inject warning): about 13 µs, on a path users write inline. the
+ * context handler above answers the name with a view built once per reading context: an object over the service
+ * whose `property` is that context, so whatever is registered through it still belongs to the plugin that registered
+ * it. the service's methods must write their state on the service itself, not on `this`.
  *
  * each reading context keeps, from its first read, where its service is looked up — its isolate map and the root's
  * store, objects cordis makes once per context and only changes inside — and the view it got last: a later read is
@@ -241,12 +357,9 @@ export function serviceView(name: string, property: string) {
     return reader.view
   }
   Object.defineProperty(Context.prototype, name, { configurable: true, get: read })
-  // a context is a proxy whose handler, on every read, asks the context's prototype chain for the name (Reflect.has),
-  // reads it (Reflect.get) and checks the answer for a tracker: about 0.4 µs before this getter even runs. it would
-  // find this getter and hand the view (no tracker) back as it is, so the handler answers the name with it at once
-  const handler = ReflectService.handler as Required<Pick<ProxyHandler<Context>, 'get'>>
-  const next = handler.get
-  handler.get = (target, prop, receiver) => (prop === name ? read.call(receiver) : next(target, prop, receiver))
+  // the getter above is what the handler would find on the prototype chain, and it would hand the view (no tracker)
+  // back as it is: answering the name first spares the chain walk (about 0.4 µs a read)
+  viewReads.set(name, read)
 }
 
 /**
