@@ -7,6 +7,7 @@ import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
+import { messageOf } from './message.ts'
 import { parseJson } from './parse-json.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import { type ExecutionMode, Scheduler } from './scheduler.ts'
@@ -81,15 +82,6 @@ const DISCOVERY =
 
 function binding(name: string) {
   return IDENTIFIER.test(name) ? `tools.${name}` : `tools[${JSON.stringify(name)}]`
-}
-
-// whatever was thrown, reading its message must not throw in turn
-function messageOf(error: unknown) {
-  try {
-    return error instanceof Error ? String(error.message) : String(error)
-  } catch {
-    return 'an error that could not be shown'
-  }
 }
 
 function failedOnHost(name: string, error: unknown): BridgeReply {

@@ -14,6 +14,7 @@ export { formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 export type { SessionEndInfo, SessionInfo, TurnInfo } from './events.ts'
 export type * from './execution.ts'
 export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, snapshot } from './json.ts'
+export { messageOf } from './message.ts'
 export {
   type DeniedBy,
   type ErrorCode,

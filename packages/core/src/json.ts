@@ -3,6 +3,8 @@
 // the snapshot walks with an explicit stack, so no input can overflow the host's stack, and it is total: proxies,
 // getters and anything else that throws while being read become a JsonError naming the path, never a raw throw.
 
+import { messageOf } from './message.ts'
+
 export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json }
 
 /**
@@ -47,15 +49,6 @@ export function segment(name: string): string {
 /** a path a person can read: a very deep one keeps its start and its end */
 function readable(path: string) {
   return path.length <= 240 ? path : `${path.slice(0, 110)} … ${path.slice(-110)}`
-}
-
-function messageOf(error: unknown) {
-  try {
-    const text = error instanceof Error ? error.message : String(error)
-    return text.length > 200 ? `${text.slice(0, 200)}…` : text
-  } catch {
-    return 'an error that could not be shown'
-  }
 }
 
 function describe(proto: object) {
@@ -206,7 +199,7 @@ class Snapshot {
       }
     } catch (error) {
       if (error instanceof JsonError) throw error
-      this.fail(`could not be read (${messageOf(error)}); pass plain data`)
+      this.fail(`could not be read (${messageOf(error, 200)}); pass plain data`)
     }
     if (this.stack.push(frame) > SCANNED) (this.deep ??= new Set()).add(value)
     return frame

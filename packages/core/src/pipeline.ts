@@ -9,6 +9,7 @@ import { type EventListeners, type Listener, type ListenerIndex, ownerOf } from 
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
+import { messageOf } from './message.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
 import { type CompiledTool, capContent, type Execution, ExecutionRecord, ExecutionToken, jsonText, liveExecutions, RUN_CODE } from './tool.ts'
@@ -91,15 +92,6 @@ export interface SettlingCall extends PreparedCall {
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
-}
-
-// whatever a participant threw, reading its message must not throw in turn
-function messageOf(error: unknown) {
-  try {
-    return error instanceof Error ? String(error.message) : String(error)
-  } catch {
-    return 'an error that could not be shown'
-  }
 }
 
 // a participant's answer is plugin data: copy the fields once, so a getter, a proxy trap or a revoked proxy fails closed

@@ -11,7 +11,7 @@ const VALUES = [
   ...['MAX_JSON_DEPTH', 'MAX_JSON_VALUES', 'PROGRAM_GLOBALS', 'PluginStartError', 'RESULT_CHARS', 'RUN_CODE', 'SDK_SECTION', 'SUPPORTED_KEYWORDS'],
   ...['Scheduler', 'SchemaError', 'TIMED_OUT', 'ToolResultError', 'ToolRuntime', 'agentOf', 'assertStarted', 'canonicalJson'],
   ...['checkSchema', 'collapses', 'compileSchema', 'createAgent', 'default', 'defaultCodeLimits', 'defineConfig', 'defineTool'],
-  ...['errorResult', 'formatDuration', 'listenersFor', 'loadedPlugins', 'nearestKey', 'ownerOf', 'pluginFailure', 'pluginName'],
+  ...['errorResult', 'formatDuration', 'listenersFor', 'loadedPlugins', 'messageOf', 'nearestKey', 'ownerOf', 'pluginFailure', 'pluginName'],
   ...['snapshot'],
   ...['startDeployment', 'strict', 't', 'untraced', 'warmRunCode', 'withDeadline'],
 ]

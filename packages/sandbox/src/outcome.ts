@@ -4,14 +4,8 @@ import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome } from
 
 export const failure = (kind: CodeFailureKind, message: string, logs: string[] = []): CodeRunOutcome => ({ ok: false, kind, message, logs })
 
-/** what a thrown value says; reading it never throws in turn (a value with no prototype, a throwing getter) */
-export function messageOf(error: unknown) {
-  try {
-    return error instanceof Error ? String(error.message) : String(error)
-  } catch {
-    return 'an error that could not be shown'
-  }
-}
+/** what a thrown value says; reading it never throws in turn (core's, named here for both backends' hosts) */
+export { messageOf } from '@faber/core/message'
 
 const MB = 1024 * 1024
 

@@ -9,6 +9,7 @@ import {
   formatDuration,
   type Json,
   type Listener,
+  messageOf,
   nearestKey,
   ownerOf,
   TIMED_OUT,
@@ -31,10 +32,6 @@ interface Config {
 
 /** the listeners on an event that hear an agent's calls (core's listenersFor, bound to the deployment) */
 export type ListenersFor = (event: string, agent: Agent | undefined) => readonly Listener[]
-
-function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
-}
 
 function nameMatcher(patterns: readonly string[]) {
   const compiled = patterns.map((pattern) => compileMatcher({ tool: pattern }))

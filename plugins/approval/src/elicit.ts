@@ -2,7 +2,7 @@
 // same answerers as approvals (listeners on `approval/elicit`, in order, agent-scoped), under a deadline, and end in
 // an audit event. The answer is MCP's: accept with content, decline, or cancel.
 
-import { type Agent, type Json, ownerOf } from '@faber/core'
+import { type Agent, type Json, messageOf, ownerOf } from '@faber/core'
 import type { Events, Logger } from 'cordis'
 import type { ListenersFor } from './broker.ts'
 
@@ -75,10 +75,6 @@ declare module 'cordis' {
     'approval/elicit'(query: ElicitationQuery): ElicitationAnswer | undefined | void | Promise<ElicitationAnswer | undefined | void>
     'approval/elicited'(event: ElicitationDecided): void
   }
-}
-
-function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
 }
 
 /** why `value` does not fit `field`, or undefined */

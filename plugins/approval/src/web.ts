@@ -3,7 +3,7 @@
 // ordinary answerer, so the service audits its answers like any other (`approval/decided` with answeredBy
 // `approval-web`). the view finds it as the `approvalWeb` service.
 
-import { defineConfig } from '@faber/core'
+import { defineConfig, messageOf } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import type { GrantScope } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
@@ -68,7 +68,7 @@ class WebAnswerer extends Service {
       try {
         watcher(change)
       } catch (error) {
-        this.ctx.logger('approval').warn('a web answerer watcher threw (ignored): %s', error instanceof Error ? error.message : String(error))
+        this.ctx.logger('approval').warn('a web answerer watcher threw (ignored): %s', messageOf(error))
       }
     }
   }

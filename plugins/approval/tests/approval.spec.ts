@@ -222,6 +222,13 @@ describe('approval: failing closed', () => {
         }),
     ],
     ['a rejecting promise', (ctx: Context) => answerer(ctx, 'broken', () => Promise.reject(new Error('boom')))],
+    [
+      'an answerer throwing a value with no message to read',
+      (ctx: Context) =>
+        answerer(ctx, 'broken', () => {
+          throw Object.create(null)
+        }),
+    ],
     ['a malformed answer', (ctx: Context) => answerer(ctx, 'broken', () => ({ decision: 'yes' }))],
     ['a bad remember scope', (ctx: Context) => answerer(ctx, 'broken', () => ({ decision: 'allow', remember: 'forever' }))],
     ['a string answer', (ctx: Context) => answerer(ctx, 'broken', () => 'allow')],

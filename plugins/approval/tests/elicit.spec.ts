@@ -78,3 +78,27 @@ describe('approval: forms through the terminal answerer', () => {
     expect(await cancelled).to.deep.equal({ action: 'cancel' })
   })
 })
+
+describe('approval: forms, failing closed', () => {
+  afterEach(disposeAll)
+
+  it('a form answerer that throws a value with no message to read: cancelled, and audited as such', async () => {
+    const ctx = await deployment({}, (ctx) => {
+      ctx.plugin(Approval, { require: [] })
+      ctx.plugin({
+        name: 'broken',
+        apply: (c: typeof ctx) =>
+          c.on('approval/elicit', () => {
+            throw Object.create(null)
+          }),
+      })
+    })
+    const audited: { action: string; answeredBy: string; note?: string }[] = []
+    ctx.on('approval/elicited', (event) => void audited.push(event))
+    const result = await (ctx.approval as Service).elicit({ source: 'a test', message: 'Who are you?', schema: SCHEMA, signal: new AbortController().signal })
+    expect(result).to.deep.equal({ action: 'cancel' })
+    expect(audited.map(({ action, answeredBy, note }) => ({ action, answeredBy, note }))).to.deep.equal([
+      { action: 'cancel', answeredBy: 'broken', note: 'the answerer threw: an error that could not be shown' },
+    ])
+  })
+})

@@ -93,4 +93,21 @@ describe('the web answerer', () => {
     expect(ctx.approvalWeb.pending()).to.deep.equal([])
     expect(audit.decided.map((event) => event.outcome)).to.deep.equal(['cancelled'])
   })
+
+  it('goes on when a watcher throws something with no message to read (no prototype, a revoked proxy)', async () => {
+    const { ctx, audit } = await deployment()
+    const revoked = Proxy.revocable({}, {})
+    revoked.revoke()
+    ctx.approvalWeb.watch(() => {
+      throw Object.create(null)
+    })
+    ctx.approvalWeb.watch(() => {
+      throw revoked.proxy
+    })
+    const held = waiting(ctx)
+    const pending = deployTo(ctx)
+    ctx.approvalWeb.answer(await held, { decision: 'allow' })
+    expect((await pending).isError).to.equal(false)
+    expect(audit.changes.map((change) => change.kind)).to.deep.equal(['waiting', 'settled'])
+  })
 })
