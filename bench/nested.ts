@@ -21,7 +21,7 @@ import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
-import { preludeSource } from '../packages/sandbox/src/prelude.ts'
+import { flatJsonText, preludeSource } from '../packages/sandbox/src/prelude.ts'
 import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
@@ -108,7 +108,7 @@ async function workerSideAlone() {
   const { port1: inboxPort, port2: toHost } = new MessageChannel()
   const worker = new Worker(new URL('../packages/sandbox/src/worker.mjs', import.meta.url), {
     execArgv: ['--experimental-vm-modules'],
-    workerData: { prelude: preludeSource, replies: repliesEnd, toHost, handoff, active, spinMs: 0.05 },
+    workerData: { prelude: preludeSource, flatJson: flatJsonText, replies: repliesEnd, toHost, handoff, active, spinMs: 0.05 },
     transferList: [repliesEnd, toHost],
   })
   await new Promise((resolve) => worker.once('message', resolve))

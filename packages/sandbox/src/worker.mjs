@@ -8,6 +8,26 @@ import { backoff, handoffWaited, lane } from './lane.mjs'
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
 
+// the prelude's flatJson (the common argument's JSON, read without a walk), made in a context of this worker's own that
+// no program reaches, once: V8 optimizes its code once per worker, not again in every run's fresh context. it only calls
+// that realm's builtins on the program's argument, and compares its prototype with the run's Object.prototype (taken
+// before the program runs); it answers a string or undefined, and the prelude takes whatever it throws (an error of that
+// realm) as no answer. strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace).
+// never this worker's own realm, which has `process`
+const sharedFlatJson = vm.runInContext(
+  `'use strict'
+  ;(objectPrototype) => {
+    const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, hasOwn } = Object
+    const { stringify } = JSON
+    const isFiniteNumber = Number.isFinite
+    ${workerData.flatJson}
+    return flatJson
+  }`,
+  vm.createContext(Object.create(null), { name: 'faber-worker-driver', codeGeneration: { strings: false, wasm: false } }),
+  { filename: 'faber-driver.js' },
+)
+const { getPrototypeOf } = Object
+
 // a run talks to the host over two lanes, one each way (lane.mjs): while the receiving side spins for a message, it comes
 // through a ring in shared memory, with no syscall and no turn of the event loop; otherwise through a port. after posting
 // a call, this thread spins a moment for the reply (at most `spinMs`) before it goes back to its event loop to sleep,
@@ -100,7 +120,10 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     name: 'faber-program',
     codeGeneration: { strings: true, wasm: false },
   })
-  const api = preludeScript.runInContext(context)(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source)
+  const setup = preludeScript.runInContext(context)
+  // the run's Object.prototype, before anything of the program ran: its Function.prototype's
+  const flatJson = sharedFlatJson(getPrototypeOf(getPrototypeOf(setup)))
+  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 
