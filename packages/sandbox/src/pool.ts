@@ -11,7 +11,7 @@
 
 import { RunBridge } from './bridge.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { argumentBytes, failure, limitMessages, messageOf } from './outcome.ts'
+import { argumentBytes, failure, limitMessages, messageOf, overheadMb } from './outcome.ts'
 import {
   type BridgeReply,
   type CodeFailureKind,
@@ -70,7 +70,7 @@ export abstract class GatedRuntime implements CodeRuntime {
 export interface PoolOptions extends GatedOptions {
   /** units (workers, isolates) kept made, warm and waiting; overlapping runs beyond it get one made on demand */
   poolSize?: number
-  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
+  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once what runs left in its heap (beyond its own overheadMb) is half its memoryMb */
   maxRuns?: number
 }
 
@@ -182,8 +182,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     unit.runs++
     return new Promise<CodeRunOutcome>((resolve) => {
       const run: Run = new Run(request, limits, this.running, (outcome, heap) => {
-        // a unit whose heap stays half full after a run would leave the next program less than its memoryMb
-        const reuse = heap !== undefined && unit.runs < this.maxRuns && heap < (unit.memoryMb * MB) / 2
+        // a unit is made with room for its program's memoryMb and, beyond it, overheadMb for what the unit holds of its
+        // own (a worker's runtime, the prelude, a fresh context: 1-7 MB). it serves again while what a run left beyond
+        // that is under half its memoryMb; counting the unit's own share against the program retired small units
+        // after a run or two (a worker at memoryMb 8 after its warm-up, every time)
+        const reuse = heap !== undefined && unit.runs < this.maxRuns && heap < (overheadMb + unit.memoryMb / 2) * MB
         run.cleanup?.(reuse)
         settle(unit, reuse)
         resolve(outcome)
