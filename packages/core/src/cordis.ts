@@ -267,7 +267,8 @@ class Trace implements ProxyHandler<object> {
     if (associated && ctx[symbols.internal][associated]) return Reflect.get(ctx, associated, withProp(ctx, symbols.receiver, receiver))
     const seen = seesReceiver(target, prop) ? shadow(ctx, target, tracker.property, receiver) : receiver
     const value = Reflect.get(target, prop, seen)
-    // a traced value inside: cordis traces it again, its methods wrapped (getTraceable's tracing when not `noTrap`)
+    // a traced value inside: cordis' own getTraceable traces it, its methods wrapped (not `noTrap`): the proxy cordis
+    // builds here, for any value that is not itself a shadow context (no context carries a tracker)
     return (value as Record<symbol, unknown> | undefined)?.[symbols.tracker] ? getTraceable(ctx, value) : value
   }
 
