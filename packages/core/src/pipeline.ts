@@ -90,6 +90,15 @@ export interface SettlingCall extends PreparedCall {
   settle(signal: AbortSignal): ToolResult | Promise<ToolResult>
 }
 
+// node makes each AbortSignal an EventTarget and then sets its prototype, which gives every signal a map of its own: a
+// `signal.aborted` read at a site that has seen more than four signals (a process serving run_code makes one per run,
+// an agent loop one per turn) goes megamorphic, and every later read there probes V8's stub cache and calls the getter
+// out of line. the pipeline calls the getter itself, one known function V8 inlines at each of its sites
+const abortedGetter = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!
+function isAborted(signal: AbortSignal): boolean {
+  return abortedGetter.call(signal)
+}
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
 }
@@ -255,7 +264,7 @@ export class Pipeline {
     if (tool === 'collapsed') {
       trace.push({ stage: 'create', decision: 'collapsed', by: 'core' })
       const route = errorResult('UNKNOWN_TOOL', this.host.routeMessage(name, view.tools.has(name)))
-      return { exec, failure: signal.aborted ? this.abortedBeforeDispatch(name) : route, trace }
+      return { exec, failure: isAborted(signal) ? this.abortedBeforeDispatch(name) : route, trace }
     }
     if (tool === 'unknown') {
       trace.push({ stage: 'create', decision: 'unknown', by: 'core' })
@@ -298,7 +307,7 @@ export class Pipeline {
     const { exec, failure, trace } = this.createExecution(call, signal)
     if (failure) return this.finish(exec, failure, trace)
     // 2. pre-abort
-    if (signal.aborted) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
+    if (isAborted(signal)) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
 
     // between here and finish a nested call may name this execution as its parent (see liveOf)
     liveExecutions.start(exec, this)
@@ -340,7 +349,7 @@ export class Pipeline {
 
   /** 8. tools/post-execute and 9. finish, on the body's result */
   private review(exec: Execution, result: ToolResult, trace: StageRecord[], signal: AbortSignal): ToolResult | Promise<ToolResult> {
-    if (signal.aborted && !result.isError) result = errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
+    if (isAborted(signal) && !result.isError) result = errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
     // 8. tools/post-execute
     const reviewers = this.stages.postExecute.for(exec.agent)
     if (reviewers.length) return this.postExecute(exec, reviewers, result, trace).then((reviewed) => this.finish(exec, reviewed, trace))
@@ -426,7 +435,7 @@ export class Pipeline {
 
   /** 4. approval: on ask, the approval service answers; no service, a throw, no answer in time or anything but allowed denies */
   private async approval(exec: Execution, ask: Ask, trace: StageRecord[]): Promise<ToolFailure | undefined> {
-    if (exec.signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    if (isAborted(exec.signal)) return this.abortedBeforeDispatch(exec.name)
     const approval = this.host.service('approval')
     if (!approval) {
       return this.denied(
@@ -464,7 +473,7 @@ export class Pipeline {
       trace.push({ stage: 'approval', decision: 'allowed', by: 'approval' })
       return
     }
-    if (exec.signal.aborted) {
+    if (isAborted(exec.signal)) {
       trace.push({ stage: 'approval', decision: 'cancelled', by: 'approval' })
       return this.abortedBeforeDispatch(exec.name)
     }
@@ -599,7 +608,7 @@ export class Pipeline {
   private dispatchToolBody(exec: Execution, signal: AbortSignal): ToolResult | Promise<ToolResult> {
     const tool = this.decidedTool(exec, 'before it could run')
     if (tool.isError) return tool
-    if (signal.aborted) return this.abortedBeforeDispatch(exec.name)
+    if (isAborted(signal)) return this.abortedBeforeDispatch(exec.name)
     let value: unknown
     let pending: boolean
     try {
@@ -630,7 +639,7 @@ export class Pipeline {
   private bodyResult(exec: Execution, tool: CompiledTool, signal: AbortSignal, value: unknown): ToolResult {
     const checked = this.checkValue(exec, tool, value)
     if (checked.isError) return checked
-    if (signal.aborted) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
+    if (isAborted(signal)) return errorResult('ABORTED', `the call to "${exec.name}" was cancelled while it ran; its result was discarded`)
     return this.rendered(exec, tool, checked.value)
   }
 
