@@ -59,8 +59,8 @@ export interface CodeModeHost {
   prepare(input: CallRequest, parsed?: boolean): PreparedCall & { settle(signal: AbortSignal): ToolResult | Promise<ToolResult> }
   /** the JSON text of a nested call's result value, made once with its rendering where it could be */
   jsonOf(value: Json): string
-  /** whether any listener is on a core event: when none is, the bridge builds no payload for it */
-  observes(event: 'code/call-start' | 'code/call-settle'): boolean
+  /** whether a code/call-start or code/call-settle listener hears this agent's nested calls: when none does, no payload is built */
+  observesNested(agent: Agent | undefined): boolean
   notify<K extends 'code/call-start' | 'code/call-settle'>(
     event: K,
     agent: Agent | undefined,
@@ -337,7 +337,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       prepared: ReturnType<CodeModeHost['prepare']>,
       mode: ExecutionMode,
     ): BridgeReply | Promise<BridgeReply> => {
-      const observed = runtime.observes('code/call-start') || runtime.observes('code/call-settle')
+      const observed = runtime.observesNested(agent)
       const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() } : undefined
       if (started) runtime.notify('code/call-start', agent, started)
       const begin = started ? performance.now() : 0
