@@ -36,7 +36,8 @@ export interface Backoff {
   may(ahead: 0 | 1): boolean
   spun(caught: boolean): void
 }
-export declare function backoff(buffer: SharedArrayBuffer): Backoff
+/** `side` 1 (the default) is the host's, 0 the worker's */
+export declare function backoff(buffer: SharedArrayBuffer, side?: 0 | 1): Backoff
 export declare function burst(): () => boolean
 export interface LaneCounts {
   ring: number

@@ -27,10 +27,12 @@ const RING = 7
 const wrap = 0xffff
 
 // the pair's back-off, shared so that both sides spin at the same hand-offs (one spinning alone waits for the other's
-// wake-up, misses, and backs off too): the worker's calls so far, the call from which they spin again, and misses in a row
+// wake-up, misses, and backs off too): the worker's calls so far, the call from which they spin again, and each side's
+// misses in a row (the worker's or isolate's, the host's)
 const CALLS = 18
 const UNTIL = 19
 const MISSES = 20
+const HOST_MISSES = 21
 
 /**
  * where everything is in the buffer (int32 indexes; lane `i`'s header at `8 * i`, its ring at byte `rings + i * 2 *
@@ -43,21 +45,25 @@ export const runsActive = new Int32Array(new SharedArrayBuffer(4))
 
 /**
  * the back-off both sides of a worker share: a spin that caught nothing makes both sleep at once through the next 1, 3,
- * 7 … 255 calls (after 1, 2, 3 … 8 misses in a row), and one that caught its message starts the count again. the worker
- * counts its calls (`called`); it spins for the reply to a call from the call on which spinning resumes, the host for
- * the call after its reply from the reply before it, so that both are awake together
+ * 7 … 255 calls (after 1, 2, 3 … 8 misses in a row of that side), and one that caught its message starts that side's
+ * count again. each side counts its own misses: the other's catches say nothing of its own (a slow tool makes every spin
+ * for a reply miss while the host's spin for the next call catches each time, and the worker spun again after each).
+ * the worker counts its calls (`called`); it spins for the reply to a call from the call on which spinning resumes, the
+ * host for the call after its reply from the reply before it, so that both are awake together. `side` 1 is the host's
+ * (the isolate's driver keeps the other side's count, MISSES, itself)
  */
-export function backoff(buffer) {
+export function backoff(buffer, side = 1) {
   const h = new Int32Array(buffer, 0, 32)
+  const own = side === 1 ? HOST_MISSES : MISSES
   return {
     called: () => Atomics.add(h, CALLS, 1),
     /** whether to spin now: `ahead` is 1 on the host, whose spin waits for a call not made yet */
     may: (ahead) => Atomics.load(h, CALLS) + ahead >= Atomics.load(h, UNTIL),
     spun(caught) {
-      if (caught) return void Atomics.store(h, MISSES, 0)
-      const misses = Math.min(Atomics.load(h, MISSES) + 1, 8)
-      Atomics.store(h, MISSES, misses)
-      Atomics.store(h, UNTIL, Atomics.load(h, CALLS) + (1 << misses))
+      if (caught) return void Atomics.store(h, own, 0)
+      const misses = Math.min(Atomics.load(h, own) + 1, 8)
+      Atomics.store(h, own, misses)
+      Atomics.store(h, UNTIL, Math.max(Atomics.load(h, UNTIL), Atomics.load(h, CALLS) + (1 << misses)))
     },
   }
 }

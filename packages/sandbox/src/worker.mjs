@@ -39,7 +39,7 @@ const calls = lane(handoff, 0, toHost)
 const answers = lane(handoff, 1, replies)
 // a spin that caught nothing makes both sides sleep at once for a while (lane.mjs): on a busy machine the host is often
 // not running while this thread spins, and then spinning only takes its core; a slow tool soon costs no spinning either
-const pair = backoff(handoff)
+const pair = backoff(handoff, 0)
 let scheduled = false
 
 // a rejection the program left unhandled belongs to the program, not to the worker

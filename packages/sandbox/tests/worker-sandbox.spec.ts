@@ -1,6 +1,7 @@
 import { expect } from 'chai'
 import WorkerSandboxService, { WorkerSandbox } from '../src/index.ts'
 import { describeHandoff, describeHazards, describeHostile, describePool, hazardLimits } from '../src/testing/index.ts'
+import type { BridgeReply } from '../src/types.ts'
 
 describeHazards('worker-vm', () => new WorkerSandbox({ poolSize: 2, limits: hazardLimits }))
 describePool('worker-vm', (poolSize, maxConcurrent) => new WorkerSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), WorkerSandboxService)
@@ -31,3 +32,32 @@ return [back.i, n]`
     })
   },
 )
+
+describe('worker-vm: hand-off back-off', () => {
+  it("backs off the worker's spins on its own misses, while the host's spins for its next call catch", async () => {
+    // a tool slower than any spin: the worker's spin for each reply misses, the host's for the call after it catches
+    // (the program calls again at once). one side's catches must not start the other's back-off again: the worker spun
+    // for every third call so, for as long as the tool is slow (a miss costs spinMs of a core each time)
+    const sandbox = new WorkerSandbox({ poolSize: 0, limits: hazardLimits })
+    try {
+      const slow = async (_: string, json: string): Promise<BridgeReply> => {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        return { ok: true, value: json }
+      }
+      const before = sandbox.handoffStats().replies
+      const outcome = await sandbox.run({
+        code: 'for (let i = 0; i < 40; i++) await tools.echo({ i })\nreturn 1',
+        tools: ['echo'],
+        call: slow,
+        signal: new AbortController().signal,
+        limits: { ...hazardLimits, cpuMs: 10000, wallMs: 30000 },
+      })
+      expect(outcome).to.deep.include({ ok: true, result: '1' })
+      const after = sandbox.handoffStats().replies
+      // misses in a row make the next 2, 4, 8, 16 … calls sleep: 5 spins in 40 calls
+      expect(after.caught + after.missed - before.caught - before.missed).to.be.at.most(8)
+    } finally {
+      await sandbox.close()
+    }
+  })
+})
