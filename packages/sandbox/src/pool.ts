@@ -11,7 +11,7 @@
 
 import { RunBridge } from './bridge.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { argumentBytes, failure, limitMessages, messageOf, overheadMb } from './outcome.ts'
+import { argumentBytes, failure, limitMessages, messageOf } from './outcome.ts'
 import {
   type BridgeReply,
   type CodeFailureKind,
@@ -70,7 +70,7 @@ export abstract class GatedRuntime implements CodeRuntime {
 export interface PoolOptions extends GatedOptions {
   /** units (workers, isolates) kept made, warm and waiting; overlapping runs beyond it get one made on demand */
   poolSize?: number
-  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once what runs left in its heap (beyond its own overheadMb) is half its memoryMb */
+  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once what runs left in its heap (beyond what a warmed unit holds) is half its memoryMb */
   maxRuns?: number
 }
 
@@ -113,6 +113,8 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   private makeFailed = false
   // ready() callers, answered once the pool is full (or cannot fill)
   private waiters: (() => void)[] = []
+  // the heap a unit holds of its own (see roomy), once a warm-up measured it
+  private ownHeap: number | undefined
 
   constructor(options: PoolOptions) {
     super(options)
@@ -178,21 +180,26 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   }
 
   // `settle` gets the unit once the run is over, and whether it may serve again
-  private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse)) {
+  private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse), warm = false) {
     unit.runs++
     return new Promise<CodeRunOutcome>((resolve) => {
       const run: Run = new Run(request, limits, this.running, (outcome, heap) => {
-        // a unit is made with room for its program's memoryMb and, beyond it, overheadMb for what the unit holds of its
-        // own (a worker's runtime, the prelude, a fresh context: 1-7 MB). it serves again while what a run left beyond
-        // that is under half its memoryMb; counting the unit's own share against the program retired small units
-        // after a run or two (a worker at memoryMb 8 after its warm-up, every time)
-        const reuse = heap !== undefined && unit.runs < this.maxRuns && heap < (overheadMb + unit.memoryMb / 2) * MB
+        const reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)
         run.cleanup?.(reuse)
         settle(unit, reuse)
         resolve(outcome)
       })
       this.start(unit, run)
     })
+  }
+
+  // what a unit holds of its own (a worker's runtime, the prelude, a fresh context: 1-7 MB) is its heap after a
+  // warm-up, the least seen in this pool. a unit serves again while what its runs left beyond that is under half its
+  // memoryMb. counting the unit's own share against the program retired small units after a run or two (a worker pool
+  // at memoryMb 8 discarded every unit after its warm-up, and the run that claimed it failed)
+  private roomy(unit: U, heap: number, warm: boolean) {
+    if (warm) this.ownHeap = Math.min(this.ownHeap ?? heap, heap)
+    return heap - (this.ownHeap ?? 0) < (unit.memoryMb * MB) / 2
   }
 
   private settle(unit: U, reuse: boolean) {
@@ -239,10 +246,16 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     }
     if (!warm) return unit
     let kept = false
-    const outcome = await this.execute(unit, warmUp(), this.limits, (unit, reuse) => {
-      if (reuse) kept = true
-      else this.discard(unit)
-    })
+    const outcome = await this.execute(
+      unit,
+      warmUp(),
+      this.limits,
+      (unit, reuse) => {
+        if (reuse) kept = true
+        else this.discard(unit)
+      },
+      true,
+    )
     if (kept && outcome.ok && !this.closed) return unit
     if (kept) void this.dispose(unit)
     throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)

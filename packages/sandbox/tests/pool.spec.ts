@@ -1,7 +1,6 @@
 // the pool of src/pool.ts on its own, with a backend whose units are plain objects and whose programs end at once:
 // what the shared suites do not reach (a unit that cannot be made, retirement after maxRuns or a full heap)
 import { expect } from 'chai'
-import { overheadMb } from '../src/outcome.ts'
 import { type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
 import type { CodeRunOutcome } from '../src/types.ts'
 
@@ -102,15 +101,19 @@ describe('SandboxPool', () => {
     await pool.close()
   })
 
-  it("serves again while what runs left is under half its memoryMb, the unit's own overhead not counted against it", async () => {
+  it("serves again while what runs left is under half its memoryMb, the unit's own share not counted against it", async () => {
     const pool = new FakePool({ poolSize: 1, limits: { memoryMb: 8 } })
-    // what a worker holds of its own after a trivial run: its runtime, the prelude, a context
+    // what a worker holds of its own after its warm-up: its runtime, the prelude, a context
     pool.heap = 6 * MB
     await pool.ready()
     const results = []
-    for (let i = 0; i < 3; i++) results.push(((await run(pool)) as { result: string }).result)
+    for (let i = 0; i < 3; i++) {
+      results.push(((await run(pool)) as { result: string }).result)
+      pool.heap += MB
+    }
     expect(results).to.deep.equal(['0', '0', '0'])
-    pool.heap = (overheadMb + 4) * MB
+    // 4 MB left beyond its own share: half its memoryMb
+    pool.heap = 10 * MB
     expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
     expect(pool.made[0].disposed).to.equal(true)
     await pool.close()
