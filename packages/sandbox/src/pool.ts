@@ -120,6 +120,8 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     super(options)
     this.poolSize = options.poolSize ?? 2
     this.maxRuns = options.maxRuns ?? 200
+    if (!(Number.isInteger(this.maxRuns) && this.maxRuns >= 1))
+      throw new RangeError(`maxRuns (maxRunsPerWorker, maxRunsPerIsolate) must be a whole number of at least 1, got ${this.maxRuns}`)
     // the first unit is made on the next turn: the subclass is constructed by then
     this.fill()
   }
@@ -179,9 +181,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     this.fill()
   }
 
-  // `settle` gets the unit once the run is over, and whether it may serve again
+  // `settle` gets the unit once the run is over, and whether it may serve again. the warm-up is the pool's own trusted
+  // program, not one of the `maxRuns` a unit serves: counted, it used up a unit at maxRuns 1 (a fresh unit for every
+  // program), whose warm-up then discarded it, and each run that had claimed a warming unit failed as a crash
   private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse), warm = false) {
-    unit.runs++
+    if (!warm) unit.runs++
     return new Promise<CodeRunOutcome>((resolve) => {
       const run: Run = new Run(request, limits, this.running, (outcome, heap) => {
         const reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)

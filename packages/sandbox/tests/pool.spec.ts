@@ -89,16 +89,34 @@ describe('SandboxPool', () => {
     await pool.close()
   })
 
-  it('retires a unit after maxRuns runs', async () => {
+  it('retires a unit after maxRuns runs of programs, its warm-up not counted', async () => {
     const pool = new FakePool({ poolSize: 1, maxRuns: 3 })
     await pool.ready()
-    // the warm-up run is the unit's first
     const results = []
-    for (let i = 0; i < 3; i++) results.push(((await run(pool)) as { result: string }).result)
-    expect(results.slice(0, 2)).to.deep.equal(['0', '0'])
-    expect(results[2]).not.to.equal('0')
+    for (let i = 0; i < 4; i++) results.push(((await run(pool)) as { result: string }).result)
+    expect(results.slice(0, 3)).to.deep.equal(['0', '0', '0'])
+    expect(results[3]).not.to.equal('0')
     expect(pool.made[0]).to.include({ runs: 3, disposed: true })
     await pool.close()
+  })
+
+  it('gives every program a unit of its own at maxRuns 1, warmed ones included', async () => {
+    const pool = new FakePool({ poolSize: 2, maxRuns: 1 })
+    await pool.ready()
+    const outcomes = []
+    // back to back, and while the pool is still warming the replacements
+    for (let i = 0; i < 3; i++) outcomes.push(await run(pool))
+    outcomes.push(...(await Promise.all([run(pool), run(pool), run(pool)])))
+    expect(outcomes.map((outcome) => outcome.ok)).to.deep.equal([true, true, true, true, true, true])
+    const units = outcomes.map((outcome) => (outcome as { result: string }).result)
+    expect(new Set(units).size).to.equal(6)
+    for (const id of units) expect(pool.made[Number(id)]).to.include({ runs: 1, disposed: true })
+    await pool.close()
+  })
+
+  it('refuses a maxRuns that is not a whole number of at least 1', () => {
+    for (const maxRuns of [0, -1, 1.5, Number.NaN])
+      expect(() => new FakePool({ poolSize: 0, maxRuns })).to.throw(RangeError, /maxRuns .* must be a whole number of at least 1/)
   })
 
   it("serves again while what runs left is under half its memoryMb, the unit's own share not counted against it", async () => {
