@@ -236,6 +236,27 @@ describe('a deployment with a plugin that did not start does not run', function 
     expect(ctx.get('tools')).to.equal(undefined)
   })
 
+  it('startDeployment names a plugin that threw a value with no prototype, and stops the context', async () => {
+    // what a plugin throws is read host-safely: String() of a prototype-less value throws, which used to replace the
+    // PluginStartError with a TypeError that named no plugin
+    const ctx = new Context()
+    ctx.plugin(ToolRuntime)
+    ctx.plugin({
+      name: 'odd-thrower',
+      apply() {
+        throw Object.create(null)
+      },
+    })
+    const error = await startDeployment(ctx).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).to.be.instanceOf(PluginStartError)
+    expect((error as PluginStartError).plugin).to.equal('odd-thrower')
+    expect((error as Error).message).to.equal('plugin "odd-thrower" failed to start: an error that could not be shown')
+    expect(ctx.get('tools')).to.equal(undefined)
+  })
+
   for (const command of ['run', 'chat', 'mcp', 'inspect']) {
     it(`faber ${command} exits 2 naming the plugin, where it is in the file, and the reason, without a stack dump`, async () => {
       const file = join(dir, 'deploy.yml')

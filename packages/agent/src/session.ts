@@ -7,6 +7,7 @@ import {
   type ExecutionMode,
   errorResult,
   listenersFor,
+  messageOf,
   type NestedCallSettle,
   type NestedCallStart,
   type PreparedCall,
@@ -297,7 +298,7 @@ export class AgentSession {
             },
           })
         } catch (error) {
-          const message = error instanceof Error ? error.message : String(error)
+          const message = messageOf(error)
           this.observe('agent/model-response', { request, durationMs: performance.now() - begin, toolCalls: 0, error: message, aborted: signal.aborted })
           if (signal.aborted) {
             reason = 'aborted'
@@ -333,7 +334,7 @@ export class AgentSession {
       return outcome
     } catch (error) {
       const partial = error instanceof ModelError ? error.partial : undefined
-      this.record({ type: 'turn-end', turn, reason: 'error', steps, usage, error: error instanceof Error ? error.message : String(error), partial })
+      this.record({ type: 'turn-end', turn, reason: 'error', steps, usage, error: messageOf(error), partial })
       await log?.flush().catch(() => {})
       throw error
     } finally {

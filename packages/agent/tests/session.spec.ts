@@ -152,6 +152,26 @@ describe('AgentSession: the loop', () => {
     expect(String(again)).to.match(/no turn 1/)
   })
 
+  it('lets through what a model threw even when it has no prototype, and records the turn', async () => {
+    // a model plugin may throw anything: reading its message must not throw in turn (String() of a prototype-less
+    // value does), which replaced the model's own error with a TypeError and lost the turn's end
+    const thrown = Object.create(null)
+    const model = {
+      name: 'odd',
+      complete: async (): Promise<never> => {
+        throw thrown
+      },
+    }
+    const ctx = await deployment()
+    const session = new AgentSession(ctx, { model })
+    let error: unknown
+    await session.send('hi').catch((e) => (error = e))
+    expect(error).to.equal(thrown)
+    let again: unknown
+    await session.send('again').catch((e) => (again = e))
+    expect(again).to.equal(thrown)
+  })
+
   it('answers a direct native call under code mode with UNKNOWN_TOOL and the route', async () => {
     const ctx = await deployment({ mode: 'code' })
     addTool(ctx)

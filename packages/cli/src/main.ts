@@ -6,6 +6,7 @@ import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { AnthropicModel, OpenAIChatModel } from '@faber/agent'
+import { messageOf } from '@faber/core/message'
 import { Logger } from 'cordis'
 import { chat } from './chat.ts'
 import { runDemo } from './demo.ts'
@@ -494,7 +495,7 @@ async function run() {
     code = await main(argv.filter((a) => a !== '--debug'))
   } catch (error) {
     const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError || error instanceof McpLoginUsageError
-    const message = error instanceof Error ? error.message : String(error)
+    const message = messageOf(error)
     if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
     else if (known) process.stderr.write(`${message}\n`)
     else process.stderr.write(`faber: ${message}\n(an unexpected failure: run it again with --debug for the stack trace)\n`)

@@ -1,7 +1,7 @@
 // renders a session's events: a readable transcript for people (colored on a TTY), or JSON lines for machines.
 
 import { ModelError, type SessionEvent } from '@faber/agent'
-import type { ToolResult } from '@faber/core'
+import { messageOf, type ToolResult } from '@faber/core'
 import { Spinner, type Style } from './style.ts'
 
 export interface TranscriptOptions {
@@ -235,7 +235,7 @@ export class Transcript {
 
   /** a turn that failed: the error on its own line, after whatever part of the answer was streamed */
   failure(error: unknown) {
-    const message = error instanceof Error ? error.message : String(error)
+    const message = messageOf(error)
     const partial = error instanceof ModelError ? error.partial : undefined
     if (this.options.json) return this.json({ type: 'error', message, ...(partial !== undefined ? { partial } : {}) })
     const { paint } = this.style

@@ -2,6 +2,7 @@
 
 import type { Context } from 'cordis'
 import { failedLoad } from './cordis.ts'
+import { messageOf } from './message.ts'
 
 export class PluginStartError extends Error {
   constructor(
@@ -10,7 +11,7 @@ export class PluginStartError extends Error {
     /** the plugin itself (the object, function or class given to ctx.plugin) */
     readonly target?: unknown,
   ) {
-    super(`plugin "${plugin}" failed to start: ${cause instanceof Error ? cause.message : String(cause)}`)
+    super(`plugin "${plugin}" failed to start: ${messageOf(cause)}`)
     this.name = 'PluginStartError'
   }
 }
