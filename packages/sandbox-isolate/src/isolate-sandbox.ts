@@ -242,10 +242,7 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
 
   // the prelude's flatJson made here, where V8 optimizes it once per isolate: it only calls this realm's builtins on the
   // program's argument and compares its prototype with the program realm's Object.prototype (setup's, still untouched)
-  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, hasOwn } = Object
-  const { stringify } = JSON
-  const isFiniteNumber = Number.isFinite
-  const objectPrototype = getPrototypeOf(getPrototypeOf(setup))
+  const objectPrototype = Object.getPrototypeOf(Object.getPrototypeOf(setup))
   ${flatJsonText}
 
   let ended

@@ -13,12 +13,15 @@ export const wrapProgram = (code: string) => `(async function (tools, console) {
 
 /**
  * the text of the prelude's `flatJson` (the common argument's JSON without a walk), for a backend that makes one of its own
- * where V8 optimizes it once: it reads `keys`, `getPrototypeOf`, `getOwnPropertySymbols`, `getOwnPropertyDescriptor`,
- * `hasOwn`, `stringify`, `isFiniteNumber` and `objectPrototype` (the program realm's) from its scope
+ * where V8 optimizes it once: it binds the builtins it calls from the realm it is evaluated in, and reads only
+ * `objectPrototype` (the program realm's) from its scope
  */
 export const flatJsonText = (() => {
   const from = preludeSource.indexOf('const flatJson = ')
   const to = preludeSource.indexOf('\n  // flat-json end', from)
   if (from < 0 || to < from) throw new Error('the prelude has no flatJson to share')
-  return preludeSource.slice(from, to)
+  return `const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, hasOwn } = Object
+  const { stringify } = JSON
+  const isFiniteNumber = Number.isFinite
+  ${preludeSource.slice(from, to)}`
 })()

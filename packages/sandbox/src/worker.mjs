@@ -17,9 +17,6 @@ let current
 const sharedFlatJson = vm.runInContext(
   `'use strict'
   ;(objectPrototype) => {
-    const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, hasOwn } = Object
-    const { stringify } = JSON
-    const isFiniteNumber = Number.isFinite
     ${workerData.flatJson}
     return flatJson
   }`,
