@@ -1,7 +1,7 @@
 import { type Backoff, backoff, burst, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
 import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
-import { flatJsonText, preludeSource, wrapProgram } from '@faber/sandbox/prelude'
+import { callsText, flatJsonText, preludeSource, wrapProgram } from '@faber/sandbox/prelude'
 import ivm from 'isolated-vm'
 import type { CodeRunOutcome, CodeRunRequest } from './types.ts'
 import { Watchdog } from './watchdog.ts'
@@ -244,6 +244,9 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
   // program's argument and compares its prototype with the program realm's Object.prototype (setup's, still untouched)
   const objectPrototype = Object.getPrototypeOf(Object.getPrototypeOf(setup))
   ${flatJsonText}
+  // and its makeCalls: the calls' slots, ids and promises, whose code is optimized here once per isolate, not again in
+  // every run's context. each call crosses to this realm once (open), and a reply is settled from here (deliver)
+  ${callsText}
 
   let ended
   const end = new Promise((resolve) => { ended = resolve })
@@ -257,7 +260,7 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
       ended()
     }
     return answer
-  }, toolNamesJson, ...rest, flatJson)
+  }, toolNamesJson, ...rest, flatJson, makeCalls)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },

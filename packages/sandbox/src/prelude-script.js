@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson, sharedCalls) {
   // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
   // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
   // it throws is a refusal
@@ -47,38 +47,6 @@
   let settled = false
   let used = 0
   let over = false
-  // the calls waiting on the host, in slots: a record each of what settles the call and its id (`seq` × maxPendingCalls
-  // + its slot, so a reply finds its slot by a remainder, and one for a call already settled finds another id there).
-  // a slot is taken from `free` and given back when its reply comes: no map, closure or record per call. the slots are
-  // made as calls need them, 8 then doubling up to maxPendingCalls (filling all 1024 before every run cost its setup tens of µs), each
-  // index defined, not assigned, and never removed: a write finds the index there, never a setter a program put on
-  // Array.prototype, and a record's fields are its own
-  const slots = []
-  const free = []
-  let made = 0
-  let freeCount = 0
-  // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
-  const generations = $floor(2 ** 31 / maxPendingCalls)
-  const define = (list, index, value) => defineProperty(list, index, { __proto__: null, value, writable: true, enumerable: true, configurable: true })
-  const makeSlots = () => {
-    const more = $min(made === 0 ? 8 : made, maxPendingCalls - made)
-    // `free` is as long as `slots`, so that every place of the stack is there before it is written
-    for (let i = 0; i < more; i++) {
-      define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '' })
-      define(free, made, -1)
-      made++
-    }
-    for (let i = 1; i <= more; i++) free[freeCount++] = made - i
-  }
-  let seq = 0
-  // the settling functions of the promise just made, taken by one executor for every call
-  let resolveNext
-  let rejectNext
-  const capture = (resolve, reject) => {
-    resolveNext = resolve
-    rejectNext = reject
-  }
-
   // a character at a time, by comparing one-unit strings: no method of String.prototype, which a program may have
   // replaced (a charCodeAt that throws left the run's result unreported until its wall-clock budget ran out)
   const utf8Bytes = (text) => {
@@ -282,6 +250,91 @@
   }
   // flat-json end
 
+  // the calls waiting on the host, made once per run: `open(name, json)` sends a call and answers the promise of its reply
+  // (a promise of the program's realm, which `promiseFor(record)` makes, putting its settling functions on `record`), or
+  // 0 when maxPendingCalls are waiting, or 1 when the call could not be sent; `deliver(id, ok, text, code)` settles call `id`
+  // with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's error `failed`
+  // makes. its text, from `const makeCalls` to the line `// calls end`, is the backends' drivers' too (see sharedCalls
+  // below): made there once per isolate or worker, its code is optimized once, not again in every run's fresh context
+  // (~7 ms of optimizing compiles a run, on a thread that competes with both spinning sides for the cores). whatever
+  // it is handed and answers is a primitive or of the program's realm.
+  //
+  // each call has a slot: a record of what settles it and its id (`seq` × maxPendingCalls + its slot, so a reply finds
+  // its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from `free`
+  // and given back when its reply comes: no map, closure or record per call. the slots are made as calls need them,
+  // 8 then doubling up to maxPendingCalls (filling all 1024 before every run cost its setup tens of µs), each index
+  // defined, not assigned, and never removed: a write finds the index there, never a setter on Array.prototype, and a
+  // record's fields are its own
+  const makeCalls = (promiseFor, parse, failed, maxPendingCalls, crossing) => {
+    const slots = []
+    const free = []
+    let made = 0
+    let freeCount = 0
+    // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
+    const generations = $floor(2 ** 31 / maxPendingCalls)
+    const define = (list, index, value) => defineProperty(list, index, { __proto__: null, value, writable: true, enumerable: true, configurable: true })
+    const makeSlots = () => {
+      const more = $min(made === 0 ? 8 : made, maxPendingCalls - made)
+      // `free` is as long as `slots`, so that every place of the stack is there before it is written
+      for (let i = 0; i < more; i++) {
+        define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '' })
+        define(free, made, -1)
+        made++
+      }
+      for (let i = 1; i <= more; i++) free[freeCount++] = made - i
+    }
+    let seq = 0
+    const release = (slot) => {
+      const record = slots[slot]
+      record.id = -1
+      record.resolve = undefined
+      record.reject = undefined
+      record.name = ''
+      free[freeCount++] = slot
+    }
+    const open = (name, json) => {
+      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
+      if (freeCount === 0) return 0
+      const slot = free[freeCount - 1]
+      const record = slots[slot]
+      // the promise first: a stack overflow while it is made leaves no slot taken (a free record's settling functions are
+      // never called: no reply finds its id)
+      const reply = promiseFor(record)
+      freeCount--
+      if (++seq === generations) seq = 1
+      const id = seq * maxPendingCalls + slot
+      record.id = id
+      record.name = name
+      let sent = false
+      try {
+        sent = crossing('call', id, name, json) !== false
+      } catch {}
+      if (sent) return reply
+      release(slot)
+      return 1
+    }
+    const deliver = (id, ok, text, code) => {
+      if (typeof id !== 'number') return
+      const slot = id % maxPendingCalls
+      if (!(slot >= 0 && slot < made) || slots[slot].id !== id) return
+      const record = slots[slot]
+      const resolve = record.resolve
+      const reject = record.reject
+      const name = record.name
+      release(slot)
+      if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
+      let value
+      try {
+        value = parse(text)
+      } catch {
+        return reject(failed(name, 'the host replied with text that is not JSON'))
+      }
+      resolve(value)
+    }
+    return { __proto__: null, open, deliver }
+  }
+  // calls end
+
   // a backend may hand in a flatJson of its own, which V8 optimizes once rather than again in every run's fresh context
   // (the isolate's driver makes one of the text above, in a context of its own). what it throws, an error of its realm,
   // is no answer
@@ -456,18 +509,10 @@
   const bind = (name) => {
     const called = key('tools', name)
     const label = `${called}:`
-    const refuse = () => {
-      if (settled) return new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
-      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
-      if (freeCount === 0) {
-        return new ToolCallError(name, `${called} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`)
-      }
-      return undefined
-    }
+    const finished = () => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
     // the promise of the call's reply. a call without an argument means "no arguments", which tools take as an empty object
     const send = (argument, list) => {
-      let refused = settled || freeCount === 0 ? refuse() : undefined
-      if (refused !== undefined) throw refused
+      if (settled) throw finished()
       let json = '{}'
       if (list || argument !== undefined) {
         try {
@@ -482,27 +527,16 @@
           throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
         }
       }
-      // a getter of the argument may have made calls, or ended the run, meanwhile: a slot is taken only now
-      refused = settled || freeCount === 0 ? refuse() : undefined
-      if (refused !== undefined) throw refused
-      const slot = free[--freeCount]
-      if (++seq === generations) seq = 1
-      const id = seq * maxPendingCalls + slot
-      const reply = new $Promise(capture)
-      const record = slots[slot]
-      record.id = id
-      record.resolve = resolveNext
-      record.reject = rejectNext
-      record.name = name
-      resolveNext = rejectNext = undefined
-      let sent = false
+      // a getter of the argument may have made calls, or ended the run, meanwhile
+      if (settled) throw finished()
+      let reply = 1
       try {
-        sent = bridge('call', id, name, json) !== false
+        reply = open(name, json)
       } catch {}
-      if (!sent) {
-        release(slot)
-        throw new ToolCallError(name, `${called} could not be sent to the host`)
+      if (reply === 0) {
+        throw new ToolCallError(name, `${called} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`)
       }
+      if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
       return reply
     }
     // the program's frame that awaits the call is on the stack when `await reply` throws: `located` finds it there
@@ -526,15 +560,6 @@
           }
     defineProperty(binding, 'name', { value: name })
     return binding
-  }
-
-  const release = (slot) => {
-    const record = slots[slot]
-    record.id = -1
-    record.resolve = undefined
-    record.reject = undefined
-    record.name = ''
-    free[freeCount++] = slot
   }
 
   const toolNames = parse(toolNamesJson)
@@ -789,25 +814,27 @@
     return error
   }
 
-  // the host's reply to call `id`: the JSON text of its result, or why it failed
-  const deliver = (id, ok, text, code) => {
-    if (typeof id !== 'number') return
-    const slot = id % maxPendingCalls
-    if (!(slot >= 0 && slot < made) || slots[slot].id !== id) return
-    const record = slots[slot]
-    const resolve = record.resolve
-    const reject = record.reject
-    const name = record.name
-    release(slot)
-    if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
-    let value
-    try {
-      value = parse(text)
-    } catch {
-      return reject(failed(name, 'the host replied with text that is not JSON'))
-    }
-    resolve(value)
+  // the host's reply to call `id` (the JSON text of its result, or why it failed) goes to `deliver`. a backend may hand in
+  // a makeCalls of its own (sharedCalls), made of the text above where V8 optimizes it once. the calls' `crossing` is
+  // then its own: what that throws, an error of its realm, open catches. this realm's Promise and parse, taken before the
+  // program ran, make what the program gets
+  // (a Promise of this realm made with an executor of another is refused by V8 when that other realm's context was
+  // entered: the executor is this realm's, and puts the settling functions on the record it is given)
+  let settling
+  const capture = (resolve, reject) => {
+    settling.resolve = resolve
+    settling.reject = reject
   }
+  const promiseFor = (record) => {
+    settling = record
+    const reply = new $Promise(capture)
+    settling = undefined
+    return reply
+  }
+  const { open, deliver } =
+    typeof sharedCalls === 'function'
+      ? sharedCalls(promiseFor, parse, failed, maxPendingCalls, crossing)
+      : makeCalls(promiseFor, parse, failed, maxPendingCalls, bridge)
 
   const refuseImport = () => new $TypeError('import() is not available to programs; use tools')
 

@@ -14,13 +14,26 @@ let current
 // before the program runs); it answers a string or undefined, and the prelude takes whatever it throws (an error of that
 // realm) as no answer. strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace).
 // never this worker's own realm, which has `process`
+const driver = vm.createContext(Object.create(null), { name: 'faber-worker-driver', codeGeneration: { strings: false, wasm: false } })
 const sharedFlatJson = vm.runInContext(
   `'use strict'
   ;(objectPrototype) => {
     ${workerData.flatJson}
     return flatJson
   }`,
-  vm.createContext(Object.create(null), { name: 'faber-worker-driver', codeGeneration: { strings: false, wasm: false } }),
+  driver,
+  { filename: 'faber-driver.js' },
+)
+// and its makeCalls (the calls' slots, ids and promises), made there once for the same reason: each run makes its calls
+// of it, with its own realm's Promise and parse. the crossing it calls is `bridge` below, of this worker's realm: what
+// that throws never reaches the program (makeCalls catches it)
+const sharedCalls = vm.runInContext(
+  `'use strict'
+  ;(() => {
+    ${workerData.calls}
+    return makeCalls
+  })()`,
+  driver,
   { filename: 'faber-driver.js' },
 )
 const { getPrototypeOf } = Object
@@ -120,7 +133,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   const setup = preludeScript.runInContext(context)
   // the run's Object.prototype, before anything of the program ran: its Function.prototype's
   const flatJson = sharedFlatJson(getPrototypeOf(getPrototypeOf(setup)))
-  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson)
+  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson, sharedCalls)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 
