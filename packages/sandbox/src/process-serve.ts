@@ -1,6 +1,7 @@
 // the inside of a sandbox process: one in-process CodeRuntime (the worker or the isolate backend), driven over the ipc
 // channel by ProcessSandbox in the host. it holds no secrets and writes nothing to stdout or stderr of its own.
 
+import { messageOf } from './outcome.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './types.ts'
 
 export type HostMessage =
@@ -53,7 +54,9 @@ async function init(message: Extract<HostMessage, { t: 'init' }>) {
     await runtime.ready?.()
     send({ t: 'ready' })
   } catch (error) {
-    send({ t: 'failed', message: error instanceof Error ? error.message : String(error) })
+    // messageOf, because a backend may throw what String() cannot read (a value with no prototype): this process would
+    // then die of the rejection and the host learn only that it exited
+    send({ t: 'failed', message: messageOf(error) })
   }
 }
 
@@ -72,7 +75,8 @@ async function run({ id, code, tools, limits }: Extract<HostMessage, { t: 'run' 
   try {
     outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits })
   } catch (error) {
-    outcome = { ok: false, kind: 'crash', message: error instanceof Error ? error.message : String(error), logs: [] }
+    // as in init: a message that cannot be read must not take this process, and every run in it, down
+    outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
   }
   runs.delete(id)
   send({ t: 'done', id, outcome, retire: (runtime?.parked ?? 0) > 0 })

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
+import { ProcessSandbox } from '../src/index.ts'
 
 const host = fileURLToPath(new URL('./fixtures/taken-over-host.ts', import.meta.url))
 
@@ -38,6 +39,39 @@ describe('process tier: a sandbox process that sends malformed messages', functi
       expect(outcome, code).to.deep.include({ ok: false, kind: 'crash' })
       expect(outcome.message, code).to.match(/^the sandbox process sent a malformed message \(.+\); it was ended and a new one started$/)
       expect(next, code).to.deep.equal({ ok: true, logs: [], result: '1' })
+    }
+  })
+})
+
+describe('process tier: a backend that throws a value that cannot be shown', function () {
+  this.timeout(60_000)
+  const limits = { cpuMs: 5000, wallMs: 20_000, memoryMb: 16, outputBytes: 4096 }
+  const sandboxOf = (exportName: string) =>
+    new ProcessSandbox({ backend: { module: new URL('./fixtures/unshowable-backend.mjs', import.meta.url).href, exportName, name: 'unshowable' }, limits })
+  const run = (sandbox: ProcessSandbox, code: string) =>
+    sandbox.run({ code, tools: [], call: async () => ({ ok: false, message: 'no tools' }), signal: new AbortController().signal })
+
+  it('that failed to start is reported as a start failure', async () => {
+    const sandbox = sandboxOf('ThrowsOnStart')
+    try {
+      expect(await run(sandbox, 'return 1')).to.deep.include({
+        ok: false,
+        kind: 'crash',
+        message: 'the sandbox process could not start: an error that could not be shown',
+      })
+    } finally {
+      await sandbox.close()
+    }
+  })
+
+  it('whose run threw ends that run as a crash, and the process serves the next', async () => {
+    const sandbox = sandboxOf('ThrowsOnRun')
+    try {
+      expect(await run(sandbox, 'throw')).to.deep.equal({ ok: false, kind: 'crash', message: 'an error that could not be shown', logs: [] })
+      expect(await run(sandbox, 'return 1')).to.deep.equal({ ok: true, logs: [], result: '1' })
+      expect(sandbox.started).to.equal(1)
+    } finally {
+      await sandbox.close()
     }
   })
 })
