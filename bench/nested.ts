@@ -21,7 +21,7 @@ import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
-import { flatJsonText, preludeSource } from '../packages/sandbox/src/prelude.ts'
+import { flatJsonText, preludeSource, workerTexts } from '../packages/sandbox/src/prelude.ts'
 import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
@@ -108,7 +108,7 @@ async function workerSideAlone() {
   const { port1: inboxPort, port2: toHost } = new MessageChannel()
   const worker = new Worker(new URL('../packages/sandbox/src/worker.mjs', import.meta.url), {
     execArgv: ['--experimental-vm-modules'],
-    workerData: { prelude: preludeSource, flatJson: flatJsonText, replies: repliesEnd, toHost, handoff, active, spinMs: 0.05 },
+    workerData: { ...workerTexts, replies: repliesEnd, toHost, handoff, active, spinMs: 0.05 },
     transferList: [repliesEnd, toHost],
   })
   await new Promise((resolve) => worker.once('message', resolve))
@@ -195,12 +195,21 @@ async function perCall(runtime: CodeRuntime, code: string, calls: number, iterat
     if (!outcome.ok) throw new Error(`${outcome.kind}: ${outcome.message}`)
   }
   const trivial = await timeOp(() => run('return 1'), 50, 3)
+  // each run's own time too: the figure above is the fastest round's, which a shared machine's bad spells miss; the
+  // spread of single runs says what a program typically waits
+  const runs: number[] = []
+  const timed = async () => {
+    const started = performance.now()
+    await run(code)
+    runs.push((performance.now() - started) * 1000)
+  }
   const cpuStart = process.cpuUsage()
-  const total = await timeOp(() => run(code), iterations, 3)
+  const total = await timeOp(timed, iterations, 3)
   const cpu = process.cpuUsage(cpuStart)
   // every round and warm-up ran the program: `iterations` warm-ups + 3 rounds of `iterations` runs
   const cpuPerCall = (cpu.user + cpu.system) / (4 * iterations * calls)
-  return { micros: Math.max(0, total - trivial) / calls, cpuPerCall }
+  const spread = quartiles(runs.slice(iterations).map((us) => Math.max(0, us - trivial) / calls))
+  return { micros: Math.max(0, total - trivial) / calls, cpuPerCall, spread }
 }
 
 const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
@@ -556,6 +565,9 @@ export async function benchNested() {
     await runtime.close()
     const target = label === 'isolate, in-process' ? '≤ 10 µs and ≤ 0.25×' : label === 'worker, in-process' ? '≤ 0.6×' : undefined
     row(`${label}: sequential nested call`, seq.micros, rtt, target)
+    console.log(
+      `  ${''.padEnd(48)} single runs (${3 * 3}): median ${seq.spread.median.toFixed(1)} µs [${seq.spread.low.toFixed(1)} – ${seq.spread.high.toFixed(1)}]; the row is the fastest round's`,
+    )
     row(`${label}: under Promise.all`, par.micros, rtt)
     row(`${label}: CPU per seq. call (all threads)`, seq.cpuPerCall, rtt)
     if (long !== undefined) row(`${label}: sequential, ${10 * N} calls a run`, long.micros, rtt)
@@ -575,7 +587,12 @@ export async function benchNested() {
         `  ${label}: sequential runs' hand-off: through the ring ${share('calls')} of the ${sandboxSide}'s messages, ${share('replies')} of the replies; spins that caught: host ${spins('calls')}, ${sandboxSide} ${spins('replies')}`,
       )
     }
-    Object.assign(figures, { [`${label}.sequentialUs`]: seq.micros, [`${label}.parallelUs`]: par.micros, [`${label}.cpuPerCallUs`]: seq.cpuPerCall })
+    Object.assign(figures, {
+      [`${label}.sequentialUs`]: seq.micros,
+      [`${label}.sequentialMedianUs`]: seq.spread.median,
+      [`${label}.parallelUs`]: par.micros,
+      [`${label}.cpuPerCallUs`]: seq.cpuPerCall,
+    })
     if (long !== undefined) Object.assign(figures, { [`${label}.sequentialLongUs`]: long.micros, [`${label}.cpuPerCallLongUs`]: long.cpuPerCall })
   }
 

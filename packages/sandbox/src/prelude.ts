@@ -41,3 +41,6 @@ export const callsText = `const { defineProperty } = Object
   const $floor = Math.floor
   const $min = Math.min
   ${block('makeCalls', 'calls end')}`
+
+/** what a worker running worker.mjs is handed in its workerData besides its lanes: the prelude and the texts it makes once */
+export const workerTexts = Object.freeze({ prelude: preludeSource, flatJson: flatJsonText, calls: callsText })

@@ -2,7 +2,7 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
 import { runsActive as active, type Backoff, backoff, burst, handoffBytes, handoffTally, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
 import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
-import { callsText, flatJsonText, preludeSource, wrapProgram } from './prelude.ts'
+import { workerTexts, wrapProgram } from './prelude.ts'
 import type { CodeRunOutcome } from './types.ts'
 
 const entry = new URL('./worker.mjs', import.meta.url)
@@ -182,7 +182,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       argv: [],
       // the import() callback in worker.mjs is only consulted with this flag
       execArgv: ['--experimental-vm-modules'],
-      workerData: { prelude: preludeSource, flatJson: flatJsonText, calls: callsText, replies: port2, toHost, handoff, active, spinMs: this.spinMs },
+      workerData: { ...workerTexts, replies: port2, toHost, handoff, active, spinMs: this.spinMs },
       transferList: [port2, toHost],
       // the program's memoryMb on top of what the worker itself holds, so a program gets all of it
       resourceLimits: {
