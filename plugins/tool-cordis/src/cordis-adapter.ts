@@ -3,7 +3,7 @@
 // plugin a context belongs to come from core's adapter (listenersFor, ownerOf, pluginName), so a cordis upgrade touches
 // this file, core's and their specs.
 
-import { type Agent, type Listener, ownerOf, pluginName } from '@faber/core'
+import { type Agent, type Listener, messageOf, ownerOf, pluginName } from '@faber/core'
 import { Context } from 'cordis'
 
 export type PluginState = 'pending' | 'loading' | 'active' | 'failed' | 'disposed'
@@ -75,10 +75,6 @@ type AnyRuntime = AnyScope & {
   children: AnyScope[]
 }
 
-function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
-}
-
 function runtimeName(runtime: AnyRuntime | undefined): string {
   if (!runtime) return 'anonymous'
   if (!runtime.plugin) return 'root'
@@ -90,6 +86,7 @@ function stateOf(fork: AnyScope): { state: PluginState; error?: string } {
   const runtime = fork.runtime
   // a non-reusable plugin runs in its main scope, so that is where its failure is recorded
   const failed = [fork, runtime].find((scope) => scope.status === FAILED || scope.error)
+  // core's messageOf: a plugin may have thrown anything, and one failure must not take down the whole tree
   if (failed) return { state: 'failed', error: messageOf(failed.error ?? 'failed') }
   const scope = runtime.isReusable ? fork : runtime
   return { state: STATES[scope.status] ?? 'pending' }

@@ -68,6 +68,19 @@ describe('cordis adapter: plugin tree', () => {
     expect(find(tree, 'strict')).to.include({ state: 'failed', error: 'bad config' })
   })
 
+  it('shows a plugin that threw a value that cannot be turned into text as failed, with a message saying so', async () => {
+    const ctx = new Context()
+    ctx.plugin({
+      name: 'unshowable',
+      apply() {
+        // no prototype: String() of it throws a TypeError
+        throw Object.create(null)
+      },
+    })
+    await ctx.start()
+    expect(find(pluginTree(ctx), 'unshowable')).to.include({ state: 'failed', error: 'an error that could not be shown' })
+  })
+
   it('shows a plugin waiting for a service as pending, with what it waits for', async () => {
     const ctx = new Context()
     ctx.plugin({ name: 'needy', inject: ['nothing'], apply() {} })

@@ -365,3 +365,42 @@ describe('the live web view under attack', function () {
     expect(refused).to.equal('ECONNREFUSED')
   })
 })
+
+describe('the live web view, when a plugin throws what cannot be turned into text', function () {
+  this.timeout(60_000)
+
+  it('answers the request with a message saying so, and the host lives', async () => {
+    // a Proxy whose every check of what it is throws a value with no prototype, whose String() throws in turn
+    const unshowable = new Proxy(
+      {},
+      {
+        getPrototypeOf() {
+          throw Object.create(null)
+        },
+      },
+    )
+    // a web answerer of another plugin's making (the view takes whatever provides approvalWeb) that refuses an answer so
+    const answerer = {
+      config: { remember: [] },
+      pending: () => [],
+      watch: () => () => {},
+      answer: () => {
+        throw unshowable
+      },
+    }
+    const local = await kit.deployment({ mode: 'native' }, (ctx) => {
+      ctx.plugin({ name: 'odd-answerer', apply: (c: Context) => c.set('approvalWeb', answerer as never) })
+      ctx.plugin(Inspector, { web: { listen: '127.0.0.1:0' } })
+    })
+    try {
+      const at = `http://127.0.0.1:${local.inspector.web!.port}`
+      const headers = { 'content-type': 'application/json', origin: at }
+      const refused = await http(`${at}/api/approvals/a1`, { method: 'POST', headers, body: JSON.stringify({ decision: 'allow' }) })
+      expect(refused.status).to.equal(400)
+      expect(JSON.parse(refused.body)).to.deep.equal({ error: 'an error that could not be shown' })
+      expect((await http(`${at}/api/report`)).status).to.equal(200)
+    } finally {
+      await local.stop()
+    }
+  })
+})

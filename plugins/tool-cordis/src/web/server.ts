@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { hostname } from 'node:os'
+import { messageOf } from '@faber/core'
 import type { Context } from 'cordis'
 import type Inspector from '../inspector.ts'
 import { type LiveEvent, LiveFeed } from './live.ts'
@@ -216,7 +217,8 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
       if (!answered) return send(res, 404, { error: `approval ${id} is not waiting for the web answerer (answered, cancelled or timed out already)` })
       return send(res, 200, { answered: true })
     } catch (error) {
-      return send(res, 400, { error: error instanceof Error ? error.message : String(error) })
+      // the answerer is any plugin that provides approvalWeb: what it throws may not even turn into text
+      return send(res, 400, { error: messageOf(error) })
     }
   }
 
@@ -238,7 +240,8 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
       if (approval && req.method === 'POST') return await answer(approval[1], req, res)
       return send(res, 404, { error: 'not found' })
     } catch (error) {
-      if (!res.headersSent) send(res, 500, { error: error instanceof Error ? error.message : String(error) })
+      // messageOf: a throw here would reject this handler, which nobody awaits, and end the host
+      if (!res.headersSent) send(res, 500, { error: messageOf(error) })
       else res.destroy()
     }
   })
