@@ -1,7 +1,7 @@
 // remembered grants: what they match, and the table of the deployment's store that keeps the persisted ones.
 
 import { createHash, randomUUID } from 'node:crypto'
-import { canonicalJson, type Json } from '@faber/core'
+import { canonicalJson, type Json, messageOf } from '@faber/core'
 import type { Store } from '@faber/store'
 import { compileCommandPattern } from './commands.ts'
 
@@ -103,7 +103,8 @@ function readGrant(raw: unknown, index: number): Grant {
   try {
     compileMatcher(entry as { tool: string })
   } catch (error) {
-    throw new TypeError(`${at}: ${(error as Error).message}`)
+    // messageOf: an import's caller may hand in a Proxy, which throws whatever it likes
+    throw new TypeError(`${at}: ${messageOf(error)}`)
   }
   const content = {
     tool: entry.tool as string,
@@ -239,7 +240,7 @@ export class GrantStore {
         return { grant, matches: compileMatcher(grant) }
       } catch (error) {
         return {
-          unreadable: { id: String(row.id), tool: String(row.tool), decision: row.decision, problem: error instanceof Error ? error.message : String(error) },
+          unreadable: { id: String(row.id), tool: String(row.tool), decision: row.decision, problem: messageOf(error) },
         }
       }
     })

@@ -601,6 +601,28 @@ describe('approval: exporting and importing grants', () => {
       'grants[1].decision',
     ],
     ['a bad argument path', { version: 1, grants: [{ tool: 'y', arguments: { path: '^src/' }, decision: 'allow' }] }, 'grants[0]: "path" is not a JSON path'],
+    [
+      // a caller's Proxy whose keys cannot be listed: what it throws has no prototype, so String() of it throws in turn
+      'arguments that throw what cannot be shown',
+      {
+        version: 1,
+        grants: [
+          {
+            tool: 'y',
+            decision: 'allow',
+            arguments: new Proxy(
+              {},
+              {
+                ownKeys: () => {
+                  throw Object.create(null)
+                },
+              },
+            ),
+          },
+        ],
+      },
+      'grants[0]: an error that could not be shown',
+    ],
   ] as const) {
     it(`refuses ${what}, naming it, and imports nothing`, () => {
       const grants = new GrantStore(store)
