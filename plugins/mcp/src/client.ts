@@ -1,6 +1,17 @@
 // the MCP client: each configured server's tools become Faber tools, called through the normal pipeline.
 
-import { type Agent, defineConfig, type Execution, errorResult, type Json, type ToolAnnotations, type ToolDefinition, ToolResultError } from '@faber/core'
+// messageOf: core's, which never throws in turn; a plugin's listener or the SDK may hand this client anything
+import {
+  type Agent,
+  defineConfig,
+  type Execution,
+  errorResult,
+  type Json,
+  messageOf,
+  type ToolAnnotations,
+  type ToolDefinition,
+  ToolResultError,
+} from '@faber/core'
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -81,10 +92,6 @@ const STDERR_TAIL = 2000
 
 // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
 const refuse = (code: number, message: string) => Object.assign(new Error(message), { code })
-
-function messageOf(error: unknown) {
-  return error instanceof Error ? error.message : String(error)
-}
 
 /** MCP's hints as Faber's; both are hints only */
 export function mapAnnotations(annotations: Tool['annotations']): ToolAnnotations {

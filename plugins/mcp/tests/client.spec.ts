@@ -7,7 +7,7 @@ import { assertStarted, createAgent, type ToolResult } from '@faber/core'
 import { call, deployment, disposeAll, gone } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import * as mcp from '../src/index.ts'
 import { serverScript } from './fixtures/servers.ts'
 import { fixtureServer, nextStatus, npmServer, tempDir, whenDispatched } from './helpers.ts'
@@ -119,6 +119,35 @@ describe('mcp client: policies', () => {
     const code = `try { await tools.filesystem__write_file({ path: ${JSON.stringify(file)}, content: 'x' }) } catch (e) { return e.message }`
     const nested = await call(ctx, 'run_code', { code, description: 'tries a write' })
     expect(nested.isError === false && nested.value).to.deep.equal({ logs: [], result: '"filesystem__write_file" is destructive' })
+  })
+})
+
+describe('mcp client: a plugin that throws what cannot be turned into text', () => {
+  afterEach(disposeAll)
+
+  it('says which tools it could not register, with a message, and the server still becomes ready', async () => {
+    const ctx = await deployment({ mode: 'native' })
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    try {
+      // every registration tells this listener, and it throws a value with no prototype: String() of it throws in turn
+      ctx.plugin({
+        name: 'hostile-listener',
+        apply: (c: Context) =>
+          c.on('tools/changed', () => {
+            throw Object.create(null)
+          }),
+      })
+      const settled = nextStatus(ctx, 'odd', (s) => s.state !== 'connecting')
+      await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts')] })
+      expect(await settled).to.deep.include({ state: 'ready' })
+      const unregistered = warnings.filter((w) => w.includes('could not register'))
+      expect(unregistered).to.have.length.above(0)
+      for (const warning of unregistered) expect(warning).to.match(/^server "odd": could not register "odd__\w+": an error that could not be shown$/)
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
   })
 })
 
