@@ -2,6 +2,7 @@
 // error statuses, stream or JSON), how a broken stream fails (`streamFailure`), the retry loop (which reports each
 // retry before it waits), Retry-After, and a server-sent-events reader. an adapter keeps only its wire format.
 
+import { messageOf } from '@faber/core'
 import { ModelError, type ModelRequest, type ModelResponse, type RetryInfo } from './model.ts'
 
 /**
@@ -173,11 +174,23 @@ export async function statusError(name: string, url: string, model: string, resp
   return new ModelError(`${name}: the server rejected the request (${status}) at ${url}: ${detail}`, status)
 }
 
+/**
+ * what a failed fetch says: the system error undici keeps in `cause` (ECONNREFUSED, …), else the error's message. a
+ * deployer's `fetch` may throw anything, so nothing here is trusted to turn into text, nor its getters to return
+ */
+function networkDetail(error: unknown): string {
+  try {
+    const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause
+    const said = cause?.code ?? cause?.message
+    if (said !== undefined) return messageOf(said)
+  } catch {}
+  return messageOf(error)
+}
+
 export function transportError(name: string, url: string, timeoutMs: number, error: unknown, attempt: Attempt, outer: AbortSignal, doing: string): Error {
   if (outer.aborted) return outer.reason instanceof Error ? outer.reason : new Error(String(outer.reason))
   if (attempt.timedOut) return new RetryableError(`${name}: no response from ${url} for ${timeoutMs} ms (timeout)`, `no response for ${timeoutMs} ms`)
-  const cause = (error as { cause?: { code?: string; message?: string } })?.cause
-  const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error))
+  const detail = networkDetail(error)
   return new RetryableError(`${name}: network error ${doing} ${url}: ${detail}`, `network error (${detail})`)
 }
 

@@ -277,6 +277,15 @@ describe('OpenAIChatModel', () => {
     expect(sleeps).to.equal(2)
   })
 
+  it('reports a fetch that threw a value that cannot be turned into text as a network error, with a message', async () => {
+    // a deployer's fetch may throw anything: this value has no prototype, so String() of it throws in turn
+    const fetch = async () => {
+      throw Object.create(null)
+    }
+    const error = await failure(new OpenAIChatModel({ baseURL: 'http://127.0.0.1:9', model: 'm', maxRetries: 0, fetch }), messages)
+    expect(error?.message).to.match(/network error connecting to \S+: an error that could not be shown$/)
+  })
+
   it('parses Retry-After as seconds or an HTTP date', () => {
     expect(parseRetryAfter('3')).to.equal(3000)
     expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).to.equal(6000)
