@@ -6,7 +6,17 @@ import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { AnthropicModel, type Model, OpenAIChatModel, ScriptedModel, type ScriptStep } from '@faber/agent'
-import ToolRuntime, { type Agent, ConfigKeyError, createAgent, type Mask, type Mode, nearestKey, pluginFailure, type SdkPresentation } from '@faber/core'
+import ToolRuntime, {
+  type Agent,
+  ConfigKeyError,
+  createAgent,
+  type Mask,
+  type Mode,
+  messageOf,
+  nearestKey,
+  pluginFailure,
+  type SdkPresentation,
+} from '@faber/core'
 import { Context } from 'cordis'
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 
@@ -301,9 +311,14 @@ function tryConfig(plugin: unknown, config: unknown): { path: Path; message: str
   try {
     schema(config)
   } catch (error) {
-    const path = ((error as { options?: { path?: Path } }).options?.path ?? []) as Path
-    const message = ConfigKeyError.isInstance(error) ? error.detail : String((error as Error).message ?? error).replace(/^\$(\.[\w$]+|\[[^\]]*\])*\s*/, '')
-    return { path, message }
+    try {
+      const path = ((error as { options?: { path?: Path } }).options?.path ?? []) as Path
+      const message = ConfigKeyError.isInstance(error) ? error.detail : String((error as Error).message ?? error).replace(/^\$(\.[\w$]+|\[[^\]]*\])*\s*/, '')
+      return { path, message }
+    } catch {
+      // a plugin's Config may throw anything: a value with no prototype (String() of it throws), a Proxy whose traps throw
+      return { path: [], message: messageOf(error) }
+    }
   }
 }
 
@@ -352,8 +367,9 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
       try {
         module = await importPlugin(specifier, spec.dir)
       } catch (error) {
+        // a module may throw anything at its top level: messageOf reads it without trusting it to turn into text
         const code = (error as NodeJS.ErrnoException).code
-        let detail = code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : (error as Error).message
+        let detail = code === 'ERR_MODULE_NOT_FOUND' ? 'no such package or file is installed' : messageOf(error)
         // a .ts file with import/export outside a "type": "module" package: Node takes it for CommonJS, and the
         // require() of an ES module from inside this import fails with a message about cycles
         if (code === 'ERR_REQUIRE_CYCLE_MODULE' && /\.[cm]?ts$/.test(specifier)) {

@@ -72,6 +72,18 @@ describe('deployment files', () => {
     await stop()
   })
 
+  it('names a plugin that threw a value that cannot be turned into text, loading or checking its config', async () => {
+    // a value with no prototype: String() of it throws in turn
+    await writeFile(join(dir, 'throws-loading.mjs'), 'throw Object.create(null)\n')
+    await writeFile(join(dir, 'throws-checking.mjs'), 'export function Config() {\n  throw Object.create(null)\n}\nexport function apply() {}\n')
+    expect(await failure("plugins:\n  './throws-loading.mjs': {}\n", dir)).to.equal(
+      'deploy.yml:2: plugins["./throws-loading.mjs"]: cannot load plugin "./throws-loading.mjs": an error that could not be shown',
+    )
+    expect(await failure("plugins:\n  './throws-checking.mjs': {}\n", dir)).to.equal(
+      'deploy.yml:2: plugins["./throws-checking.mjs"]: an error that could not be shown',
+    )
+  })
+
   it('substitutes ${dir} and ${env.NAME}, and says which variable is missing', async () => {
     process.env.FABER_TEST_MODE = 'both'
     const spec = parseDeployment(
