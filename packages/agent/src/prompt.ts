@@ -2,7 +2,7 @@
 // the SDK (200); the session the persona (0) and runtime context (300); plugins add per-tool guidance (100-199)
 // by listening on `prompt/sections`.
 
-import { type Agent, listenersFor, type Mode, type PromptSection, type ToolSchema } from '@faber/core'
+import { type Agent, listenersFor, type Mode, messageOf, type PromptSection, type ToolSchema } from '@faber/core'
 import type { Context } from 'cordis'
 
 export interface PromptInfo {
@@ -51,7 +51,7 @@ export function assemblePrompt(ctx: Context, agent: Agent | undefined, options: 
     try {
       contributed = hook.callback(info)
     } catch (error) {
-      ctx.root.logger('agent').warn('a prompt/sections listener threw (its sections were left out): %s', error instanceof Error ? error.message : error)
+      ctx.root.logger('agent').warn('a prompt/sections listener threw (its sections were left out): %s', messageOf(error))
       continue
     }
     for (const section of Array.isArray(contributed) ? contributed : contributed ? [contributed] : []) {

@@ -223,13 +223,16 @@ export class AgentSession {
     this.options.log?.append(record)
   }
 
-  /** tells the listeners of the session's agent chain (and global ones); a listener that throws is logged and ignored */
+  /**
+   * tells the listeners of the session's agent chain (and global ones); a listener that throws is logged and ignored.
+   * here and below, what a listener threw is read with messageOf: the logger's %s of a value with no prototype throws
+   */
   private observe<K extends 'agent/model-request' | 'agent/model-response'>(event: K, payload: Parameters<Events[K]>[0]) {
     for (const hook of listenersFor(this.ctx, event, this.agent)) {
       try {
         hook.callback(payload)
       } catch (error) {
-        this.ctx.root.logger('agent').warn('an %s listener threw (ignored): %s', event, error instanceof Error ? error.message : error)
+        this.ctx.root.logger('agent').warn('an %s listener threw (ignored): %s', event, messageOf(error))
       }
     }
   }
@@ -238,7 +241,7 @@ export class AgentSession {
     try {
       this.options.onEvent?.(event)
     } catch (error) {
-      this.ctx.root.logger('agent').warn('a session onEvent callback threw (ignored): %s', error instanceof Error ? error.message : error)
+      this.ctx.root.logger('agent').warn('a session onEvent callback threw (ignored): %s', messageOf(error))
     }
   }
 
@@ -266,7 +269,7 @@ export class AgentSession {
         try {
           hook.callback({ agent: this.agent, turn })
         } catch (error) {
-          this.ctx.root.logger('agent').warn('an agent/turn listener threw (ignored): %s', error instanceof Error ? error.message : error)
+          this.ctx.root.logger('agent').warn('an agent/turn listener threw (ignored): %s', messageOf(error))
         }
       }
       this.record({ type: 'turn', turn })

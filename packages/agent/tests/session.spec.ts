@@ -2,7 +2,7 @@ import { AgentSession, type Message, type ModelRequest, ScriptedModel, type Sess
 import { CODE_ONLY_SECTION, createAgent, defineTool, SDK_SECTION, t } from '@faber/core'
 import { deferred, deployment } from '@faber/core/testing'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import { tick } from './helpers.ts'
 
 function addTool(ctx: Context) {
@@ -170,6 +170,29 @@ describe('AgentSession: the loop', () => {
     let again: unknown
     await session.send('again').catch((e) => (again = e))
     expect(again).to.equal(thrown)
+  })
+
+  it('logs and ignores listeners that threw a value with no prototype, and the turn goes on', async () => {
+    // each throws what String() cannot read: the warning that says it was ignored must not throw in turn
+    const unshowable = () => {
+      throw Object.create(null)
+    }
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    try {
+      const ctx = await deployment()
+      for (const event of ['agent/turn', 'agent/model-request', 'prompt/sections'] as const) ctx.on(event, unshowable)
+      const session = new AgentSession(ctx, { model: new ScriptedModel([{ text: 'done' }]), onEvent: unshowable })
+      expect(await session.send('hi')).to.deep.include({ text: 'done' })
+      for (const what of ['an agent/turn listener', 'an agent/model-request listener', 'a prompt/sections listener', 'a session onEvent callback'])
+        expect(
+          warnings.some((w) => w.startsWith(`${what} threw`) && w.endsWith(': an error that could not be shown')),
+          what,
+        ).to.equal(true)
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
   })
 
   it('answers a direct native call under code mode with UNKNOWN_TOOL and the route', async () => {
