@@ -3,7 +3,7 @@
 // SDK and the exporter (or none: then the API's no-op tracer makes this plugin nearly free).
 
 import type { ModelRequestInfo, ModelResponseInfo } from '@faber/agent'
-import { defineConfig, type Execution, type ExecutionToken, RUN_CODE, type ToolResult } from '@faber/core'
+import { defineConfig, type Execution, type ExecutionToken, messageOf, RUN_CODE, type ToolResult } from '@faber/core'
 import { type Attributes, context, type Context as OtelContext, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
 import { type Context, Schema } from 'cordis'
 
@@ -112,7 +112,8 @@ export function apply(ctx: Context, config: Config) {
       try {
         open.set(exec.token, startCall(exec))
       } catch (error) {
-        ctx.logger('otel').warn('could not start the span of "%s": %s', exec.name, (error as Error)?.message)
+        // the tracer is the deployer's SDK: messageOf reads whatever it threw, and never throws itself
+        ctx.logger('otel').warn('could not start the span of "%s": %s', exec.name, messageOf(error))
       }
     },
     { prepend: true },

@@ -3,7 +3,7 @@ import { createAgent, defineTool, t } from '@faber/core'
 import { call, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
 import Guards from '@faber/plugin-guards'
 import WorkerSandbox from '@faber/sandbox'
-import { SpanStatusCode } from '@opentelemetry/api'
+import { SpanStatusCode, trace } from '@opentelemetry/api'
 import { expect } from 'chai'
 import { Logger } from 'cordis'
 import * as Otel from '../src/index.ts'
@@ -100,6 +100,26 @@ describe('@faber/plugin-otel', () => {
       'chat scripted [agent=coder turn=1 step=2 tool_calls=0]',
     ])
     expect(roots[0].attributes).to.include({ [ATTR.operation]: 'chat', [ATTR.model]: 'scripted', [ATTR.session]: session.id })
+  })
+
+  it('lets a call through when the tracer threw a value with no prototype, and says why it has no span', async () => {
+    // a tracer is the deployer's SDK or exporter: it may throw anything, here what String() cannot read
+    const unshowable = () => {
+      throw Object.create(null)
+    }
+    trace.disable()
+    trace.setGlobalTracerProvider({ getTracer: () => ({ startSpan: unshowable, startActiveSpan: unshowable }) } as never)
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    try {
+      const ctx = await deploy({ mode: 'native' }, (ctx) => ctx.plugin(Otel, {}))
+      ctx.tools.register(echoTool('echo'))
+      expect((await call(ctx, 'echo', { text: 'a' })).isError).to.equal(false)
+      expect(warnings).to.include('could not start the span of "echo": an error that could not be shown')
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
   })
 
   it('rejects a misspelt option', async () => {
