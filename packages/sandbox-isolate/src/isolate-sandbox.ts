@@ -330,27 +330,29 @@ const driveMs = 10
 // before the event loop gets its turn
 
 // the isolate has no clock finer than Date.now(): its spin is bounded by turns of its loop, as many as this thread makes
-// in a millisecond once the loop is optimized (measured once, on a loop of the same shape; the isolate's loop is also
-// bounded by its clock, for the turns it makes before it is optimized, which are slower)
-let turnsPerMs: number | undefined
+// in a millisecond once the loop is optimized (measured on a loop of the same shape; the isolate's loop is also bounded
+// by its clock, for the turns it makes before it is optimized, which are slower). measured again as each isolate is made,
+// keeping the most turns seen: a measure taken while the loop still ran unoptimized (its compile waits for a core on a
+// busy machine) or while this thread lost its core counts too few turns, 7 600 against 20 000 in a millisecond measured
+// here at load 3, and every spin of the process then ended in a third of spinMs, before most replies came
+let turnsPerMs = 0
+const calibrate = () => {
+  const h = new Int32Array(new SharedArrayBuffer(16))
+  const turn = (turns: number) => {
+    let n = turns
+    while (n > 0 && Atomics.load(h, 0) === 0 && Atomics.load(h, 1) === Atomics.load(h, 2)) n--
+    return n
+  }
+  // about a millisecond in all at most, the fastest round
+  for (let round = 0; round < 6; round++) {
+    const started = performance.now()
+    turn(5000)
+    turnsPerMs = Math.max(turnsPerMs, 5000 / (performance.now() - started))
+  }
+}
 const spinTurns = (ms: number) => {
   if (!(ms > 0)) return 0
-  if (turnsPerMs === undefined) {
-    const h = new Int32Array(new SharedArrayBuffer(16))
-    const turn = (turns: number) => {
-      let n = turns
-      while (n > 0 && Atomics.load(h, 0) === 0 && Atomics.load(h, 1) === Atomics.load(h, 2)) n--
-      return n
-    }
-    // about a millisecond in all, the fastest round once the loop is optimized
-    let best = 0
-    for (let round = 0; round < 6; round++) {
-      const started = performance.now()
-      turn(5000)
-      best = Math.max(best, 5000 / (performance.now() - started))
-    }
-    turnsPerMs = best
-  }
+  if (turnsPerMs === 0) calibrate()
   return Math.max(1, Math.round(ms * turnsPerMs))
 }
 
@@ -369,8 +371,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   readonly sliceMs: number
   private stepped: IsolateSandboxOptions['stepped']
   readonly spinMs: number
-  // measured at the first run, not at construction: a service makes its sandbox while its context starts
-  private spinTurns: number | undefined
   /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
   private handoffs = handoffTally()
   // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
@@ -636,7 +636,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         new ivm.ExternalCopy(slot.outbox.memory).copyInto({ release: true }),
         new ivm.ExternalCopy(slot.handoff).copyInto({ release: true }),
         new ivm.ExternalCopy(runsActive.buffer).copyInto({ release: true }),
-        (this.spinTurns ??= spinTurns(this.spinMs)),
+        spinTurns(this.spinMs),
         setup.derefInto(),
         JSON.stringify(request.tools),
         limits.outputBytes,
@@ -701,6 +701,9 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     }
     // the program's memoryMb on top of what the prelude and a fresh context take
     slot.isolate = new ivm.Isolate({ memoryLimit: memoryMb + overheadMb, onCatastrophicError })
+    // (not at construction: a service makes its sandbox while its context starts, and a pool makes isolates off the path
+    // of the runs)
+    if (this.spinMs > 0) calibrate()
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
     slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(slot.isolate.createContextSync(), { reference: true })
     slot.outbox = new Outbox()
