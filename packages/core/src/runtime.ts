@@ -8,8 +8,9 @@ import { type CodeMode, createRunCode } from './code-mode.ts'
 import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRuntime } from './code-runtime.ts'
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
-import { addListener, type Listener, listenerIndex, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
+import { addListener, hookTable, type Listener, listenerIndex, ownerOf, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
+import { messageOf } from './message.ts'
 import { Pipeline } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
@@ -247,7 +248,27 @@ class ToolRuntime extends Service {
     self._generation++
     this.views.clear()
     self.globalView = undefined
-    this.ctx.root.emit('tools/changed', this._generation)
+    // each listener isolated from the others, as observers of calls are: cordis' emit stops at the first that throws,
+    // so the listeners after it never heard of the change (an MCP server's tool list, the inspector's view), and the
+    // throw left register's effect before it returned its disposer: the tool stayed, and nothing could dispose it
+    const generation = self._generation
+    for (const hook of [...(hookTable(this.ctx)['tools/changed'] ?? [])]) {
+      try {
+        const returned: unknown = hook.callback.call(null, generation)
+        // an async listener's rejection is its own failure too, never one left for the host to find unhandled
+        if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function')
+          (returned as PromiseLike<unknown>).then(undefined, (error) => this.changeFailed(hook, error))
+      } catch (error) {
+        this.changeFailed(hook, error)
+      }
+    }
+  }
+
+  private changeFailed(hook: Listener, error: unknown) {
+    // a change made while the deployment stops may find its logger gone: the warning is lost, never thrown in its place
+    try {
+      this.log().warn('a tools/changed listener of plugin "%s" threw (ignored): %s', ownerOf(hook).plugin, messageOf(error))
+    } catch {}
   }
 
   private checkAgent(agent: Agent | undefined, method: string) {

@@ -1,7 +1,7 @@
 import { assertStarted, CODE_ONLY_SECTION, createAgent, defineTool, type Mode, SDK_SECTION, t } from '@faber/core'
 import { callId, deployment, echoTool, signal } from '@faber/core/testing'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
+import { type Context, Logger } from 'cordis'
 import './helpers.ts'
 
 const modes: Mode[] = ['native', 'code', 'both']
@@ -222,6 +222,42 @@ for (const mode of modes) {
     })
   })
 }
+
+describe('tools/changed listeners', () => {
+  it('each hears a change though another threw, and the registration that made it can still be disposed', async () => {
+    const warnings: string[] = []
+    const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
+    Logger.targets.push(target as never)
+    try {
+      const ctx = await deployment({ mode: 'native' })
+      const heard: number[] = []
+      ctx.plugin({
+        name: 'throws-on-change',
+        apply: (ctx: Context) => {
+          ctx.on('tools/changed', () => {
+            throw Object.create(null)
+          })
+          ctx.on('tools/changed', async () => {
+            throw new Error('later')
+          })
+        },
+      })
+      ctx.on('tools/changed', (generation) => void heard.push(generation))
+      await assertStarted(ctx)
+      const dispose = ctx.tools.register(echoTool())
+      expect(ctx.tools.get('echo')).to.not.equal(undefined)
+      dispose()
+      expect(ctx.tools.get('echo')).to.equal(undefined)
+      expect(heard).to.have.length(2)
+      await new Promise((resolve) => setImmediate(resolve))
+      const ignored = warnings.filter((w) => w.startsWith('a tools/changed listener of plugin "throws-on-change" threw (ignored)'))
+      expect(ignored).to.have.length(4)
+      expect(ignored.filter((w) => w.endsWith(': later'))).to.have.length(2)
+    } finally {
+      Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
+    }
+  })
+})
 
 describe('defineTool', () => {
   it('infers argument and output types from its schemas', async () => {

@@ -125,13 +125,15 @@ describe('mcp client: policies', () => {
 describe('mcp client: a plugin that throws what cannot be turned into text', () => {
   afterEach(disposeAll)
 
-  it('says which tools it could not register, with a message, and the server still becomes ready', async () => {
+  it('registers its tools and becomes ready though a tools/changed listener throws a value with no prototype', async () => {
     const ctx = await deployment({ mode: 'native' })
     const warnings: string[] = []
     const target = { levels: { base: 2 }, record: (record: { type: string; content: string }) => record.type === 'warn' && warnings.push(record.content) }
     Logger.targets.push(target as never)
     try {
-      // every registration tells this listener, and it throws a value with no prototype: String() of it throws in turn
+      // every registration tells this listener, and it throws a value String() cannot read. core hears each listener
+      // apart from the others, so the registration stands (once, it made register throw: the client then warned that
+      // it "could not register" the tool, through messageOf, since String() of that value throws in turn)
       ctx.plugin({
         name: 'hostile-listener',
         apply: (c: Context) =>
@@ -142,9 +144,11 @@ describe('mcp client: a plugin that throws what cannot be turned into text', () 
       const settled = nextStatus(ctx, 'odd', (s) => s.state !== 'connecting')
       await load(ctx, { servers: [fixtureServer('odd', 'odd-server.ts')] })
       expect(await settled).to.deep.include({ state: 'ready' })
-      const unregistered = warnings.filter((w) => w.includes('could not register'))
-      expect(unregistered).to.have.length.above(0)
-      for (const warning of unregistered) expect(warning).to.match(/^server "odd": could not register "odd__\w+": an error that could not be shown$/)
+      expect(ctx.tools.get('odd__hang')).to.not.equal(undefined)
+      expect(warnings.filter((w) => w.includes('could not register'))).to.deep.equal([])
+      const ignored = warnings.filter((w) => w.startsWith('a tools/changed listener of plugin "hostile-listener" threw (ignored)'))
+      expect(ignored).to.have.length.above(0)
+      for (const warning of ignored) expect(warning).to.match(/: an error that could not be shown$/)
     } finally {
       Logger.targets.splice(Logger.targets.indexOf(target as never), 1)
     }
