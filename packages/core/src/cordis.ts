@@ -166,6 +166,26 @@ export function listenersFor(ctx: Context, event: string, agent: Agent | undefin
   return listenerIndex(ctx).for(event, agent)
 }
 
+/** whether `value` is an object or function with a callable `then` (a listener's or participant's answer may be) */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+}
+
+/**
+ * calls each of `hooks` with `payload`, each isolated from the others, as an observer is: one that throws, or whose
+ * promise rejects, goes to `failed` (a rejection is never left for the host to find unhandled), and the rest still hear
+ */
+export function callEach(hooks: readonly Listener[], payload: unknown, failed: (hook: Listener, error: unknown) => void) {
+  for (const hook of hooks) {
+    try {
+      const returned: unknown = hook.callback(payload)
+      if (isThenable(returned)) returned.then(undefined, (error) => failed(hook, error))
+    } catch (error) {
+      failed(hook, error)
+    }
+  }
+}
+
 /**
  * `ctx.on(event, callback)` without the argument tracing cordis wraps around every listener (about 4.5 µs per call):
  * for events whose arguments are plain frozen data. scoped to `ctx`'s agent and disposed with its plugin, like ctx.on.

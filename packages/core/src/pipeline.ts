@@ -5,7 +5,7 @@
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { type EventListeners, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
+import { callEach, type EventListeners, isThenable, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
@@ -97,10 +97,6 @@ export interface SettlingCall extends PreparedCall {
 const abortedGetter = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!
 function isAborted(signal: AbortSignal): boolean {
   return abortedGetter.call(signal)
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
 }
 
 // a participant's answer is plugin data: copy the fields once, so a getter, a proxy trap or a revoked proxy fails closed
@@ -798,14 +794,6 @@ export class Pipeline {
   notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
     const failed = (hook: Listener, error: unknown) =>
       this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
-    for (const hook of this.host.listeners.for(event, agent)) {
-      try {
-        // an async observer's rejection is its own failure too, never one left for the host to find unhandled
-        const returned = hook.callback(payload)
-        if (isThenable(returned)) returned.then(undefined, (error) => failed(hook, error))
-      } catch (error) {
-        failed(hook, error)
-      }
-    }
+    callEach(this.host.listeners.for(event, agent), payload, failed)
   }
 }

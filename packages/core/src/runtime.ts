@@ -8,7 +8,7 @@ import { type CodeMode, createRunCode } from './code-mode.ts'
 import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRuntime } from './code-runtime.ts'
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
-import { addListener, hookTable, type Listener, listenerIndex, ownerOf, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
+import { addListener, callEach, hookTable, type Listener, listenerIndex, ownerOf, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { messageOf } from './message.ts'
 import { Pipeline } from './pipeline.ts'
@@ -251,17 +251,9 @@ class ToolRuntime extends Service {
     // each listener isolated from the others, as observers of calls are: cordis' emit stops at the first that throws,
     // so the listeners after it never heard of the change (an MCP server's tool list, the inspector's view), and the
     // throw left register's effect before it returned its disposer: the tool stayed, and nothing could dispose it
-    const generation = self._generation
-    for (const hook of [...(hookTable(this.ctx)['tools/changed'] ?? [])]) {
-      try {
-        const returned: unknown = hook.callback.call(null, generation)
-        // an async listener's rejection is its own failure too, never one left for the host to find unhandled
-        if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function')
-          (returned as PromiseLike<unknown>).then(undefined, (error) => this.changeFailed(hook, error))
-      } catch (error) {
-        this.changeFailed(hook, error)
-      }
-    }
+    // (every listener of the deployment, unfiltered, as cordis' emit without a scope; a copy, since one may add or remove
+    // listeners while it is called)
+    callEach([...(hookTable(this.ctx)['tools/changed'] ?? [])], self._generation, (hook, error) => this.changeFailed(hook, error))
   }
 
   private changeFailed(hook: Listener, error: unknown) {
