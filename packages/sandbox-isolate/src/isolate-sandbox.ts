@@ -334,9 +334,15 @@ const driveMs = 10
 // by its clock, for the turns it makes before it is optimized, which are slower). measured again as each isolate is made,
 // keeping the most turns seen: a measure taken while the loop still ran unoptimized (its compile waits for a core on a
 // busy machine) or while this thread lost its core counts too few turns, 7 600 against 20 000 in a millisecond measured
-// here at load 3, and every spin of the process then ended in a third of spinMs, before most replies came
+// here at load 3, and every spin of the process then ended in a third of spinMs, before most replies came. the first
+// `calibrations` isolates only: up to a millisecond of the host's thread each, which a pool that makes an isolate for
+// every run (maxRunsPerIsolate 1) would otherwise pay on every run
 let turnsPerMs = 0
+let calibrated = 0
+const calibrations = 8
 const calibrate = () => {
+  if (calibrated >= calibrations) return
+  calibrated++
   const h = new Int32Array(new SharedArrayBuffer(16))
   const turn = (turns: number) => {
     let n = turns
