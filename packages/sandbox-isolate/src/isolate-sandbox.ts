@@ -23,11 +23,11 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
    */
   sliceMs?: number
   /**
-   * with `disposableThread`: called when a step driven from that thread ended with the program waiting on something
-   * other than a tool (it made no call and did not end), with the run's request. the sandbox process tells its host, so
-   * that an out-of-memory on the thread later is not blamed on that program
+   * with `disposableThread`: called with the run's request just before a step of its program starts on that thread (a
+   * reply delivered, and everything the program then runs). the sandbox process tells its host while it runs more than
+   * one program, so that an out-of-memory that parks the thread in the step is blamed on that program and no other
    */
-  stepped?: (request: CodeRunRequest) => void
+  onStep?: (request: CodeRunRequest) => void
   /**
    * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never spins):
    * the host's thread for the program's next call, the isolate's thread for a reply. neither spins while more than one
@@ -375,7 +375,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
   readonly hostDrive: boolean
   readonly sliceMs: number
-  private stepped: IsolateSandboxOptions['stepped']
+  private onStep: IsolateSandboxOptions['onStep']
   readonly spinMs: number
   /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
   private handoffs = handoffTally()
@@ -391,7 +391,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     this.maxRunsPerIsolate = this.maxRuns
     this.hostDrive = options.disposableThread === true
     this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
-    this.stepped = this.hostDrive ? options.stepped : undefined
+    this.onStep = this.hostDrive ? options.onStep : undefined
     this.spinMs = this.hostDrive ? 0 : (options.spinMs ?? 0.05)
   }
 
@@ -568,6 +568,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
         return fail('timeout', sliceMessage(this.sliceMs))
       }
+      this.onStep?.(request)
       stepping = true
       try {
         // the watchdog bounds the step; isolated-vm's timeout only until it watches this isolate (see watchdog.ts)
@@ -592,10 +593,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     const idle = () => {
       if (settled) return
       if (reported) return finish(reported, true)
-      const sent = slot.outbox.records + spilled.length
       if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
       for (const [call, name, json] of spilled.splice(0)) dispatch(call, name, json)
-      if (sent === 0) this.stepped?.(request)
     }
     const dispatch = (call: number, name: string, json: string) => {
       if (!settled) bridge.call(call, name, json)

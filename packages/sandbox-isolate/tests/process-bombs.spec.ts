@@ -73,6 +73,17 @@ describe('process tier: a memory bomb that parks the sandbox process, in a host 
     // thread ends with nothing to send, then the bomb's step parks that thread: the first program replied to is not it
     blames([waiting, `for (let i = 0; i < 3e7; i++) {}\nawait tools.echo({})\n${mapBomb}`], 1))
 
+  it('blames the program whose step was on the thread, not one replied to first whose step waited for its start to end', () =>
+    // the first program calls at once and goes on computing on the isolate's own thread: its reply, answered first, waits
+    // for that stretch to end; the bomb's step starts on the main thread meanwhile and parks it
+    blames(
+      [
+        'const first = tools.echo({})\nfor (let i = 0; i < 3e8; i++) {}\nawait first\nawait new Promise(() => {})',
+        `for (let i = 0; i < 1e7; i++) {}\nawait tools.echo({})\n${mapBomb}`,
+      ],
+      1,
+    ))
+
   it('leaves a program computing on the main thread alone when a bomb parks only a pool thread', async () => {
     // the bomb before any tool call runs on one of isolated-vm's pool threads; V8's report reaches the sandbox
     // process's stderr while the other program keeps the main thread busy, so the liveness check gets no answer for a

@@ -26,9 +26,8 @@ interface Active {
   /** the host's side of the run's bridge: it checks each call the process forwards again, and bounds the reply */
   bridge: RunBridge
   limits: CodeRunLimits
-  /** when (in the host's order of replies) a reply went in while the process has said nothing of this run since: its
-   * program may be computing on the process's main thread. undefined while it awaits the host or has not been replied */
-  replied?: number
+  /** the process forwarded a call of this run: it started the run, and may drive its program on its main thread */
+  called: boolean
   settle(outcome: CodeRunOutcome): void
 }
 
@@ -53,6 +52,8 @@ interface Child {
   /** the liveness check started by such a report, while it waits for the main thread's answer */
   probe?: NodeJS.Timeout
   pings: number
+  /** the run whose step it said starts on its main thread ('step'), until its next message of any kind */
+  stepping?: number
   /** its main thread was found parked by V8's out-of-memory handler: the run thought to have bombed, if one is */
   parked?: { culprit: number | undefined }
 }
@@ -105,8 +106,8 @@ function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string 
       return typeof m.n === 'number' ? undefined : 'a malformed pong'
     case 'failed':
       return typeof m.message === 'string' ? undefined : 'a start failure without a message'
-    case 'idle':
-      return typeof m.id === 'number' ? undefined : 'a malformed idle'
+    case 'step':
+      return typeof m.id === 'number' ? undefined : 'a malformed step'
     case 'call':
       if (typeof m.id !== 'number' || typeof m.call !== 'number' || typeof m.name !== 'string' || typeof m.json !== 'string') return 'a malformed call'
       return
@@ -138,7 +139,6 @@ export class ProcessSandbox extends GatedRuntime {
   started = 0
   private child: Child | undefined
   private seq = 0
-  private replies = 0
   private key: string
   private init: Extract<HostMessage, { t: 'init' }>
   // the first child is spawned on the turn after construction: spawning is synchronous (until the child's exec, several
@@ -267,15 +267,11 @@ export class ProcessSandbox extends GatedRuntime {
           this.send(child, { t: 'abort', id })
           settle(failure(kind, message))
         },
-        (call, reply) => {
-          const active = child.runs.get(id)
-          if (active && active.replied === undefined) active.replied = ++this.replies
-          this.send(child, { t: 'reply', id, call, reply })
-        },
+        (call, reply) => this.send(child, { t: 'reply', id, call, reply }),
       )
       // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering
       const wall = setTimeout(() => this.retire(child, 'stopped answering'), limits.wallMs + 5000)
-      child.runs.set(id, { bridge, limits, settle })
+      child.runs.set(id, { bridge, limits, settle, called: false })
       this.busy(child)
       request.signal.addEventListener('abort', onAbort, { once: true })
       this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits })
@@ -290,18 +286,17 @@ export class ProcessSandbox extends GatedRuntime {
       return this.retire(child, `sent a malformed message (${problem})`)
     }
     const message = received as ChildMessage
+    // the main thread sends nothing while a step runs: any message means the step it announced ended
+    child.stepping = undefined
     switch (message.t) {
       case 'call': {
         const active = child.runs.get(message.id)
-        if (active) active.replied = undefined
+        if (active) active.called = true
         return active?.bridge.call(message.call, message.name, message.json)
       }
-      case 'idle': {
-        // its step ended with the program waiting on something else: it is not what may be computing on the main thread
-        const active = child.runs.get(message.id)
-        if (active) active.replied = undefined
+      case 'step':
+        child.stepping = message.id
         return
-      }
       case 'pong':
         if (message.n === child.pings) this.endProbe(child)
         return
@@ -437,14 +432,14 @@ export class ProcessSandbox extends GatedRuntime {
     child.probe = undefined
   }
 
-  // the program on the main thread when it was parked: the one replied to earliest of those the process has said
-  // nothing of since (a step runs to the program's next call or end, in the order the replies came)
+  // the program on the main thread when it was parked: the one whose step the process announced last, if nothing came
+  // after; else (it announces none while it runs a single program) the only run it had forwarded a call of, if one
   private parkedMain(child: Child) {
     this.endProbe(child)
-    let culprit: number | undefined
-    let first = Infinity
-    for (const [id, { replied }] of child.runs) {
-      if (replied !== undefined && replied < first) [culprit, first] = [id, replied]
+    let culprit = child.stepping
+    if (culprit === undefined) {
+      const started = [...child.runs].filter(([, { called }]) => called)
+      if (started.length === 1) culprit = started[0][0]
     }
     child.parked = { culprit }
     this.retire(child, 'was parked by an out-of-memory on its main thread')

@@ -19,10 +19,11 @@ export type ChildMessage =
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
   | { t: 'pong'; n: number }
   /**
-   * a step of the run, driven from the main thread after a reply, ended with the program waiting on nothing the host
-   * owes it (no call, no outcome): the host no longer counts it among the programs that may be computing there
+   * a step of the run's program starts on the main thread (a reply delivered, and what the program then runs), while
+   * this process runs more than one program: until the next message, it is what computes there. with one program
+   * running, that one is, and nothing is sent
    */
-  | { t: 'idle'; id: number }
+  | { t: 'step'; id: number }
 
 interface Served extends CodeRuntime {
   /** resolves once its pool is warm */
@@ -42,14 +43,13 @@ async function init(message: Extract<HostMessage, { t: 'init' }>) {
   try {
     const module = (await import(message.module)) as Record<string, new (options: unknown) => Served>
     // this process is one the host survives losing: a backend may run programs on its main thread (the isolate backend
-    // drives them from it after their first tool call), where a host must not
-    // `stepped` names the run whose step on this thread ended with nothing to send: the host then knows a later out-of-memory
-    // there is not that program's
-    const stepped = (request: { signal: AbortSignal }) => {
-      const id = ids.get(request.signal)
-      if (id !== undefined) send({ t: 'idle', id })
+    // drives them from it after their first tool call), where a host must not. an out-of-memory there parks the thread
+    // in the middle of a step: `onStep` tells the host, before each step, which program's it is
+    const onStep = (request: { signal: AbortSignal }) => {
+      const id = runs.size > 1 ? ids.get(request.signal) : undefined
+      if (id !== undefined) send({ t: 'step', id })
     }
-    runtime = new module[message.exportName]({ ...message.options, disposableThread: true, stepped })
+    runtime = new module[message.exportName]({ ...message.options, disposableThread: true, onStep })
     // the host's first run waits for this message: it then finds a warm pool
     await runtime.ready?.()
     send({ t: 'ready' })
