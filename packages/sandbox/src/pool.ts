@@ -115,6 +115,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   private waiters: (() => void)[] = []
   // the heap a unit holds of its own (see roomy), once a warm-up measured it
   private ownHeap: number | undefined
+  // units of the pool's memoryMb handed to runs and not back yet: they count towards poolSize, as they will serve again.
+  // uncounted, a unit made while one was out (a replacement, say) found the pool short and made another, and the one
+  // coming back found it full and was disposed: a make for every unit that came back, for as long as runs followed one
+  // another (a worker spawned every ~90 ms under back-to-back runs)
+  private out = 0
 
   constructor(options: PoolOptions) {
     super(options)
@@ -161,13 +166,14 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
       return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
     }
     if (unit === undefined) return failure('abort', 'the run was aborted before it started')
+    if (unit.memoryMb === this.limits.memoryMb) this.out++
     // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens from arm()
     if (request.signal.aborted) {
-      this.release(unit)
+      this.settle(unit, true)
       return failure('abort', 'the run was aborted before it started')
     }
     if (this.closed) {
-      this.release(unit)
+      this.settle(unit, true)
       return failure('abort', 'the sandbox was closed before the run started')
     }
     return await this.execute(unit, request, limits)
@@ -206,7 +212,9 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     return heap - (this.ownHeap ?? 0) < (unit.memoryMb * MB) / 2
   }
 
+  // a unit back from a run (admit's `out`)
   private settle(unit: U, reuse: boolean) {
+    if (unit.memoryMb === this.limits.memoryMb) this.out--
     if (reuse) this.release(unit)
     else this.discard(unit)
   }
@@ -267,7 +275,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
 
   private release(unit: U) {
     const waiting = this.making.filter((making) => !making.claimed).length
-    if (this.closed || unit.memoryMb !== this.limits.memoryMb || this.idle.length + waiting >= this.poolSize) void this.dispose(unit)
+    if (this.closed || unit.memoryMb !== this.limits.memoryMb || this.idle.length + waiting + this.out >= this.poolSize) void this.dispose(unit)
     else this.idle.push(unit)
   }
 
@@ -277,7 +285,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   }
 
   private full() {
-    return this.makeFailed || this.closed || (this.making.length === 0 && this.idle.length >= this.poolSize)
+    return this.makeFailed || this.closed || (this.making.length === 0 && this.idle.length + this.out >= this.poolSize)
   }
 
   private answerWaiters() {
@@ -287,7 +295,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // keeps `poolSize` units made, in the background, one at a time and each on a turn of the event loop of its own:
   // concurrent makes slow each other down on a small machine, and making the sandbox costs its caller nothing
   private fill() {
-    if (this.makeFailed || this.closed || this.making.length > 0 || this.idle.length >= this.poolSize) return this.answerWaiters()
+    if (this.makeFailed || this.closed || this.making.length > 0 || this.idle.length + this.out >= this.poolSize) return this.answerWaiters()
     const making: Making<U> = { unit: nextTurn().then(() => this.make(this.limits.memoryMb, true)), claimed: false }
     this.making.push(making)
     making.unit.then(

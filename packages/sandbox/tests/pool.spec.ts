@@ -114,6 +114,42 @@ describe('SandboxPool', () => {
     await pool.close()
   })
 
+  it('counts a unit out on a run as one of poolSize: a replacement made meanwhile makes no other, and the unit comes back', async () => {
+    const pool = new FakePool({ poolSize: 2 })
+    await pool.ready()
+    expect(pool.made).to.have.length(2)
+    const turns = async (n: number) => {
+      for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+    }
+    pool.held = []
+    // one run stays out on a unit while the other unit may not serve again and is replaced
+    const long = run(pool)
+    pool.heap = undefined
+    const short = run(pool)
+    await turns(2)
+    expect(pool.held).to.have.length(2)
+    pool.held.pop()!()
+    expect(await short).to.deep.include({ ok: true })
+    pool.heap = 0
+    // the replacement is made on a later turn and warmed (its warm-up is held too): let it end
+    while (pool.held.length < 2) await turns(1)
+    pool.held.pop()!()
+    await turns(10)
+    // the pool holds two again, counting the one out: no fourth unit is made
+    expect(pool.made).to.have.length(3)
+    pool.held.pop()!()
+    const back = Number(((await long) as { result: string }).result)
+    await turns(10)
+    // and the unit that comes back serves again, rather than being disposed as one too many
+    expect(pool.made).to.have.length(3)
+    expect(pool.made[back].disposed).to.equal(false)
+    pool.held = undefined
+    const next = await run(pool)
+    expect(pool.made[Number((next as { result: string }).result)].disposed).to.equal(false)
+    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(2)
+    await pool.close()
+  })
+
   it('refuses a maxRuns that is not a whole number of at least 1', () => {
     for (const maxRuns of [0, -1, 1.5, Number.NaN])
       expect(() => new FakePool({ poolSize: 0, maxRuns })).to.throw(RangeError, /maxRuns .* must be a whole number of at least 1/)
