@@ -573,6 +573,13 @@ return 'r\\u00e9sult \\u2603'`
         expectOk(await run(code))
         expectOk(await run('return [({}).polluted ?? null, [1].map((x) => x)]'), [null, [1]])
       })
+
+      test('give the next run a fresh context, the one made ahead for it while the unit waited included', async () => {
+        expectOk(await run('globalThis.left = 1\nObject.prototype.polluted = "yes"\nreturn await tools.echo({ a: 1 })'))
+        // time for the unit to make the next run's context before it comes
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        expectOk(await run('return [typeof left, ({}).polluted ?? null, Object.keys(globalThis).length]'), ['undefined', null, 0])
+      })
     })
   })
 }
