@@ -53,6 +53,13 @@ interface Slot {
   parked?: boolean
   /** fails the run in progress when that happens */
   onParked?: () => void
+  /**
+   * a fresh context for the slot's next run, made on a turn of the host's event loop after the last run ended: a run
+   * that comes later starts without making one (~0.9 ms of the host's thread). no program has run in it
+   */
+  next?: ivm.Context
+  /** a run is going on in it */
+  busy?: boolean
 }
 
 const MB = 1024 * 1024
@@ -439,7 +446,15 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       settled = true
       slot.onParked = undefined
       if (counted) Atomics.sub(runsActive, 0, 1)
-      if (reuse) for (const handle of handles) handle.release()
+      slot.busy = false
+      if (!reuse) return
+      for (const handle of handles) handle.release()
+      setImmediate(() => {
+        if (slot.busy || slot.next || slot.parked || slot.isolate.isDisposed) return
+        try {
+          slot.next = slot.isolate.createContextSync()
+        } catch {}
+      })
     }
     run.deliver = (call, reply) => {
       if (this.hostDrive) return answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
@@ -632,7 +647,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     let start: ivm.Reference
     const source = wrapProgram(request.code)
     try {
-      context = hold(isolate.createContextSync())
+      // the context made after the last run, else one made now
+      slot.busy = true
+      context = hold(slot.next ?? isolate.createContextSync())
+      slot.next = undefined
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
       slot.outbox.clear()
       const args = [
