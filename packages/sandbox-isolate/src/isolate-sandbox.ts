@@ -58,8 +58,8 @@ interface Slot {
    * that comes later starts without making one (~0.9 ms of the host's thread). no program has run in it
    */
   next?: ivm.Context
-  /** a run is going on in it */
-  busy?: boolean
+  /** a run is going on in it (a name apart from start()'s `busy`, its first stretch) */
+  inRun?: boolean
 }
 
 const MB = 1024 * 1024
@@ -446,11 +446,11 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       settled = true
       slot.onParked = undefined
       if (counted) Atomics.sub(runsActive, 0, 1)
-      slot.busy = false
+      slot.inRun = false
       if (!reuse) return
       for (const handle of handles) handle.release()
       setImmediate(() => {
-        if (slot.busy || slot.next || slot.parked || slot.isolate.isDisposed) return
+        if (slot.inRun || slot.next || slot.parked || slot.isolate.isDisposed) return
         try {
           slot.next = slot.isolate.createContextSync()
         } catch {}
@@ -648,7 +648,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     const source = wrapProgram(request.code)
     try {
       // the context made after the last run, else one made now
-      slot.busy = true
+      slot.inRun = true
       context = hold(slot.next ?? isolate.createContextSync())
       slot.next = undefined
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
