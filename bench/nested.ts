@@ -1,6 +1,8 @@
 // nested calls against the physical floors, all measured in this process and this run (issue 15): a worker_threads
-// postMessage round trip, a SharedArrayBuffer hand-off with the waiting side spinning, an isolated-vm applySync, and an
-// in-process vm program awaiting an async host function. against them: each backend and tier with the host answering
+// postMessage round trip, a SharedArrayBuffer hand-off with the waiting side spinning, an isolated-vm applySync, an
+// in-process vm program awaiting an async host function, and a fresh isolate context's own await loop (the cold code
+// every run starts with). against them: the worker's own side of a call (this thread a host that spins and answers at
+// once) and the isolate's (answered inside the isolate, no other thread), each backend and tier with the host answering
 // at once (the sandbox alone), the full run_code stack, the bridge's own cost (full stack minus sandbox alone), the
 // context setup and the first run after start against a warm one (each in a fresh process: bench/_first-run.ts), plain
 // `ctx.tools.execute` against a held reference, and the CPU time per call.
@@ -21,14 +23,31 @@ import { RunBridge } from '@faber/sandbox/bridge'
 import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
-import { flatJsonText, preludeSource, workerTexts } from '../packages/sandbox/src/prelude.ts'
+import { callsText, flatJsonText, preludeSource, workerTexts, wrapProgram } from '../packages/sandbox/src/prelude.ts'
 import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 // isolated-vm is the isolate backend's dependency, not the workspace root's
+interface Reference {
+  applySync(receiver: undefined, args: unknown[], options?: { result: { reference: true } }): unknown
+  apply(receiver: undefined, args: unknown[], options: { result: { promise: true } }): Promise<unknown>
+  getSync(name: string, options: { reference: true }): Reference
+  derefInto(): unknown
+}
+interface IsolateContext {
+  evalSync(code: string, options: { reference: true }): Reference
+  release(): void
+}
 interface Isolate {
-  createContextSync(): { evalSync(code: string, options: { reference: true }): { applySync(receiver: undefined, args: unknown[]): unknown } }
+  createContextSync(): IsolateContext
+  compileScriptSync(
+    code: string,
+    options?: { filename?: string; lineOffset?: number },
+  ): {
+    runSync(context: IsolateContext, options: { reference: true }): Reference
+    run(context: IsolateContext, options: { reference: true }): Promise<Reference>
+  }
   dispose(): void
 }
 const ivm: { Isolate: new (options: { memoryLimit: number }) => Isolate } = createRequire(new URL('../packages/sandbox-isolate/package.json', import.meta.url))(
@@ -93,6 +112,78 @@ async function vmFloor() {
   const host = async (json: string) => json
   const program = runInNewContext(`(async function (call, n) { for (let i = 0; i < n; i++) await call('{"i":' + i + '}') })`)
   return (await timeOp(() => program(host, N), 3, 5)) / N
+}
+
+// the isolate's own cold-code floor: each run a fresh context (as every run_code gets), a loop of N awaits of a promise
+// that a microtask settles with the JSON round trip of the argument. no prelude, no host, no other thread: what V8 takes
+// for the program's side of a sequential call in code that starts cold in each run. the median of 15 runs, after 3
+async function freshContextFloor() {
+  const isolate = new ivm.Isolate({ memoryLimit: 64 })
+  const loop = `(async () => {
+    const call = (i) => new Promise((resolve) => Promise.resolve().then(() => resolve(JSON.parse(JSON.stringify({ i })))))
+    for (let i = 0; i < ${N}; i++) await call(i)
+  })`
+  const times: number[] = []
+  for (let i = 0; i < 18; i++) {
+    const context = isolate.createContextSync()
+    const run = context.evalSync(loop, { reference: true })
+    const started = performance.now()
+    await run.apply(undefined, [], { result: { promise: true } })
+    if (i >= 3) times.push(((performance.now() - started) * 1000) / N)
+    context.release()
+  }
+  isolate.dispose()
+  return median(times)
+}
+
+// the isolate's side of a sequential call, alone: the sandbox's prelude in a fresh context per run, with the flatJson and
+// makeCalls its driver makes once per isolate, and a host inside the isolate that answers each call in a microtask (no
+// hand-off, no other thread). what the program, the prelude and the calls' slots cost per call, which the in-process
+// sandbox adds the hand-off and the host's side to. per call beyond a trivial run; the median of 15 runs, after 3
+async function isolateSideAlone() {
+  const isolate = new ivm.Isolate({ memoryLimit: 128 })
+  const prelude = isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
+  const driver = isolate
+    .compileScriptSync(`(function (setup, toolNamesJson, ...rest) {
+      const objectPrototype = Object.getPrototypeOf(Object.getPrototypeOf(setup))
+      ${flatJsonText}
+      ${callsText}
+      let ended
+      const end = new Promise((resolve) => { ended = resolve })
+      const settled = Promise.resolve()
+      let api
+      api = setup((kind, a, b, c) => {
+        if (kind === 'call') settled.then(() => api.deliver(a, true, c))
+        else if (kind === 'done' || kind === 'throw') ended(kind === 'done' ? 'done' : String(a))
+        return true
+      }, toolNamesJson, ...rest, flatJson, makeCalls)
+      return { begin: (main) => { api.start(main); return end } }
+    })`)
+    .runSync(isolate.createContextSync(), { reference: true })
+  const once = async (code: string) => {
+    const context = isolate.createContextSync()
+    const setup = prelude.runSync(context, { reference: true })
+    const source = wrapProgram(code)
+    const api = driver.applySync(undefined, [setup.derefInto(), '["echo"]', 65536, 64 << 20, 1 << 20, 1024, source], {
+      result: { reference: true },
+    }) as Reference
+    const begin = api.getSync('begin', { reference: true })
+    const main = await isolate.compileScriptSync(source, { filename: 'program.js', lineOffset: -1 }).run(context, { reference: true })
+    const started = performance.now()
+    const outcome = await begin.apply(undefined, [main.derefInto()], { result: { promise: true } })
+    const elapsed = performance.now() - started
+    context.release()
+    if (outcome !== 'done') throw new Error(`the isolate's side alone: ${outcome}`)
+    return elapsed * 1000
+  }
+  const trivial: number[] = []
+  const calls: number[] = []
+  for (let i = 0; i < 18; i++) {
+    trivial.push(await once('return 1'))
+    calls.push(await once(sequential))
+  }
+  isolate.dispose()
+  return Math.max(0, median(calls.slice(3)) - median(trivial.slice(3))) / N
 }
 
 // the worker's own side of a sequential call: the sandbox's worker (worker.mjs, its prelude and lanes) running the
@@ -559,7 +650,9 @@ export async function benchNested() {
   row('floor: SharedArrayBuffer hand-off, both spinning', spin, rtt)
   row('floor: isolated-vm applySync', applySync, rtt)
   row('floor: in-process vm awaiting an async host call', vmCall, rtt)
-  Object.assign(figures, { rttUs: rtt, spinUs: spin, applySyncUs: applySync, vmCallUs: vmCall })
+  const fresh = await freshContextFloor()
+  row('floor: fresh isolate context, its own await loop', fresh, rtt)
+  Object.assign(figures, { rttUs: rtt, spinUs: spin, applySyncUs: applySync, vmCallUs: vmCall, freshContextUs: fresh })
 
   console.log('\nthe sandbox alone, the host answering at once (× postMessage round trip)')
   const sideLabel = "worker, in-process: the worker's side alone (host spinning)"
@@ -567,6 +660,12 @@ export async function benchNested() {
     const side = await workerSideAlone()
     row(sideLabel, side, rtt)
     Object.assign(figures, { 'worker, in-process.workerSideUs': side })
+  }
+  const isolateSideLabel = "isolate, in-process: the isolate's side alone (answered in it)"
+  if (isolateSideLabel.includes(only)) {
+    const side = await isolateSideAlone()
+    row(isolateSideLabel, side, rtt)
+    Object.assign(figures, { 'isolate, in-process.isolateSideUs': side })
   }
   for (const [label, make] of sandboxes) {
     if (!label.includes(only)) continue
