@@ -150,6 +150,34 @@ describe('SandboxPool', () => {
     await pool.close()
   })
 
+  it('keeps the units made beyond poolSize for the runs that follow, and ends them once none came for surplusLingerMs', async () => {
+    const pool = new FakePool({ poolSize: 1, maxConcurrent: 4, surplusLingerMs: 50 })
+    await pool.ready()
+    expect(pool.made).to.have.length(1)
+    const wave = async () => {
+      pool.held = []
+      const runs = Array.from({ length: 4 }, () => run(pool))
+      while (pool.held.length < 4) await new Promise((resolve) => setImmediate(resolve))
+      for (const end of pool.held.splice(0)) end()
+      pool.held = undefined
+      for (const outcome of await Promise.all(runs)) expect(outcome).to.deep.include({ ok: true })
+    }
+    // four runs at once: the pooled unit and three made on demand
+    await wave()
+    expect(pool.made).to.have.length(4)
+    expect(pool.made.filter((unit) => unit.disposed)).to.have.length(0)
+    // four more at once take those four: none is made (each made one of its own, and ended it after its run)
+    await wave()
+    expect(pool.made).to.have.length(4)
+    // with no run for surplusLingerMs, the pool is back to poolSize
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(1)
+    expect((await run(pool)).ok).to.equal(true)
+    expect(pool.made).to.have.length(4)
+    await pool.close()
+    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(0)
+  })
+
   it('refuses a maxRuns that is not a whole number of at least 1', () => {
     for (const maxRuns of [0, -1, 1.5, Number.NaN])
       expect(() => new FakePool({ poolSize: 0, maxRuns })).to.throw(RangeError, /maxRuns .* must be a whole number of at least 1/)
