@@ -127,8 +127,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // another (a worker spawned every ~90 ms under back-to-back runs)
   private out = 0
   readonly surplusLingerMs: number
-  /** units (workers, isolates) made since the sandbox was, warm-ups and replacements included */
-  unitsMade = 0
+  private madeCount = 0
   // ends the idle units beyond poolSize once none was taken for surplusLingerMs
   private trimTimer: NodeJS.Timeout | undefined
 
@@ -139,6 +138,8 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     this.surplusLingerMs = options.surplusLingerMs ?? 1000
     if (!(Number.isInteger(this.maxRuns) && this.maxRuns >= 1))
       throw new RangeError(`maxRuns (maxRunsPerWorker, maxRunsPerIsolate) must be a whole number of at least 1, got ${this.maxRuns}`)
+    if (!(this.surplusLingerMs >= 0 && this.surplusLingerMs <= 2 ** 31 - 1))
+      throw new RangeError(`surplusLingerMs must be a number of ms from 0 to 2147483647, got ${this.surplusLingerMs}`)
     // the first unit is made on the next turn: the subclass is constructed by then
     this.fill()
   }
@@ -152,6 +153,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
    * sets `run.deliver` (and `run.cleanup`), and calls `run.arm` as the program starts
    */
   protected abstract start(unit: U, run: Run): void
+
+  /** units (workers, isolates) made since the sandbox was, warm-ups and replacements included */
+  get unitsMade() {
+    return this.madeCount
+  }
 
   /** resolves once the pool's units are made and warmed (or could not be): a run then costs what a warm one does */
   ready(): Promise<void> {
@@ -264,7 +270,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   private async make(memoryMb: number, warm = false): Promise<U> {
     if (warm && this.closed) throw new Error('the sandbox was closed')
     const unit = await this.create(memoryMb)
-    this.unitsMade++
+    this.madeCount++
     if (this.makeFailed) {
       // units can be made again: the pool fills again (and a ready() waiting for it is answered)
       this.makeFailed = false

@@ -178,6 +178,10 @@ describe('SandboxPool', () => {
     expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(0)
   })
 
+  it('refuses a surplusLingerMs that is not a number of ms a timer takes', () => {
+    for (const surplusLingerMs of [-1, Number.NaN, 2 ** 31]) expect(() => new FakePool({ surplusLingerMs })).to.throw(RangeError, /surplusLingerMs/)
+  })
+
   it('refuses a maxRuns that is not a whole number of at least 1', () => {
     for (const maxRuns of [0, -1, 1.5, Number.NaN])
       expect(() => new FakePool({ poolSize: 0, maxRuns })).to.throw(RangeError, /maxRuns .* must be a whole number of at least 1/)
