@@ -80,6 +80,15 @@
 
   // thrown by toJson and inspect when what they build would pass their budget; never reaches the program
   const tooLarge = freeze(create(null))
+  // the deepest nesting of arrays and objects toJson writes (the root container is level 1): @faber/core's
+  // MAX_JSON_DEPTH, which the host holds every argument and result to (bridge.spec checks that they agree). bounded here,
+  // a deeper value fails the same way on every backend and thread; left to the stack, the walk gave out at a depth that
+  // depended on where it ran (a return value nested 5,000 deep passed on a worker and failed in half the runs of the
+  // process tier), and the check against the walk's ancestors stays linear
+  const maxJsonDepth = 256
+  // thrown by toJson's walk past maxJsonDepth; toJson's callers say what it means for their value
+  const tooDeep = freeze(create(null))
+  const deeperThan = `nested deeper than ${maxJsonDepth} levels`
 
   const key = (path, name) => (isIdentifier.test(name) ? `${path}.${name}` : `${path}[${stringify(name)}]`)
   const typeName = (value) => {
@@ -114,6 +123,7 @@
     try {
       return walk(root, undefined, state)
     } catch (error) {
+      // the stack gave out first (the program called with little of it left)
       if (error instanceof $RangeError) throw new $TypeError(`${label} is nested too deeply to be JSON`)
       throw error
     }
@@ -176,7 +186,9 @@
       const hint = type === 'Date' ? 'pass date.toISOString()' : type === 'Map' ? 'pass Object.fromEntries(map)' : 'pass a plain object or array'
       throw notJson(label, pathTo(up), type === 'Object' ? 'a class instance' : `${/^[AEIOU]/.test(type) ? 'an' : 'a'} ${type}`, hint)
     }
-    const frame = { value, step: undefined, up }
+    const depth = up === undefined ? 1 : up.depth + 1
+    if (depth > maxJsonDepth) throw tooDeep
+    const frame = { value, step: undefined, up, depth }
     add(state, '{}')
     let text
     if (array) {
@@ -520,6 +532,14 @@
             ? toJson(argument, `${label} arguments`, argumentBytes)
             : (flatJsonOf(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
         } catch (error) {
+          // what the host would refuse it with, said before anything crossed
+          if (error === tooDeep) {
+            throw new ToolCallError(
+              name,
+              `${called} was not called: its argument is ${deeperThan}, which is more than a tool call takes; pass a flatter value`,
+              'INVALID_ARGUMENTS',
+            )
+          }
           if (error !== tooLarge) throw error
           // what crosses to the host is held there while the call runs: the run ends rather than copy it
           settled = true
@@ -752,6 +772,7 @@
     try {
       json = value === undefined ? undefined : toJson(value, 'the return value', left())
     } catch (error) {
+      if (error === tooDeep) return fail(new $TypeError(`the return value is ${deeperThan}, which is more than a result takes; return a flatter value`))
       if (error !== tooLarge) return fail(error)
       settled = true
       over = true

@@ -1,5 +1,6 @@
-import type { BridgeReply, CodeRunRequest } from '@faber/core'
+import { type BridgeReply, type CodeRunRequest, MAX_JSON_DEPTH } from '@faber/core'
 import { RunBridge } from '@faber/sandbox/bridge'
+import { preludeSource } from '@faber/sandbox/prelude'
 import { expect } from 'chai'
 
 const limits = { cpuMs: 1000, wallMs: 1000, memoryMb: 16, outputBytes: 1024 }
@@ -146,5 +147,13 @@ describe("the run bridge's host side", () => {
       expect(failures, String(later)).to.deep.equal(['crash: a reply could not be handed to the program: the unit is gone'])
       expect(answered, String(later)).to.deep.equal([1])
     }
+  })
+})
+
+describe("the prelude's bound on a value's nesting", () => {
+  it("is the host's MAX_JSON_DEPTH, so that what the prelude sends the host takes and what it refuses the host would", () => {
+    const bound = /\n {2}const maxJsonDepth = (\d+)\n/.exec(preludeSource)
+    expect(bound, 'prelude-script.js declares maxJsonDepth').to.not.equal(null)
+    expect(Number(bound![1])).to.equal(MAX_JSON_DEPTH)
   })
 })

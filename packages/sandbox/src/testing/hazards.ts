@@ -256,13 +256,38 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expect(calls.map((c) => c.json)).to.deep.equal(['{"fine":true}'])
       })
 
+      test("bound a value's nesting at MAX_JSON_DEPTH, the same on every backend and thread: refuse a deeper argument or return value, take one that deep", async () => {
+        // a step after a call may run on another thread than the first (the process tier drives from its main thread),
+        // with another stack: left to the stack, the walk's bound moved with it
+        const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o }'
+        const code = `${nest}
+          const out = []
+          try { await tools.echo(nest(257)) } catch (e) { out.push(e.name, e.code, e.message) }
+          try { await tools.echo(nest(100000)) } catch (e) { out.push(e.message) }
+          const back = await tools.echo(nest(256))
+          let depth = 0
+          for (let v = back; v !== null; v = v.o) depth++
+          out.push(depth)
+          return out`
+        const deeper = 'tools.echo was not called: its argument is nested deeper than 256 levels, which is more than a tool call takes; pass a flatter value'
+        expectOk(await run(code, { limits: { cpuMs: 5000, wallMs: 10000 } }), ['ToolCallError', 'INVALID_ARGUMENTS', deeper, deeper, 256])
+        expect(calls.map((c) => c.json)).to.deep.equal([`${'{"o":'.repeat(256)}null${'}'.repeat(256)}`])
+        for (const depth of [257, 100000]) {
+          const outcome = await run(`${nest}\nawait tools.echo({})\nreturn nest(${depth})`, { limits: { cpuMs: 5000, wallMs: 10000 } })
+          expect(outcome, `a return value ${depth} deep`).to.deep.include({ ok: false, kind: 'exception' })
+          expect((outcome as { message: string }).message).to.contain(
+            'the return value is nested deeper than 256 levels, which is more than a result takes; return a flatter value',
+          )
+        }
+      })
+
       test('send arguments as they are and match each reply to its call when the program put setters on prototypes', async () => {
         // the prelude's own bookkeeping (pending calls, the walk of an argument) must never write through a property a
         // program can define: such a setter would see it, and could drop what it was given
         const code = `
           let hits = 0
           const trap = { __proto__: null, set() { hits++ }, get() { return 'hijacked' }, configurable: true }
-          const keys = ['0', '1', '2', '3', '4', 'value', 'step', 'up', 'resolve', 'reject', 'name', 'size', 'get', 'writable']
+          const keys = ['0', '1', '2', '3', '4', 'value', 'step', 'up', 'depth', 'resolve', 'reject', 'name', 'size', 'get', 'writable']
           for (const key of keys) {
             Object.defineProperty(Array.prototype, key, trap)
             Object.defineProperty(Object.prototype, key, trap)
