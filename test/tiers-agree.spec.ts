@@ -1,0 +1,93 @@
+// the four tiers a deployment can choose (the worker and isolate backends, in-process and in a sandbox process) give a
+// hostile program the same outcome. each tier's own suites allow some latitude (a message that names a bound or the
+// stack); this spec holds them to one another, which is what a model sees when a deployment changes its tier. a value's
+// nesting once was bounded by the stack of whatever thread ran the step, and the process tier, which drives a program
+// from its main thread after a tool call, failed values the others passed
+
+import { type CodeRunLimits, type CodeRunOutcome, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
+import { IsolateSandbox } from '@faber/sandbox-isolate'
+import { expect } from 'chai'
+
+const limits: CodeRunLimits = { cpuMs: 300, wallMs: 5000, memoryMb: 32, outputBytes: 1 << 14 }
+const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
+const call = async (name: string, json: string) => (name === 'fail' ? { ok: false as const, message: 'nope', code: 'E_X' } : { ok: true as const, value: json })
+
+const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o };'
+// each program once as it is and once after a tool call (the step the process tier drives from its main thread)
+const programs: Record<string, [code: string, kind: string]> = {
+  'a recursion 5,000 deep': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(5000)', 'ok'],
+  'a recursion that overflows the stack': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(1e6)', 'exception'],
+  'a call made from 2,000 frames down': ['const f = async (n) => n === 0 ? await tools.echo({ a: [1, { b: 2 }] }) : f(n - 1); return await f(2000)', 'ok'],
+  'an argument 256 deep': [`${nest} let d = 0; for (let v = await tools.echo(nest(256)); v !== null; v = v.o) d++; return d`, 'ok'],
+  'an argument 5,000 deep': [`${nest} return await tools.echo(nest(5000))`, 'exception'],
+  'a return value 5,000 deep': [`${nest} return nest(5000)`, 'exception'],
+  'a string past outputBytes': ['return "x".repeat(20000)', 'output-limit'],
+  'a flood of logs': ['for (let i = 0; i < 1e5; i++) console.log("line", i); return 1', 'output-limit'],
+  'a loop that never ends': ['while (true) {}', 'timeout'],
+  'an allocation that never ends': ['const a = []; for (;;) a.push(new Array(1e5).fill(1))', 'memory'],
+  'a failed call, uncaught': ['await tools.fail({})', 'exception'],
+  'a failed call, caught': ['try { await tools.fail({}) } catch (e) { return [e.name, e.code, e.message, e.toolName] }', 'ok'],
+  'a name that is not a tool': ['return await tools.ech({})', 'exception'],
+  'a function returned': ['return () => 1', 'exception'],
+  'a BigInt argument': ['await tools.echo({ n: 1n })', 'exception'],
+  'a cycle in an argument': ['const a = {}; a.a = a; await tools.echo(a)', 'exception'],
+  'more calls waiting than allowed': ['await Promise.all(Array.from({ length: 2000 }, (_, i) => tools.echo({ i })))', 'exception'],
+  'a thrown string': ['throw "plain"', 'exception'],
+  'an argument of 5,000 keys': ['const o = {}; for (let i = 0; i < 5000; i++) o["k" + i] = i; return Object.keys(await tools.echo(o)).length', 'ok'],
+}
+
+interface Tier {
+  run(request: Parameters<WorkerSandbox['run']>[0]): Promise<CodeRunOutcome>
+  ready?(): Promise<void>
+  close(): Promise<void>
+}
+const tiers: [string, () => Tier][] = [
+  ['worker, in-process', () => new WorkerSandbox({ limits })],
+  ['isolate, in-process', () => new IsolateSandbox({ limits })],
+  ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
+  [
+    'isolate, process tier',
+    () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox-isolate/src/isolate-sandbox.ts', 'IsolateSandbox', 'isolated-vm') }),
+  ],
+]
+
+// what a model is told: the kind, the message, the result, how many lines were logged
+const told = (outcome: CodeRunOutcome) =>
+  outcome.ok ? `ok: ${outcome.result} (${outcome.logs.length} lines logged)` : `${outcome.kind}: ${outcome.message} (${outcome.logs.length} lines logged)`
+
+describe('the four tiers agree on what a hostile program is told', function () {
+  this.timeout(120_000)
+  const seen: Record<string, Record<string, string>> = {}
+
+  before(async () => {
+    for (const [tier, make] of tiers) {
+      const sandbox = make()
+      try {
+        await sandbox.ready?.()
+        for (const [name, [code]] of Object.entries(programs)) {
+          for (const [variant, text] of [
+            ['', code],
+            [', after a tool call', `await tools.echo({});\n${code}`],
+          ]) {
+            const outcome = await sandbox.run({ code: text, tools: ['echo', 'fail'], call, signal: new AbortController().signal, limits })
+            ;(seen[`${name}${variant}`] ??= {})[tier] = told(outcome)
+          }
+        }
+      } finally {
+        await sandbox.close()
+      }
+    }
+  })
+
+  for (const [name, [, kind]] of Object.entries(programs)) {
+    for (const variant of ['', ', after a tool call']) {
+      it(`${name}${variant}: ${kind} on every tier, told alike`, () => {
+        const byTier = seen[`${name}${variant}`]
+        expect(Object.keys(byTier)).to.have.length(tiers.length)
+        const first = Object.values(byTier)[0]
+        expect(first.startsWith(`${kind}:`), first).to.equal(true)
+        for (const [tier, text] of Object.entries(byTier)) expect(text, tier).to.equal(first)
+      })
+    }
+  }
+})
