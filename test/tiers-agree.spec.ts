@@ -33,6 +33,16 @@ const programs: Record<string, [code: string, kind: string]> = {
   'a cycle in an argument': ['const a = {}; a.a = a; await tools.echo(a)', 'exception'],
   'more calls waiting than allowed': ['await Promise.all(Array.from({ length: 2000 }, (_, i) => tools.echo({ i })))', 'exception'],
   'a thrown string': ['throw "plain"', 'exception'],
+  'a Proxy argument whose traps throw': [
+    'const p = new Proxy({}, { get() { throw new Error("get") }, ownKeys() { throw new Error("keys") }, getPrototypeOf() { throw new Error("proto") } }); return await tools.echo(p)',
+    'exception',
+  ],
+  'odd keys after polluting Object.prototype': [
+    'Object.prototype.polluted = 1; globalThis.left = 1; return [await tools.echo({ ["__proto__"]: 1, "": 2, constructor: 3 }), typeof left]',
+    'ok',
+  ],
+  'a getter of an argument that calls a tool': ['return await tools.echo({ get a() { tools.echo({ inner: 1 }); return 1 } })', 'ok'],
+  'a log of a value whose getter throws': ['console.log({ get x() { throw new Error("no") } }); console.log([1, { a: [2, { b: 3 }] }]); return 1', 'ok'],
   'an argument of 5,000 keys': ['const o = {}; for (let i = 0; i < 5000; i++) o["k" + i] = i; return Object.keys(await tools.echo(o)).length', 'ok'],
 }
 
