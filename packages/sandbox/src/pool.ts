@@ -185,7 +185,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
       return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
     }
     if (unit === undefined) return failure('abort', 'the run was aborted before it started')
-    if (unit.memoryMb === this.limits.memoryMb) this.out++
+    if (this.pooled(unit.memoryMb)) this.out++
     // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens from arm()
     if (request.signal.aborted) {
       this.settle(unit, true)
@@ -233,13 +233,13 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
 
   // a unit back from a run (admit's `out`)
   private settle(unit: U, reuse: boolean) {
-    if (unit.memoryMb === this.limits.memoryMb) this.out--
+    if (this.pooled(unit.memoryMb)) this.out--
     if (reuse) this.release(unit)
     else this.discard(unit)
   }
 
   private async acquire(memoryMb: number, signal: AbortSignal): Promise<U | undefined> {
-    const pooled = memoryMb === this.limits.memoryMb
+    const pooled = this.pooled(memoryMb)
     const ready = pooled ? this.idle.pop() : undefined
     if (ready) return ready
     let pending: Promise<U>
@@ -297,25 +297,31 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // waits too, for surplusLingerMs: under a burst the next runs take it at once. ended, each of them made a unit of its
   // own (1 000 runs at once, maxConcurrent 8 and poolSize 2, made 820 workers)
   private release(unit: U) {
-    if (this.closed || unit.memoryMb !== this.limits.memoryMb) return void this.dispose(unit)
+    if (this.closed || !this.pooled(unit.memoryMb)) return void this.dispose(unit)
     this.idle.push(unit)
-    if (this.surplus() > 0) {
+    if (this.pooledUnits() > this.poolSize) {
       clearTimeout(this.trimTimer)
       this.trimTimer = setTimeout(this.trim, this.surplusLingerMs)
       this.trimTimer.unref()
     }
   }
 
-  // units made or being made for the pool beyond poolSize (those out on runs count: they come back)
-  private surplus() {
-    const waiting = this.making.filter((making) => !making.claimed).length
-    return this.idle.length + waiting + this.out - this.poolSize
+  // whether a unit made with `memoryMb` is one of the pool's (a request with another memoryMb gets one of its own)
+  private pooled(memoryMb: number) {
+    return memoryMb === this.limits.memoryMb
+  }
+
+  // the pool's units: idle, out on runs (they come back), and being made for no run yet
+  private pooledUnits() {
+    let waiting = 0
+    for (const making of this.making) if (!making.claimed) waiting++
+    return this.idle.length + this.out + waiting
   }
 
   // ends the idle units beyond poolSize, the ones idle longest first
   private trim = () => {
     this.trimTimer = undefined
-    for (let over = this.surplus(); over > 0 && this.idle.length > 0; over--) void this.dispose(this.idle.shift()!)
+    for (let over = this.pooledUnits() - this.poolSize; over > 0 && this.idle.length > 0; over--) void this.dispose(this.idle.shift()!)
   }
 
   private discard(unit: U) {
@@ -324,7 +330,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   }
 
   private full() {
-    return this.makeFailed || this.closed || (this.making.length === 0 && this.idle.length + this.out >= this.poolSize)
+    return this.makeFailed || this.closed || (this.making.length === 0 && this.pooledUnits() >= this.poolSize)
   }
 
   private answerWaiters() {
@@ -334,7 +340,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // keeps `poolSize` units made, in the background, one at a time and each on a turn of the event loop of its own:
   // concurrent makes slow each other down on a small machine, and making the sandbox costs its caller nothing
   private fill() {
-    if (this.makeFailed || this.closed || this.making.length > 0 || this.idle.length + this.out >= this.poolSize) return this.answerWaiters()
+    if (this.makeFailed || this.closed || this.making.length > 0 || this.pooledUnits() >= this.poolSize) return this.answerWaiters()
     const making: Making<U> = { unit: nextTurn().then(() => this.make(this.limits.memoryMb, true)), claimed: false }
     this.making.push(making)
     making.unit.then(
