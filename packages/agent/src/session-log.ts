@@ -3,9 +3,11 @@
 // and cut off on open, never fatal. a broken line anywhere else is corruption and refuses to load.
 
 import { type FileHandle, open, readFile } from 'node:fs/promises'
+import type { Json } from '@faber/core'
 import type { Message, ToolCall, Usage } from './model.ts'
 
-export const LOG_VERSION = 1
+/** 2: a success's result records carry its JSON value (what a replay hands the pipeline back); 1 recorded none */
+export const LOG_VERSION = 2
 
 interface Base {
   /** ms since the epoch */
@@ -21,6 +23,8 @@ export interface StageEntry {
 
 export interface CallOutcome {
   isError: boolean
+  /** a success's value (since LOG_VERSION 2) */
+  value?: Json
   code?: string
   toolCode?: string
   deniedBy?: { stage: string; plugin: string }

@@ -18,7 +18,7 @@ import {
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, type Prompt } from './prompt.ts'
-import { type CallOutcome, conversationOf, type SessionLog } from './session-log.ts'
+import { type CallOutcome, conversationOf, LOG_VERSION, type SessionLog } from './session-log.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -114,7 +114,7 @@ function project(value: unknown, depth = 0): unknown {
 
 function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
   const trace = result.trace?.map((s) => ({ ...s }))
-  if (!result.isError) return { isError: false, trace, durationMs }
+  if (!result.isError) return { isError: false, value: result.value, trace, durationMs }
   const { code, toolCode, deniedBy } = result.error
   return { isError: true, code, toolCode, deniedBy: deniedBy && { ...deniedBy }, trace, durationMs }
 }
@@ -153,7 +153,7 @@ export class AgentSession {
     }
     const begun = log?.records.find((record) => record.type === 'session')
     this.id = begun?.type === 'session' ? begun.id : `${Date.now().toString(36)}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
-    if (log && !resumed) log.append({ type: 'session', version: 1, id: this.id, agent: this.agent?.name, model: this.model.name })
+    if (log && !resumed) log.append({ type: 'session', version: LOG_VERSION, id: this.id, agent: this.agent?.name, model: this.model.name })
     this.listen()
     if (log) ctx.emit('agent/session', { agent: this.agent, id: this.id, resumed })
   }

@@ -1,6 +1,6 @@
 import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AgentSession, type LogRecord, type Message, parseSessionLog, ScriptedModel, SessionLog, SessionLogError } from '@faber/agent'
+import { AgentSession, LOG_VERSION, type LogRecord, type Message, parseSessionLog, ScriptedModel, SessionLog, SessionLogError } from '@faber/agent'
 import { assertStarted, defineTool, t } from '@faber/core'
 import { deployment } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
@@ -71,6 +71,20 @@ describe('session log', () => {
     ])
   })
 
+  it('records the version, and the value of each success (what a replay hands back)', async () => {
+    const path = join(dir, 'session.jsonl')
+    const ctx = await deployment()
+    tools(ctx)
+    const log = await SessionLog.open(path)
+    const model = new ScriptedModel([{ toolCalls: [{ name: 'note', arguments: { text: 'a' } }] }, { text: 'done' }])
+    await new AgentSession(ctx, { model, log }).send('take a note')
+    await log.close()
+    const all = await records(path)
+    expect(all[0]).to.include({ type: 'session', version: LOG_VERSION })
+    expect(LOG_VERSION).to.equal(2)
+    expect(all.find((r) => r.type === 'result')).to.include({ isError: false, value: 'A' })
+  })
+
   it('records nested run_code calls with their outer call', async () => {
     const path = join(dir, 'session.jsonl')
     const ctx = await deployment({ mode: 'code' })
@@ -93,6 +107,7 @@ describe('session log', () => {
       ['nested-result', 'run1', 'note'],
       ['nested-result', 'run1', 'note'],
     ])
+    expect(nested.flatMap((r) => (r.type === 'nested-result' ? [r.value] : []))).to.have.members(['X', 'Y'])
     const tool = session.messages.find((m) => m.role === 'tool')!
     expect(tool.content).to.equal('XY')
   })

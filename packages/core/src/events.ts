@@ -40,5 +40,11 @@ declare module 'cordis' {
      * the tool carries as `exec.tool.annotations.fsRoot`. @faber/plugin-fs-observation answers it.
      */
     'fs/expected-version'(exec: Execution, path: string): string | undefined | void | Promise<string | undefined | void>
+    /**
+     * asked by @faber/plugin-fs-observation's pre-execute check before it looks at the disk: the version of the file
+     * at the absolute `file` (ABSENT: it does not exist; `{}`: unknown, the tool decides), or nothing to let it read
+     * the disk. `faber replay` answers it from the recorded calls, not from the disk of today
+     */
+    'fs/disk-version'(file: string): { version?: string } | undefined | void
   }
 }

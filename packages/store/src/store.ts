@@ -3,7 +3,7 @@
 // that returned is on disk), and immediate transactions (the write lock is taken up front, so two writers never
 // deadlock upgrading a read). each user owns its tables and versions them with `migrate`.
 
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 
@@ -26,6 +26,8 @@ export interface StoreOptions {
   busyTimeout?: number
   /** open an existing store only; never create one */
   mustExist?: boolean
+  /** the bytes of a database to hold in memory instead of opening `path` (see Store.snapshot) */
+  image?: Buffer
 }
 
 /** a migration step: SQL to run, or a function given the database */
@@ -38,15 +40,19 @@ export class Store {
 
   constructor(path: string, options: StoreOptions = {}) {
     this.path = path === ':memory:' ? path : resolve(path)
+    const { image } = options
     try {
-      if (this.path !== ':memory:' && !options.mustExist) mkdirSync(dirname(this.path), { recursive: true })
-      this.db = new Database(this.path, { fileMustExist: options.mustExist === true })
+      if (image) this.db = new Database(image)
+      else {
+        if (this.path !== ':memory:' && !options.mustExist) mkdirSync(dirname(this.path), { recursive: true })
+        this.db = new Database(this.path, { fileMustExist: options.mustExist === true })
+      }
     } catch (error) {
       throw new StoreError(this.path, (error as Error).message)
     }
     try {
       this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeout ?? 5000))}`)
-      if (this.path !== ':memory:') this.db.pragma('journal_mode = WAL')
+      if (this.path !== ':memory:' && !image) this.db.pragma('journal_mode = WAL')
       this.db.pragma('synchronous = FULL')
       // a process killed mid-write leaves a WAL that SQLite replays or discards on open; check what it left
       const check = this.db.pragma('quick_check', { simple: true })
@@ -56,6 +62,32 @@ export class Store {
       this.db.close()
       throw new StoreError(this.path, (error as Error).message)
     }
+  }
+
+  /**
+   * an in-memory copy of the store at `path` as it is now, for a dry run (a replay): what is written to it stays in
+   * memory. the file is only read; SQLite opens it (read-only) only when a write-ahead log lies beside it, which it
+   * would otherwise create. a file that does not exist gives an empty store
+   */
+  static snapshot(path: string): Store {
+    const file = resolve(path)
+    if (!existsSync(file)) return new Store(file, { image: Buffer.alloc(0) })
+    let image: Buffer
+    try {
+      if (existsSync(`${file}-wal`)) {
+        const db = new Database(file, { readonly: true, fileMustExist: true })
+        try {
+          image = db.serialize()
+        } finally {
+          db.close()
+        }
+      } else image = readFileSync(file)
+    } catch (error) {
+      throw new StoreError(file, (error as Error).message)
+    }
+    // bytes 18 and 19 are the format's write and read versions: 2 (WAL) cannot be held in memory, 1 (rollback) can
+    if (image.length >= 20) image[18] = image[19] = 1
+    return new Store(file, { image })
   }
 
   /** runs `fn` in an immediate transaction (the write lock is held from the start); it commits when fn returns */

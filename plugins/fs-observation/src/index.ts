@@ -129,6 +129,16 @@ export function apply(ctx: Context, config: Config) {
     else agentlessSession = id
     for (const row of saved?.read(id, agent?.name ?? '') ?? []) observations.set(agent, row.root || undefined, row.path, row.version)
   })
+  // the disk as it is now, unless a listener answers for it (a replay answers from the recorded calls)
+  const versionOf = (file: string) => {
+    const told = ctx.bail('fs/disk-version', file)
+    return told ? Promise.resolve(told.version) : versionNow(file)
+  }
+  const exists = (file: string) => {
+    const told = ctx.bail('fs/disk-version', file)
+    if (!told) return existsNow(file)
+    return Promise.resolve(told.version === undefined ? undefined : told.version !== ABSENT)
+  }
   const rootOf = (exec: Execution): string | undefined => {
     if (config.root !== undefined) return path.resolve(config.root)
     const hint = exec.tool.annotations.fsRoot
@@ -174,7 +184,7 @@ export function apply(ctx: Context, config: Config) {
     const file = root !== undefined && config.checkBeforeApproval ? path.join(root, key) : undefined
     if (seen === undefined && observations.lookup(exec.agent, root, key)?.stale) {
       // a write of a file that is not there now may create it (create-only at write time, as for an unread path)
-      if (role === 'edit' || (file !== undefined && (await existsNow(file)) === true)) {
+      if (role === 'edit' || (file !== undefined && (await exists(file)) === true)) {
         return { kind: 'deny', reason: `a command has run since you last looked at "${key}", so it may have changed — read it again, then retry` }
       }
       return
@@ -189,13 +199,13 @@ export function apply(ctx: Context, config: Config) {
         }
       }
     } else if (seen === undefined || seen === ABSENT) {
-      if (file === undefined || (await existsNow(file)) !== true) return
+      if (file === undefined || (await exists(file)) !== true) return
       if (seen === undefined) return { kind: 'deny', reason: `${exec.name} would replace "${key}", which you have not read — read it first, then retry` }
       return { kind: 'deny', reason: `"${key}" was created since you saw it absent — read it first, then retry` }
     }
     // observed at a version: an early freshness check when the version is a content hash we can recompute
     if (file !== undefined && seen.startsWith('sha256:')) {
-      const now = await versionNow(file)
+      const now = await versionOf(file)
       if (now !== undefined && now !== seen) return { kind: 'deny', reason: `"${key}" changed since you read it — read it again, then retry` }
     }
   })

@@ -149,6 +149,30 @@ describe('fs-observation: freshness', () => {
     value(await call('write', { path: 'a.txt', content: 'mine' }))
   })
 
+  it('asks fs/disk-version before the disk: an answer stands for the file, {} leaves it to the tool', async () => {
+    await deploy()
+    await writeFile(file('a.txt'), 'v1')
+    await writeFile(file('b.txt'), 'on disk, but told absent')
+    const read = value(await call('read', { path: 'a.txt' })) as { version: string }
+    const told = new Map<string, { version?: string }>([
+      [file('a.txt'), { version: 'sha256:not-what-was-read' }],
+      [file('b.txt'), { version: FsObservation.ABSENT }],
+    ])
+    const asked: string[] = []
+    ctx.on('fs/disk-version', (path) => {
+      asked.push(path)
+      return told.get(path)
+    })
+    // the disk still holds what was read: only the answer makes it stale
+    const message = '"a.txt" changed since you read it — read it again, then retry'
+    expect(denial(await call('edit', { path: 'a.txt', oldString: 'v1', newString: 'x' }))).to.equal(message)
+    told.set(file('a.txt'), { version: read.version })
+    value(await call('edit', { path: 'a.txt', oldString: 'v1', newString: 'v2' }))
+    // told absent: an unread write may create it (the tool, at write time, finds it there and refuses)
+    expect(stale(await call('write', { path: 'b.txt', content: 'mine' }))).to.contain('"b.txt" already exists')
+    expect(asked).to.include.members([file('a.txt'), file('b.txt')])
+  })
+
   it('without the pre-execute check, the tools still refuse the stale write at write time', async () => {
     await deploy({ policy: { checkBeforeApproval: false } })
     await writeFile(file('a.txt'), 'v1')
