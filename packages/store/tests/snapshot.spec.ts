@@ -6,7 +6,9 @@ import { expect } from 'chai'
 
 async function files(dir: string) {
   const names = (await readdir(dir)).sort()
-  return Promise.all(names.map(async (name) => ({ name, bytes: (await readFile(join(dir, name))).toString('base64'), mtime: (await stat(join(dir, name))).mtimeMs })))
+  return Promise.all(
+    names.map(async (name) => ({ name, bytes: (await readFile(join(dir, name))).toString('base64'), mtime: (await stat(join(dir, name))).mtimeMs })),
+  )
 }
 
 describe('Store.snapshot', () => {
