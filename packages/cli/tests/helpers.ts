@@ -1,9 +1,13 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { copyFile, mkdir, mkdtemp } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
+import { expect } from 'chai'
 
 export const BIN = fileURLToPath(new URL('../bin/faber.mjs', import.meta.url))
 
@@ -81,6 +85,63 @@ export function serving(args: string[], pattern: RegExp): Serving {
     child.on('close', (code) => reject(new Error(`faber ${args.join(' ')} exited with ${code}: ${stderr}`)))
   })
   return { child, url, stderr: () => stderr }
+}
+
+export interface McpHttp {
+  /** the temp dir: deploy.yml, and the workspace ws/ holding notes.txt ("hello") */
+  readonly dir: string
+  readonly url: string
+  /** what the server wrote to stderr so far */
+  stderr(): string
+  /** an official SDK client of a new session, closed after the test; `answer` answers its elicitations, `asked` their messages */
+  client(answer?: ElicitResult): Promise<Client & { asked: string[] }>
+}
+
+/**
+ * for a describe: `faber mcp deploy.yml --http` started before its tests on `deployment` in a fresh temp dir (`${dir}`
+ * in it is that dir), which is removed after; the server must exit 0 on SIGTERM
+ */
+export function mcpOverHttp(deployment: string): McpHttp {
+  let dir = ''
+  let url = ''
+  let served: Serving
+  const clients: Client[] = []
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-mcp-http-'))
+    await mkdir(join(dir, 'ws'))
+    await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
+    await writeFile(join(dir, 'deploy.yml'), deployment)
+    served = serving(['mcp', join(dir, 'deploy.yml'), '--http', '127.0.0.1:0'], /at (http:\/\/\S+\/mcp)/)
+    url = await served.url
+  })
+  afterEach(() => Promise.all(clients.splice(0).map((client) => client.close())))
+  after(async () => {
+    const exited = new Promise((resolve) => served.child.on('close', resolve))
+    served.child.kill('SIGTERM')
+    expect(await exited).to.equal(0)
+    await rm(dir, { recursive: true, force: true })
+  })
+  return {
+    get dir() {
+      return dir
+    },
+    get url() {
+      return url
+    },
+    stderr: () => served.stderr(),
+    async client(answer) {
+      const client = new Client({ name: 'test', version: '1.0.0' }, { capabilities: answer ? { elicitation: {} } : {} })
+      const asked: string[] = []
+      if (answer)
+        client.setRequestHandler(ElicitRequestSchema, (request) => {
+          asked.push(request.params.message)
+          return answer
+        })
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+      clients.push(client)
+      return Object.assign(client, { asked })
+    },
+  }
 }
 
 export function jsonLines(text: string): Record<string, any>[] {

@@ -10,10 +10,9 @@ import { dirname, join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { type CallToolResult, ElicitRequestSchema, type ElicitResult, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { type CallToolResult, type ElicitResult, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { expect } from 'chai'
-import { BIN, faber, type Serving, serving } from './helpers.ts'
+import { BIN, faber, mcpOverHttp } from './helpers.ts'
 
 const DEPLOYMENT = `mode: native
 plugins:
@@ -253,43 +252,15 @@ const inspectorBin = join(dirname(inspectorManifest), require(inspectorManifest)
 
 describe('faber mcp --http', function () {
   this.timeout(60_000)
-  let dir: string
-  let child: ChildProcessWithoutNullStreams
-  let url: string
-  let served: Serving
-  const clients: Client[] = []
-
-  before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'faber-mcp-http-'))
-    await mkdir(join(dir, 'ws'))
-    await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
-    await writeFile(join(dir, 'deploy.yml'), DEPLOYMENT)
-    served = serving(['mcp', join(dir, 'deploy.yml'), '--http', '127.0.0.1:0'], /at (http:\/\/\S+\/mcp)/)
-    child = served.child
-    url = await served.url
-  })
-  afterEach(() => Promise.all(clients.splice(0).map((client) => client.close())))
-  after(async () => {
-    const exited = new Promise((resolve) => child.on('close', resolve))
-    child.kill('SIGTERM')
-    expect(await exited).to.equal(0)
-    await rm(dir, { recursive: true, force: true })
-  })
-
-  async function httpClient(answer?: ElicitResult) {
-    const client = new Client({ name: 'test', version: '1.0.0' }, { capabilities: answer ? { elicitation: {} } : {} })
-    if (answer) client.setRequestHandler(ElicitRequestSchema, () => answer)
-    await client.connect(new StreamableHTTPClientTransport(new URL(url)))
-    clients.push(client)
-    return client
-  }
+  const served = mcpOverHttp(DEPLOYMENT)
+  const httpClient = (answer?: ElicitResult) => served.client(answer)
 
   it('serves concurrent sessions, each answering its own approvals', async () => {
     const [yes, no, mute] = await Promise.all([httpClient({ action: 'accept', content: { approve: true } }), httpClient({ action: 'decline' }), httpClient()])
     const write = (client: Client, path: string) => client.callTool({ name: 'write', arguments: { path, content: `by ${path}\n` } })
     const [allowed, declined, unasked] = await Promise.all([write(yes, 'yes.txt'), write(no, 'no.txt'), write(mute, 'mute.txt')])
     expect(allowed.isError, text(allowed)).to.equal(false)
-    expect(await readFile(join(dir, 'ws', 'yes.txt'), 'utf8')).to.equal('by yes.txt\n')
+    expect(await readFile(join(served.dir, 'ws', 'yes.txt'), 'utf8')).to.equal('by yes.txt\n')
     expect(declined).to.deep.include({ isError: true, _meta: { 'faber/error': { code: 'DENIED' } } })
     expect(unasked).to.deep.include({ isError: true, _meta: { 'faber/error': { code: 'DENIED' } } })
     const reads = await Promise.all([yes, no, mute].map((client) => client.callTool({ name: 'read', arguments: { path: 'notes.txt' } })))
@@ -305,8 +276,8 @@ describe('faber mcp --http', function () {
       params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
     })
     const post = (headers: Record<string, string>, body = init) =>
-      rawHttp(url, { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body)
-    const port = new URL(url).port
+      rawHttp(served.url, { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body)
+    const port = new URL(served.url).port
     const evilHost = await post({ host: 'evil.example.com', origin: 'http://evil.example.com' })
     expect(evilHost.status).to.equal(403)
     expect(JSON.parse(evilHost.body).error.message).to.match(/^Forbidden: Host "evil\.example\.com" is not allowed/)
@@ -328,7 +299,7 @@ describe('faber mcp --http', function () {
     const run = (method: string[]) =>
       new Promise<any>((resolve, reject) => {
         // cwd: the inspector reads its package.json as ../package.json from there (see plugins/mcp/README.md)
-        const inspector = spawn(process.execPath, [inspectorBin, '--cli', url, '--transport', 'http', ...method], {
+        const inspector = spawn(process.execPath, [inspectorBin, '--cli', served.url, '--transport', 'http', ...method], {
           cwd: join(import.meta.dirname),
           stdio: ['ignore', 'pipe', 'pipe'],
         })

@@ -23,6 +23,13 @@ export interface SessionEndInfo {
   id: string
 }
 
+export interface ConversationEndInfo {
+  /** the agent that served the conversation */
+  agent?: Agent
+  /** the `session` its calls carried (`exec.session`) */
+  session: string
+}
+
 declare module 'cordis' {
   interface Events {
     /** a user turn starts; per-turn policy state (repeat-call breakers, rate limits) resets on it */
@@ -34,6 +41,11 @@ declare module 'cordis' {
     'agent/session'(info: SessionInfo): void
     /** the session was disposed: plugins end what belongs to it (tools-shell's background jobs of its agent) */
     'agent/session-end'(info: SessionEndInfo): void
+    /**
+     * one of the conversations an agent serves at once ended (an MCP client went away): per-conversation state kept
+     * for the `session` its calls carried (breaker streaks, session grants) can go
+     */
+    'tools/session-end'(info: ConversationEndInfo): void
     /**
      * asked by a file tool (tools-fs' write and edit) just before it commits: the version the file must still be at
      * (ABSENT: it must not exist), or nothing for an unconditional write. `path` is relative to the tool's root, which

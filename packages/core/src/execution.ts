@@ -14,6 +14,12 @@ export interface ExecutionInput {
   arguments?: unknown
   signal: AbortSignal
   agent?: Agent
+  /**
+   * the conversation this call belongs to, when one agent serves several at once (the MCP server passes its session
+   * id): per-conversation policy state (the repeat-call breaker, per-turn limits, session grants) is kept per session.
+   * a nested call inherits its program's
+   */
+  session?: string
   /** the token of the enclosing execution; only the run_code bridge sets it */
   parent?: ExecutionToken
 }

@@ -58,6 +58,7 @@ class Prepared implements PreparedCall {
     readonly name: string,
     readonly parent: ExecutionToken | undefined,
     readonly agent: Agent | undefined,
+    readonly session: string | undefined,
     readonly args: Json,
     readonly notJson: ToolFailure | undefined,
   ) {
@@ -210,7 +211,9 @@ export class Pipeline {
       if (!(error instanceof JsonError)) throw error
       notJson = errorResult('INVALID_ARGUMENTS', `arguments for "${name}" are not JSON: ${error.message}`)
     }
-    return new Prepared(this, input.callId, name, parent, agent, args, notJson)
+    if (input.session !== undefined && typeof input.session !== 'string') throw new TypeError('tools.execute: session must be a string')
+    // a nested call belongs to its program's conversation
+    return new Prepared(this, input.callId, name, parent, agent, outer ? outer.session : input.session, args, notJson)
   }
 
   /** resolves and validates a prepared call against `view` (again, when the tool set changed since) */
@@ -225,7 +228,7 @@ export class Pipeline {
    * settled, that collapsed, names no tool or has invalid arguments ends here, before any policy observes it.
    */
   private createExecution(call: Prepared, signal: AbortSignal): { exec: ExecutionRecord; failure?: ToolFailure; trace: StageRecord[] } {
-    const { callId, name, parent, agent } = call
+    const { callId, name, parent, agent, session } = call
     if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
     if (!(signal instanceof AbortSignal)) {
       throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
@@ -244,6 +247,7 @@ export class Pipeline {
       name,
       call.args,
       agent,
+      session,
       parent,
       outer?.rootCallId ?? callId,
       signal,

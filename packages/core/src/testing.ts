@@ -81,11 +81,13 @@ export interface CallOptions {
   agent?: Agent
   signal?: AbortSignal
   callId?: string
+  session?: string
 }
 
 /** runs one model-direct call through the whole pipeline */
 export function call(ctx: Context, name: string, args: unknown, options: CallOptions = {}): Promise<ToolResult> {
-  return ctx.tools.execute({ callId: options.callId ?? callId(), name, arguments: args, signal: options.signal ?? signal(), agent: options.agent })
+  const { agent, session } = options
+  return ctx.tools.execute({ callId: options.callId ?? callId(), name, arguments: args, signal: options.signal ?? signal(), agent, session })
 }
 
 /** the value of a successful result; throws, saying what came instead, for an error */

@@ -57,6 +57,7 @@ export class ExecutionRecord implements Execution {
   declare readonly name: string
   declare readonly arguments: Json
   declare readonly agent: Agent | undefined
+  declare readonly session: string | undefined
   declare readonly parent: ExecutionToken | undefined
   declare readonly rootCallId: string
   declare readonly signal: AbortSignal
@@ -71,6 +72,7 @@ export class ExecutionRecord implements Execution {
     name: string,
     args: Json,
     agent: Agent | undefined,
+    session: string | undefined,
     parent: ExecutionToken | undefined,
     rootCallId: string,
     signal: AbortSignal,
@@ -80,6 +82,7 @@ export class ExecutionRecord implements Execution {
     this.name = name
     this.arguments = args
     this.agent = agent
+    this.session = session
     this.parent = parent
     this.rootCallId = rootCallId
     this.signal = signal
@@ -125,6 +128,11 @@ export interface Execution {
   readonly name: string
   readonly arguments: Json
   readonly agent?: Agent
+  /**
+   * the conversation the call belongs to when its agent serves several at once (the MCP server names each MCP
+   * session); a nested call's is its program's. undefined: the agent's one conversation (an agent loop's)
+   */
+  readonly session?: string
   /** the enclosing execution (a run_code program) for a nested call */
   readonly parent?: ExecutionToken
   /** the outermost call's id, the call's own for a direct call */

@@ -17,7 +17,7 @@ const VALUES = [
 ]
 const TYPES = [
   ...['AgentOptions', 'ApprovalOutcome', 'ApprovalRequest', 'ApprovalService', 'BridgeReply', 'CallRequest', 'CodeFailureKind'],
-  ...['CodeRunOutcome', 'CodeRunRequest', 'CodeRuntime', 'CodeRuntimeLoad', 'DeniedBy', 'DispatchNext', 'ErrorCode', 'Execution'],
+  ...['CodeRunOutcome', 'CodeRunRequest', 'CodeRuntime', 'CodeRuntimeLoad', 'ConversationEndInfo', 'DeniedBy', 'DispatchNext', 'ErrorCode', 'Execution'],
   ...['ExecutionInput', 'ExecutionMode', 'Executor', 'Guard', 'Infer', 'InferShape', 'Json', 'JsonSchema', 'JsonType', 'Listener'],
   ...['Mask', 'Mode', 'ModeOrigin', 'NestedCallSettle', 'NestedCallStart', 'PipelineEvent', 'PostDecision', 'PreDecision'],
   ...['PreparedCall', 'PromptSection', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],

@@ -174,6 +174,9 @@ export class Broker {
     if (input.decision !== undefined && input.decision !== 'allow' && input.decision !== 'reject') {
       throw new TypeError('approval.grant: decision must be "allow" or "reject"')
     }
+    if (input.session !== undefined && (typeof input.session !== 'string' || input.scope === 'always')) {
+      throw new TypeError('approval.grant: session must be a string, and an "always" grant outlives every session: leave session out')
+    }
     const matches = compileMatcher(input)
     const grant = newGrant(input, by)
     if (input.scope !== 'always') {
@@ -205,12 +208,13 @@ export class Broker {
    * what the configured rules and the remembered grants say about a request: reject wins over allow, and a once grant
    * is used up only when nothing longer-lived allows the call. the rules answerer answers with it.
    */
-  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'>): { decision: Decision; by: string } | undefined {
+  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'> & { exec?: { session?: string } }): { decision: Decision; by: string } | undefined {
     const agent = query.agent?.name
+    const session = query.exec?.session
     const hits: { decision: Decision; by: string; grant?: Grant }[] = [
       ...this.rules.filter((rule) => rule.matches(query.tool, agent, query.arguments)).map((rule) => ({ decision: rule.decision, by: `rule ${rule.name}` })),
       ...[...this.current(), ...this.memory]
-        .filter((entry) => entry.matches(query.tool, agent, query.arguments))
+        .filter((entry) => (entry.grant.session === undefined || entry.grant.session === session) && entry.matches(query.tool, agent, query.arguments))
         .map((entry) => ({ decision: entry.grant.decision, by: `grant ${entry.grant.id}`, grant: entry.grant })),
     ]
     const reject = hits.find((hit) => hit.decision === 'reject')
@@ -220,6 +224,11 @@ export class Broker {
     if (!allow) return
     if (allow.grant?.scope === 'once') this.memory = this.memory.filter((entry) => entry.grant !== allow.grant)
     return { decision: 'allow', by: allow.by }
+  }
+
+  /** a conversation ended: the grants made in it go with it */
+  endSession(session: string) {
+    this.memory = this.memory.filter((entry) => entry.grant.session !== session)
   }
 
   async request(request: ApprovalRequest): Promise<ApprovalOutcome> {
@@ -340,6 +349,8 @@ export class Broker {
       arguments: answer.grant?.arguments,
       command: answer.grant?.command,
       agent: query.agent?.name,
+      // a grant for the session is for this conversation's session, when the agent serves several
+      ...(remember === 'session' && query.exec?.session !== undefined ? { session: query.exec.session } : {}),
       decision: answer.decision,
       scope: remember,
     }
@@ -349,7 +360,8 @@ export class Broker {
       return { outcome, answeredBy: plugin, remember, grant: grant.id, note: answer.note }
     } catch (error) {
       // the answer stands; only remembering it for good failed
-      const grant = await this.grant({ ...input, scope: 'session' }, plugin)
+      const session = query.exec?.session
+      const grant = await this.grant({ ...input, scope: 'session', ...(session !== undefined ? { session } : {}) }, plugin)
       const note = `the grant was kept for this session only: ${messageOf(error)}`
       this.logger.warn(note)
       return { outcome, answeredBy: plugin, remember: 'session', grant: grant.id, note }

@@ -17,6 +17,8 @@ export interface GrantInput {
   command?: string
   /** the agent's name; absent: any agent */
   agent?: string
+  /** the conversation (`exec.session`, an MCP session) a session grant was made in: it applies there only, and ends with it */
+  session?: string
   decision?: Decision
   scope: GrantScope
 }
@@ -27,6 +29,7 @@ export interface Grant {
   readonly arguments?: Readonly<Record<string, string>>
   readonly command?: string
   readonly agent?: string
+  readonly session?: string
   readonly decision: Decision
   readonly scope: GrantScope
   readonly createdAt: string
@@ -136,6 +139,7 @@ export function newGrant(input: GrantInput, by: string): Grant {
     arguments: input.arguments && Object.freeze({ ...input.arguments }),
     command: input.command,
     agent: input.agent,
+    ...(input.session !== undefined ? { session: input.session } : {}),
     decision: input.decision ?? 'allow',
     scope: input.scope,
     createdAt: new Date().toISOString(),

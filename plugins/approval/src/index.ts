@@ -92,6 +92,7 @@ class Approval extends Service implements ApprovalService {
       if (broker.requires(exec.name)) return { kind: 'ask', reason: `this deployment requires approval for "${exec.name}"` }
     })
     ctx.plugin(RulesAnswerer, { match: (query) => broker.match(query) })
+    ctx.on('tools/session-end', ({ session }) => broker.endSession(session))
   }
 
   request(request: ApprovalRequest): Promise<ApprovalOutcome> {
@@ -128,7 +129,7 @@ class Approval extends Service implements ApprovalService {
   }
 
   /** what the configured rules and the remembered grants say about a request (what the rules answerer answers) */
-  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'>) {
+  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'> & { exec?: { session?: string } }) {
     return this.broker.match(query)
   }
 }

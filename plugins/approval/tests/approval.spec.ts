@@ -396,6 +396,33 @@ describe('approval: the rules answerer and grants', () => {
     expect(asked).to.have.length(3)
   })
 
+  it('a session grant made in one of the sessions an agent serves covers that session only, and ends with it', async () => {
+    const ctx = await deployment({})
+    ctx.tools.register(tool('write'))
+    const asked: string[] = []
+    answerer(ctx, 'operator', (query) => {
+      asked.push(query.exec.session!)
+      return { decision: 'allow', remember: 'session' }
+    })
+    for (const session of ['s1', 's1', 's2']) expect((await call(ctx, 'write', {}, { session })).isError).to.equal(false)
+    expect(asked).to.deep.equal(['s1', 's2'])
+    expect(
+      service(ctx)
+        .grants()
+        .map((g) => g.session),
+    ).to.deep.equal(['s1', 's2'])
+    ctx.emit('tools/session-end', { session: 's1' })
+    expect(
+      service(ctx)
+        .grants()
+        .map((g) => g.session),
+    ).to.deep.equal(['s2'])
+    const always = await service(ctx)
+      .grant({ tool: 'x', scope: 'always', session: 's2' })
+      .catch((error) => error)
+    expect(String(always)).to.contain('an "always" grant outlives every session')
+  })
+
   it('always grants persist in the store and survive a restart', async () => {
     const path = join(dir, 'state', 'faber.db')
     const first = await deployment({}, { store: path })

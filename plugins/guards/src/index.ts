@@ -19,6 +19,23 @@ function slotOf(agent: Agent | undefined): object {
   return agent ?? NO_AGENT
 }
 
+/**
+ * where a conversation's state is kept: an agent loop's conversation is its agent; the conversations of an agent
+ * that serves several (MCP sessions, named by exec.session) each get a slot of their own until they end
+ */
+function conversations() {
+  const sessions = new Map<string, object>()
+  return {
+    of(exec: Execution): object {
+      if (exec.session === undefined) return slotOf(exec.agent)
+      let slot = sessions.get(exec.session)
+      if (!slot) sessions.set(exec.session, (slot = {}))
+      return slot
+    },
+    end: (session: string) => sessions.delete(session),
+  }
+}
+
 function textOf(value: Json): string {
   return typeof value === 'string' ? value : value !== null && typeof value === 'object' ? canonicalJson(value) : String(value)
 }
@@ -185,7 +202,7 @@ export const Config = defineConfig<Config, ConfigInput>()(
       blockAfter: Schema.natural().default(5).description('identical calls in a row from which the call is blocked (0: never)'),
     })
       .default({ remindAfter: 3, blockAfter: 5 })
-      .description('the repeat-call breaker; per agent, reset by a user turn'),
+      .description('the repeat-call breaker; per conversation (an agent, or an MCP session), reset by a user turn'),
     rateLimits: Schema.array(
       Schema.object({
         name: Schema.string().description('shown in the denial; defaults to rateLimits[index]'),
@@ -195,7 +212,7 @@ export const Config = defineConfig<Config, ConfigInput>()(
       }),
     )
       .default([])
-      .description('per agent: at most so many calls of matching tools'),
+      .description('at most so many calls of matching tools: per turn of a conversation, per minute of an agent'),
     timeout: Schema.object({
       defaultMs: Schema.natural().default(0).description('a time budget for tools that declare no timeoutMs (0: none)'),
       exempt: Schema.array(Schema.string())
@@ -219,11 +236,12 @@ export function apply(ctx: Context, config: Config) {
   })
   const breaker = new Breaker()
   const limiter = new RateLimiter(rateRules, () => Date.now())
+  const conversation = conversations()
   const reminders = new WeakMap<ExecutionToken, number>()
   const exempt = nameMatcher(config.timeout.exempt)
 
   ctx.tools.listen('tools/pre-execute', (exec) => {
-    const slot = slotOf(exec.agent)
+    const slot = conversation.of(exec)
     const streak =
       remindAfter || blockAfter ? breaker.record(slot, exec.name === RUN_CODE ? 'transport' : 'calls', `${exec.name}\0${canonicalJson(exec.arguments)}`) : 0
     for (const rule of denyRules) {
@@ -243,13 +261,13 @@ export function apply(ctx: Context, config: Config) {
       }
     }
     // a pre-check that consumes nothing, so a call that would be limited is denied before anyone is asked to approve it
-    const limited = limiter.check(slot, exec.name, false)
+    const limited = limiter.check(slot, slotOf(exec.agent), exec.name, false)
     if (limited) return { kind: 'deny', reason: limited }
     if (remindAfter && streak >= remindAfter) reminders.set(exec.token, streak)
   })
 
   // the count itself is taken here, after approval, synchronously, so concurrent calls cannot both take the last slot
-  ctx.tools.guard((exec) => limiter.check(slotOf(exec.agent), exec.name, true))
+  ctx.tools.guard((exec) => limiter.check(conversation.of(exec), slotOf(exec.agent), exec.name, true))
 
   // a program sees a nested call's value, never its content: its reminders go on the run_code result the model reads
   const programReminders = new WeakMap<ExecutionToken, Map<string, string>>()
@@ -286,6 +304,7 @@ export function apply(ctx: Context, config: Config) {
     breaker.reset(slot)
     limiter.resetTurn(slot)
   })
+  ctx.on('tools/session-end', ({ session }) => void conversation.end(session))
 }
 
 /** the plugin as one object, for `ctx.plugin(Guards, config)` with a default import */

@@ -212,6 +212,21 @@ describe('guards: repeat-call breaker', () => {
     expect(code(await call(ctx, 'read', {}, { agent: b }))).to.equal('DENIED')
   })
 
+  it("counts per session when one agent serves several, a program's calls in its session", async () => {
+    const ctx = await deployment({ breaker: { remindAfter: 0, blockAfter: 2 } }, { mode: 'both', sandbox: true })
+    ctx.tools.register(recorder('read'))
+    const a = createAgent(ctx, { name: 'a' })
+    expect(code(await call(ctx, 'read', {}, { agent: a, session: 's1' }))).to.equal('OK')
+    expect(code(await call(ctx, 'read', {}, { agent: a, session: 's2' }))).to.equal('OK')
+    expect(code(await call(ctx, 'read', {}, { agent: a }))).to.equal('OK')
+    const program = { code: 'try { await tools.read({}) } catch (error) { return error.message }', description: 'read' }
+    expect((await call(ctx, 'run_code', program, { agent: a, session: 's1' })).content).to.contain('repeat-call breaker')
+    expect((await call(ctx, 'run_code', program, { agent: a, session: 's3' })).content).not.to.contain('repeat-call breaker')
+    // an ended session's streaks go with it
+    ctx.emit('tools/session-end', { agent: a, session: 's2' })
+    expect(code(await call(ctx, 'read', {}, { agent: a, session: 's2' }))).to.equal('OK')
+  })
+
   it('a user turn resets calls made without an agent', async () => {
     const ctx = await deployment({ breaker: { remindAfter: 0, blockAfter: 2 } })
     ctx.tools.register(recorder('read'))
@@ -264,6 +279,24 @@ describe('guards: rate limits', () => {
     mock.timers.tick(10_000)
     expect(code(await call(ctx, 'read'))).to.equal('OK')
     expect(code(await call(ctx, 'read'))).to.equal('DENIED')
+  })
+
+  it("counts a turn per session and a minute per agent, across the agent's sessions", async () => {
+    const ctx = await deployment({
+      breaker: { remindAfter: 0, blockAfter: 0 },
+      rateLimits: [
+        { name: 'turn', tools: ['read'], perTurn: 1 },
+        { name: 'minute', tools: ['list'], perMinute: 2 },
+      ],
+    })
+    ctx.tools.register(recorder('read'))
+    ctx.tools.register(recorder('list'))
+    expect(code(await call(ctx, 'read', {}, { session: 's1' }))).to.equal('OK')
+    expect((await call(ctx, 'read', {}, { session: 's1' })).content).to.contain('rate limit "turn"')
+    expect(code(await call(ctx, 'read', {}, { session: 's2' }))).to.equal('OK')
+    expect(code(await call(ctx, 'list', {}, { session: 's1' }))).to.equal('OK')
+    expect(code(await call(ctx, 'list', {}, { session: 's2' }))).to.equal('OK')
+    expect((await call(ctx, 'list', {}, { session: 's3' })).content).to.contain('rate limit "minute"')
   })
 
   it('a call denied later in the pipeline (approval) does not use up the limit', async () => {

@@ -81,13 +81,23 @@ export function wireTools(ctx: Context, agent?: Agent): Tool[] {
 }
 
 // the answer shape of @faber/plugin-approval's `approval/request` answerers
-type ElicitedAnswer = { decision: 'allow' | 'reject'; note: string } | undefined
+type ElicitedAnswer = { decision: 'allow' | 'reject'; remember?: 'session'; note: string } | undefined
 
 const APPROVAL_SCHEMA = {
   type: 'object' as const,
-  properties: { approve: { type: 'boolean' as const, title: 'Approve', description: 'let this call run' } },
+  properties: {
+    approve: { type: 'boolean' as const, title: 'Approve', description: 'let this call run' },
+    remember: {
+      type: 'boolean' as const,
+      title: 'Remember for this session',
+      description: 'answer calls like this one the same way until this MCP session ends, without asking',
+    },
+  },
   required: ['approve'],
 }
+
+/** what the person answered: `allowed` or `rejected` to remember for the rest of the MCP session, with `remember` */
+type Elicited = { outcome: ApprovalOutcome; remember: boolean }
 
 /** asks the person behind an MCP client whether a call may run, through elicitation */
 export async function elicitApproval(
@@ -95,7 +105,12 @@ export async function elicitApproval(
   request: ApprovalRequest,
   options: { timeoutMs?: number; relatedRequestId?: string | number } = {},
 ): Promise<ApprovalOutcome> {
-  if (!server.getClientCapabilities()?.elicitation) return 'unavailable'
+  return (await elicitAnswer(server, request, options)).outcome
+}
+
+async function elicitAnswer(server: Server, request: ApprovalRequest, options: { timeoutMs?: number; relatedRequestId?: string | number }): Promise<Elicited> {
+  const outcome = (outcome: ApprovalOutcome) => ({ outcome, remember: false })
+  if (!server.getClientCapabilities()?.elicitation) return outcome('unavailable')
   const lines = [`Allow the call to "${request.tool}"? It needs approval: ${request.reason}`, `Arguments: ${JSON.stringify(request.arguments)}`]
   if (request.program !== undefined) lines.push(`It was made by this run_code program:\n${request.program}`)
   try {
@@ -103,10 +118,11 @@ export async function elicitApproval(
       { message: lines.join('\n'), requestedSchema: APPROVAL_SCHEMA },
       { signal: request.signal, timeout: options.timeoutMs ?? 600_000, relatedRequestId: options.relatedRequestId },
     )
-    if (answer.action === 'cancel') return 'cancelled'
-    return answer.action === 'accept' && answer.content?.approve === true ? 'allowed' : 'rejected'
+    if (answer.action === 'cancel') return outcome('cancelled')
+    if (answer.action !== 'accept') return outcome('rejected')
+    return { outcome: answer.content?.approve === true ? 'allowed' : 'rejected', remember: answer.content?.remember === true }
   } catch {
-    return request.signal.aborted ? 'cancelled' : 'unavailable'
+    return outcome(request.signal.aborted ? 'cancelled' : 'unavailable')
   }
 }
 
@@ -236,7 +252,7 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     const callId = `mcp-${session}-${++sequence}`
     inflight.set(callId, extra.requestId)
     try {
-      const result = await tools.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent })
+      const result = await tools.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent, session })
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
@@ -266,11 +282,12 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
       inner.effect(() => () => void server.close().catch(() => {}))
       if (options.elicitation === false) return
       const elicit = (request: ApprovalRequest) =>
-        elicitApproval(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
+        elicitAnswer(server, request, { timeoutMs: options.elicitationTimeoutMs, relatedRequestId: inflight.get(request.exec.rootCallId) })
+      const ask = async (request: ApprovalRequest) => (await elicit(request)).outcome
       const ours = (request: ApprovalRequest) => inflight.has(request.exec.rootCallId)
       const mounted = inner.get('approval') as ApprovalService | undefined
       if (mounted instanceof ElicitingApprover) {
-        mounted.sessions.set(ours, elicit)
+        mounted.sessions.set(ours, ask)
         inner.effect(() => () => mounted.sessions.delete(ours))
       } else if (mounted) {
         // @faber/plugin-approval: answer this client's requests after the rules answerer (standing rules and grants
@@ -278,15 +295,16 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
         const on = inner.on.bind(inner) as unknown as (event: string, listener: (query: ApprovalRequest) => Promise<ElicitedAnswer>) => () => void
         on('approval/request', async (query) => {
           if (!ours(query) || !server.getClientCapabilities()?.elicitation) return
-          const outcome = await elicit(query)
-          if (outcome === 'allowed') return { decision: 'allow', note: 'answered through MCP elicitation' }
-          if (outcome === 'rejected') return { decision: 'reject', note: 'declined through MCP elicitation' }
+          const { outcome, remember } = await elicit(query)
+          const kept = remember ? { remember: 'session' as const } : {}
+          if (outcome === 'allowed') return { decision: 'allow', ...kept, note: 'answered through MCP elicitation' }
+          if (outcome === 'rejected') return { decision: 'reject', ...kept, note: 'declined through MCP elicitation' }
           if (outcome === 'cancelled') return { decision: 'reject', note: 'the MCP elicitation was dismissed' }
         })
       } else {
         // no approval service in the deployment: answer MCP clients' asks by elicitation, and nobody else's
         const approver = new ElicitingApprover()
-        approver.sessions.set(ours, elicit)
+        approver.sessions.set(ours, ask)
         inner.set('approval', approver)
       }
     },
@@ -310,6 +328,12 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     if (done) return
     done = true
     for (const dispose of disposers.splice(0).reverse()) dispose()
+    // what policies kept for this client's conversation (breaker streaks, session grants) goes with it
+    try {
+      ctx.emit('tools/session-end', { agent, session })
+    } catch (error) {
+      logger.warn('a tools/session-end listener threw (ignored): %s', (error as Error)?.message ?? error)
+    }
     resolveClosed()
   }
   server.onclose = detach
