@@ -1,5 +1,6 @@
 // the interactive chat of `faber run` and `faber chat`: one user turn per line. on a TTY it prompts and Ctrl-C aborts
-// the running turn (a second Ctrl-C, or Ctrl-C at the prompt, leaves); piped, it runs each input line as a turn.
+// the running turn (a second Ctrl-C, or Ctrl-C at the prompt, leaves); piped, it runs every input line as a turn, a
+// failed one included, and exits 1 if any failed (as xargs goes on past a failed command).
 
 import { createInterface } from 'node:readline'
 import { AgentSession, type Model, SessionLog } from '@faber/agent'
@@ -16,6 +17,8 @@ export interface ChatOptions {
   verbose?: boolean
   input?: NodeJS.ReadableStream & { isTTY?: boolean }
   output?: NodeJS.WritableStream & { isTTY?: boolean }
+  /** what a failed turn's message on stderr starts with (default `faber`) */
+  command?: string
   /** default persona and context when the deployment gives none */
   persona?: string
   context?: string
@@ -128,9 +131,8 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
         try {
           await session.send(text, { signal: running.signal })
         } catch (error) {
-          transcript.failure(error)
+          transcript.failure(error, `${options.command ?? 'faber'}: turn ${session.turn} failed`)
           exitCode = 1
-          if (!interactive) break
         } finally {
           running = undefined
         }

@@ -72,7 +72,8 @@ Options:
 Usage: faber run [deployment.yml] [--json] [--verbose] [--base-url URL] [--model NAME]
 
 Each input line is a user turn. On a terminal: a prompt, Ctrl-C cancels the running turn, /exit leaves.
-Piped: every line of stdin is run as a turn, then the command exits.
+Piped: every line of stdin is run as a turn, then the command exits (exit 1 if a turn failed). A failed turn
+is one message on stderr; the lines after it still run.
 
 The file (YAML):
   mode: code                       # native | code | both
@@ -337,7 +338,13 @@ export async function main(argv: string[]): Promise<number> {
       try {
         await serveWeb(command, deployed, values, values.json ? process.stderr : process.stdout)
         const model = createModel(overrideModel(spec, values), spec.source)
-        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) })
+        return await chat(deployed, {
+          model,
+          command: `faber ${command}`,
+          style: styleFor(values),
+          json: Boolean(values.json),
+          verbose: Boolean(values.verbose),
+        })
       } finally {
         await deployed.stop()
       }
@@ -397,7 +404,13 @@ export async function main(argv: string[]): Promise<number> {
           : provider === 'anthropic'
             ? new AnthropicModel({ model: modelName, apiKey, ...given({ baseURL }) })
             : new OpenAIChatModel({ baseURL: baseURL ?? 'https://api.openai.com/v1', model: modelName, apiKey })
-        return await chat(deployed, { model, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) })
+        return await chat(deployed, {
+          model,
+          command: `faber ${command}`,
+          style: styleFor(values),
+          json: Boolean(values.json),
+          verbose: Boolean(values.verbose),
+        })
       } finally {
         await deployed.stop()
       }

@@ -233,16 +233,21 @@ export class Transcript {
     }
   }
 
-  /** a turn that failed: the error on its own line, after whatever part of the answer was streamed */
-  failure(error: unknown) {
+  /**
+   * a turn that failed: one message on stderr, as every expected failure of the command (`heading: what went wrong`);
+   * the transcript on stdout only marks a streamed answer as partial, and --json adds an `error` record for machines
+   */
+  failure(error: unknown, heading: string) {
     const message = messageOf(error)
     const partial = error instanceof ModelError ? error.partial : undefined
-    if (this.options.json) return this.json({ type: 'error', message, ...(partial !== undefined ? { partial } : {}) })
-    const { paint } = this.style
-    if (this.streaming) this.out.write('\n')
+    this.spinner.stop()
+    if (this.options.json) this.json({ type: 'error', message, ...(partial !== undefined ? { partial } : {}) })
+    else {
+      if (this.streaming) this.out.write('\n')
+      if (partial) this.line(this.style.paint('  (the answer above is partial: the model stopped sending)', 'gray'))
+    }
     this.streaming = false
-    if (partial) this.line(paint('  (the answer above is partial: the model stopped sending)', 'gray'))
-    this.line(paint(`error: ${visible(message)}`, 'red'))
+    process.stderr.write(`${heading}: ${visible(message)}\n`)
   }
 
   private outcome(name: string, result: ToolResult) {

@@ -82,7 +82,9 @@ describe('faber (the command)', function () {
     const ran = await faber(['run', join(dir, 'deploy.yml')], { input: 'one\ntwo\nthree\n' })
     expect(ran.stdout).not.to.include('\x1b[')
     expect(ran.stdout).to.include('you › one').and.include('second turn answered')
-    expect(ran.stdout).to.include('error: the scripted model has no turn 5')
+    // the failure is one message on stderr, and nothing of it on stdout
+    expect(ran.stderr).to.equal(`faber run: turn 3 failed: the scripted model has no turn 5: its script holds 4 turn(s)\n`)
+    expect(ran.stdout).not.to.include('no turn 5')
     expect(ran.code).to.equal(1)
   })
 

@@ -89,9 +89,44 @@ describe('faber against a local model server', function () {
     const ran = await faber(['run', 'faber.yml', '--base-url', server.url], { cwd: dir, input: 'summarise the notes\n', env: { FABER_API_KEY: 'sk-local' } })
     expect(ran.code).to.equal(1)
     expect(ran.stdout).to.include('429 from the model; retrying in 1 s (attempt 2 of 4)')
-    expect(ran.stdout).to.match(
-      /model › The notes sa\n {2}\(the answer above is partial: the model stopped sending\)\nerror: openai:gpt-4o-mini: a stream chunk is not JSON/,
+    expect(ran.stdout).to.match(/model › The notes sa\n {2}\(the answer above is partial: the model stopped sending\)\n/)
+    expect(ran.stderr).to.match(/^faber run: turn 1 failed: openai:gpt-4o-mini: a stream chunk is not JSON/)
+  })
+
+  it('piped faber run runs every line as a turn after a failed one, says why on stderr only, and exits 1', async () => {
+    // the first turn's request fails for good (500, and 500 on each of its three retries); the next two turns answer
+    const failing: Step = {
+      raw: (res) => {
+        res.writeHead(500, { 'content-type': 'application/json', 'retry-after': '0' })
+        res.end(JSON.stringify({ error: { message: 'the upstream is down' } }))
+      },
+    }
+    const steps = [failing, failing, failing, failing, { text: 'answer to b' }, { text: 'answer to c' }]
+    server = await modelServer('openai', steps)
+    const ran = await faber(['run', 'faber.yml', '--base-url', server.url], { cwd: dir, input: 'a\nb\nc\n', env: { FABER_API_KEY: 'sk-local' } })
+    expect(ran.code).to.equal(1)
+    expect(ran.stdout).to.include('you › b').and.include('model › answer to b').and.include('you › c').and.include('model › answer to c')
+    expect(ran.stdout).to.include('turn 3 done')
+    expect(ran.stderr).to.equal(
+      `faber run: turn 1 failed: openai:gpt-4o-mini: the server answered 500 at ${server.url}/chat/completions: the upstream is down\n`,
     )
+    expect(ran.stdout).not.to.match(/error|upstream is down/)
+    expect(server.requests.map((r) => r.body.messages.at(-1).content)).to.deep.equal(['a', 'a', 'a', 'a', 'b', 'c'])
+    await server.close()
+
+    // --json: the failed turn is a record on stdout too, for machines; the message still goes to stderr
+    server = await modelServer('openai', steps)
+    const json = await faber(['run', 'faber.yml', '--base-url', server.url, '--json'], { cwd: dir, input: 'a\nb\nc\n', env: { FABER_API_KEY: 'sk-local' } })
+    expect(json.code).to.equal(1)
+    const events = jsonLines(json.stdout)
+    expect(events.filter((e) => e.type === 'error').map((e) => e.message)).to.deep.equal([
+      `openai:gpt-4o-mini: the server answered 500 at ${server.url}/chat/completions: the upstream is down`,
+    ])
+    expect(events.filter((e) => e.type === 'turn-end').map((e) => [e.outcome.turn, e.outcome.text])).to.deep.equal([
+      [2, 'answer to b'],
+      [3, 'answer to c'],
+    ])
+    expect(json.stderr).to.match(/^faber run: turn 1 failed: .*the upstream is down\n$/)
   })
 
   it('provider: anthropic, in a deployment file and in faber chat, against a local Messages API server', async () => {
