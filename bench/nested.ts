@@ -58,7 +58,7 @@ const N = 2000
 const only = process.env.NESTED_ONLY ?? ''
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const sequential = `for (let i = 0; i < ${N}; i++) await tools.echo({ i })`
-// a program may have 1024 calls waiting at once
+// 1000 calls at once: all of them wait on the host (past 1024 the rest wait in the sandbox)
 const P = 1000
 const parallel = `await Promise.all(Array.from({ length: ${P} }, (_, i) => tools.echo({ i })))`
 

@@ -264,7 +264,7 @@
 
   // the calls waiting on the host, made once per run: `open(name, json)` sends a call and answers the promise of its reply
   // (a promise of the program's realm, which `promiseFor(record)` makes, putting its settling functions on `record`), or
-  // 0 when maxPendingCalls are waiting, or 1 when the call could not be sent; `deliver(id, ok, text, code)` settles call `id`
+  // 1 when the call could not be sent; `deliver(id, ok, text, code)` settles call `id`
   // with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's error `failed`
   // makes. its text, from `const makeCalls` to the line `// calls end`, is the backends' drivers' too (see sharedCalls
   // below): made there once per isolate or worker, its code is optimized once, not again in every run's fresh context
@@ -304,15 +304,12 @@
       record.name = ''
       free[freeCount++] = slot
     }
-    const open = (name, json) => {
-      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
-      if (freeCount === 0) return 0
-      const slot = free[freeCount - 1]
-      const record = slots[slot]
-      // the promise first: a stack overflow while it is made leaves no slot taken (a free record's settling functions are
-      // never called: no reply finds its id)
-      const reply = promiseFor(record)
-      freeCount--
+    // calls beyond maxPendingCalls wait here, in order, as records of their own (`next` links them: no list a setter on
+    // Array.prototype could see), and are sent as earlier calls settle: a fan-out of any size sees no refusal, and the
+    // host never holds more than maxPendingCalls of them. the program's own memory and cpu budgets bound what waits
+    let first
+    let last
+    const send = (slot, record, name, json) => {
       if (++seq === generations) seq = 1
       const id = seq * maxPendingCalls + slot
       record.id = id
@@ -321,9 +318,39 @@
       try {
         sent = crossing('call', id, name, json) !== false
       } catch {}
-      if (sent) return reply
-      release(slot)
-      return 1
+      if (!sent) release(slot)
+      return sent
+    }
+    const open = (name, json) => {
+      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
+      if (freeCount === 0) {
+        const held = { name, json, resolve: undefined, reject: undefined, next: undefined }
+        const reply = promiseFor(held)
+        if (last === undefined) first = held
+        else last.next = held
+        last = held
+        return reply
+      }
+      const slot = free[freeCount - 1]
+      const record = slots[slot]
+      // the promise first: a stack overflow while it is made leaves no slot taken (a free record's settling functions are
+      // never called: no reply finds its id)
+      const reply = promiseFor(record)
+      freeCount--
+      return send(slot, record, name, json) ? reply : 1
+    }
+    // a slot came free: the calls held longest go out
+    const sendHeld = () => {
+      while (first !== undefined && freeCount > 0) {
+        const held = first
+        first = held.next
+        if (first === undefined) last = undefined
+        const slot = free[--freeCount]
+        const record = slots[slot]
+        record.resolve = held.resolve
+        record.reject = held.reject
+        if (!send(slot, record, held.name, held.json)) held.reject(failed(held.name, 'the call could not be sent to the host'))
+      }
     }
     const deliver = (id, ok, text, code) => {
       if (typeof id !== 'number') return
@@ -334,6 +361,7 @@
       const reject = record.reject
       const name = record.name
       release(slot)
+      if (first !== undefined) sendHeld()
       if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
       let value
       try {
@@ -553,9 +581,6 @@
       try {
         reply = open(name, json)
       } catch {}
-      if (reply === 0) {
-        throw new ToolCallError(name, `${called} was not called: ${maxPendingCalls} tool calls are already waiting; await some before starting more`)
-      }
       if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
       return reply
     }
