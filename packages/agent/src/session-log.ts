@@ -28,6 +28,8 @@ export interface CallOutcome {
   code?: string
   toolCode?: string
   deniedBy?: { stage: string; plugin: string }
+  /** RESULT_WITHHELD: the body ran, and this participant kept its result from the model */
+  withheldBy?: { stage: string; plugin: string }
   trace?: StageEntry[]
   durationMs: number
 }

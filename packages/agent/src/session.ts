@@ -115,8 +115,8 @@ function project(value: unknown, depth = 0): unknown {
 function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
   const trace = result.trace?.map((s) => ({ ...s }))
   if (!result.isError) return { isError: false, value: result.value, trace, durationMs }
-  const { code, toolCode, deniedBy } = result.error
-  return { isError: true, code, toolCode, deniedBy: deniedBy && { ...deniedBy }, trace, durationMs }
+  const { code, toolCode, deniedBy, withheldBy } = result.error
+  return { isError: true, code, toolCode, deniedBy: deniedBy && { ...deniedBy }, withheldBy: withheldBy && { ...withheldBy }, trace, durationMs }
 }
 
 export class AgentSession {

@@ -114,7 +114,7 @@ function collect(events: SessionEvent[]): Facts {
         name,
         ok: !result.isError,
         code: result.isError ? result.error.code : undefined,
-        by: result.isError ? result.error.deniedBy?.plugin : undefined,
+        by: result.isError ? (result.error.deniedBy ?? result.error.withheldBy)?.plugin : undefined,
         ms: durationMs,
       })
     } else if (event.type === 'approval') {

@@ -48,7 +48,15 @@ function args(text: string, width = 110) {
 /** a JSON-safe form of a result, for --json */
 export function resultJson(result: ToolResult) {
   return result.isError
-    ? { isError: true, code: result.error.code, message: result.error.message, deniedBy: result.error.deniedBy, content: result.content, trace: result.trace }
+    ? {
+        isError: true,
+        code: result.error.code,
+        message: result.error.message,
+        deniedBy: result.error.deniedBy,
+        withheldBy: result.error.withheldBy,
+        content: result.content,
+        trace: result.trace,
+      }
     : { isError: false, content: result.content, trace: result.trace }
 }
 
@@ -253,7 +261,8 @@ export class Transcript {
   private outcome(name: string, result: ToolResult) {
     const { paint } = this.style
     if (!result.isError) return `${paint('✓', 'green')} ${name}`
-    const by = result.error.deniedBy ? ` by ${result.error.deniedBy.plugin} (${result.error.deniedBy.stage})` : ''
+    const who = result.error.deniedBy ?? result.error.withheldBy
+    const by = who ? ` by ${who.plugin} (${who.stage})` : ''
     return `${paint('✗', 'red')} ${name} ${paint(`${result.error.code}${by}`, 'red', 'bold')}`
   }
 

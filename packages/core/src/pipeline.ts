@@ -383,7 +383,22 @@ export class Pipeline {
 
   private failedClosed(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, what: string, error: unknown) {
     this.host.log().warn('%s on "%s" failed closed: %s', what, exec.name, messageOf(error))
-    return this.denied(trace, stage, plugin, `the call to "${exec.name}" was denied because ${what} failed (${messageOf(error)})`, 'failed-closed')
+    return this.withheld(exec, trace, stage, plugin, 'failed-closed', `${what} failed (${messageOf(error)})`)
+  }
+
+  /**
+   * a participant kept the call's result from the model: it failed closed, timed out or (post-execute) blocked; `why`
+   * says how (a block's feedback as it is). before the body ran that is a denial. after, the call's effects may have
+   * happened, and a model told it was denied would run it again: RESULT_WITHHELD says the tool ran
+   */
+  private withheld(exec: Execution, trace: StageRecord[], stage: Stage, plugin: string, decision: string, why: string): ToolFailure {
+    const blocked = decision === 'block'
+    if (!liveExecutions.ran(exec)) return this.denied(trace, stage, plugin, blocked ? why : `the call to "${exec.name}" was denied because ${why}`, decision)
+    const message = blocked
+      ? `"${exec.name}" ran, but plugin "${plugin}" withheld its result: ${why}`
+      : `"${exec.name}" ran, but its result was withheld because ${why}; it may have taken effect, so check before calling it again`
+    trace.push({ stage, decision, by: plugin, reason: message })
+    return errorResult('RESULT_WITHHELD', message, { withheldBy: { stage, plugin } })
   }
 
   /** 3. tools/pre-execute: decisions only tighten (deny over ask over allow); the first ask goes on to approval */
@@ -578,7 +593,10 @@ export class Pipeline {
     const result = copyResult(answer)
     if (!result) return this.failedClosed(exec, trace, 'execute', plugin, what, 'it returned something that is not a tool result')
     if (result.isError) {
-      // a denial of its own names the wrapper; it cannot speak for another stage or plugin
+      // a denial of its own names the wrapper; it cannot speak for another stage or plugin, nor deny a body that ran
+      if (result.error.code === 'DENIED' && liveExecutions.ran(exec)) {
+        return this.withheld(exec, trace, 'execute', plugin, 'deny', `${what} answered DENIED (${result.error.message})`)
+      }
       const error = result.error.code === 'DENIED' ? { ...result.error, deniedBy: { stage: 'execute' as const, plugin } } : result.error
       return { ...result, error: Object.freeze(error) }
     }
@@ -611,6 +629,7 @@ export class Pipeline {
     if (isAborted(signal)) return this.abortedBeforeDispatch(exec.name)
     let value: unknown
     let pending: boolean
+    liveExecutions.bodyStarted(exec)
     try {
       value = tool.definition.execute(exec.arguments, { signal, exec })
     } catch (error) {
@@ -719,9 +738,9 @@ export class Pipeline {
           const { limit, answer } = this.within('postExecuteMs', decision)
           decision = await answer
           if (decision === TIMED_OUT) {
-            const message = `the result of "${exec.name}" was withheld because a tools/post-execute listener of plugin "${plugin}" did not answer within ${formatDuration(limit)}`
-            this.host.log().warn('%s', message)
-            return this.denied(trace, 'post-execute', plugin, message, 'timed-out')
+            const why = `${what} did not answer within ${formatDuration(limit)}`
+            this.host.log().warn('the result of "%s" was withheld because %s', exec.name, why)
+            return this.withheld(exec, trace, 'post-execute', plugin, 'timed-out', why)
           }
         }
       } catch (error) {
@@ -731,7 +750,7 @@ export class Pipeline {
       const read = typeof decision === 'object' ? readDecision(decision) : undefined
       if (read instanceof Error) return this.failedClosed(exec, trace, 'post-execute', plugin, what, read)
       const { kind, content, value, feedback, hasValue = false } = read ?? {}
-      if (kind === 'block' && typeof feedback === 'string') return this.denied(trace, 'post-execute', plugin, feedback, 'block')
+      if (kind === 'block' && typeof feedback === 'string') return this.withheld(exec, trace, 'post-execute', plugin, 'block', feedback)
       const hasContent = content !== undefined
       if (kind !== 'accept' || (hasContent && hasValue) || (hasContent && typeof content !== 'string') || (hasValue && result.isError)) {
         const shape = shapeOf(decision)
@@ -746,7 +765,7 @@ export class Pipeline {
       }
       if (hasValue) {
         const tool = this.decidedTool(exec, 'while the call ran')
-        if (tool.isError) return tool
+        if (tool.isError) return liveExecutions.ran(exec) ? this.withheld(exec, trace, 'post-execute', plugin, 'failed-closed', tool.error.message) : tool
         const checked = this.checkValue(exec, tool, value)
         if (checked.isError) return this.failedClosed(exec, trace, 'post-execute', plugin, what, checked.error.message)
         result = this.rendered(exec, tool, checked.value)

@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'TOOL_TIMEOUT' // the body ran past its time budget (set by a timeout wrapper)
   | 'TOOL_FAILED' // the body threw; a tool's own code travels as `toolCode`
   | 'CODE_RUN_FAILED' // a run_code program failed; `kind` says how
+  | 'RESULT_WITHHELD' // the body ran, then a tools/post-execute listener withheld its result; `withheldBy` says which
 
 export const ERROR_CODES: readonly ErrorCode[] = [
   'UNKNOWN_TOOL',
@@ -25,11 +26,12 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   'TOOL_TIMEOUT',
   'TOOL_FAILED',
   'CODE_RUN_FAILED',
+  'RESULT_WITHHELD',
 ]
 
 export type Stage = 'create' | 'pre-execute' | 'approval' | 'guard' | 'execute' | 'body' | 'post-execute'
 
-/** who refused a call: the stage and the plugin (or `core`) that owns the refusing participant */
+/** who refused a call (or withheld its result): the stage and the plugin (or `core`) that owns the participant */
 export interface DeniedBy {
   stage: Stage
   plugin: string
@@ -39,6 +41,8 @@ export interface ToolErrorInfo {
   code: ErrorCode
   message: string
   deniedBy?: DeniedBy
+  /** RESULT_WITHHELD: the post-execute listener that withheld the result of a body that ran */
+  withheldBy?: DeniedBy
   /** a tool's own error code, when its body threw one */
   toolCode?: string
   /** CODE_RUN_FAILED: how the program failed; `syntax`, `typecheck` and `unavailable` fail before a run starts */

@@ -17,6 +17,8 @@ let tokenOf: (token: ExecutionToken) => ExecutionRecord | undefined
 let mintedFor: (token: ExecutionToken, exec: ExecutionRecord) => void
 let runningIn: (exec: ExecutionRecord) => object | undefined
 let setRunning: (exec: ExecutionRecord, pipeline: object | undefined) => void
+let markBodyStarted: (exec: ExecutionRecord) => void
+let bodyStarted: (exec: ExecutionRecord) => boolean
 
 /** an opaque handle on one execution; only the registry mints them */
 export class ExecutionToken {
@@ -65,6 +67,7 @@ export class ExecutionRecord implements Execution {
   #id: number
   #token: ExecutionToken | undefined
   #pipeline: object | undefined
+  #bodyStarted: true | undefined
 
   constructor(
     id: number,
@@ -105,6 +108,10 @@ export class ExecutionRecord implements Execution {
     setRunning = (exec, pipeline) => {
       exec.#pipeline = pipeline
     }
+    markBodyStarted = (exec) => {
+      exec.#bodyStarted = true
+    }
+    bodyStarted = (exec) => exec.#bodyStarted === true
   }
 }
 
@@ -119,6 +126,9 @@ export const liveExecutions = {
     const exec = tokenOf(token)
     return exec && runningIn(exec) === pipeline ? exec : undefined
   },
+  /** the body of `exec` was called: whatever ends the call later ends a call whose effects may have happened */
+  bodyStarted: (exec: Execution) => markBodyStarted(exec as ExecutionRecord),
+  ran: (exec: Execution): boolean => bodyStarted(exec as ExecutionRecord),
 }
 
 /** the frozen view of one call that every pipeline participant receives */

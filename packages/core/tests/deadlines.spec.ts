@@ -87,9 +87,11 @@ describe('bounded waits', () => {
     mock.timers.tick(1)
     await turn()
     expect(result?.isError && result.error).to.deep.include({
-      code: 'DENIED',
-      message: 'the result of "echo" was withheld because a tools/post-execute listener of plugin "stuck-after" did not answer within 2 s',
-      deniedBy: { stage: 'post-execute', plugin: 'stuck-after' },
+      code: 'RESULT_WITHHELD',
+      message:
+        '"echo" ran, but its result was withheld because a tools/post-execute listener of plugin "stuck-after" did not answer within 2 s; ' +
+        'it may have taken effect, so check before calling it again',
+      withheldBy: { stage: 'post-execute', plugin: 'stuck-after' },
     })
     expect(result?.trace?.at(-1)).to.deep.include({ stage: 'post-execute', decision: 'timed-out', by: 'stuck-after' })
     expect(ran()).to.equal(1)

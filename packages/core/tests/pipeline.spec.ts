@@ -282,11 +282,19 @@ describe('fail closed', () => {
       const fork = plugin(ctx, 'faulty', install)
       await assertStarted(ctx)
       const result = await call(ctx)
-      expect(code(result)).to.equal('DENIED')
-      expect(result.isError && result.error.deniedBy?.plugin).to.equal('faulty')
-      expect(result.content).to.contain('boom')
       const ranBefore = what.startsWith('pre') || what === 'guard' || what.includes('before next')
       expect(ran).to.equal(ranBefore ? 0 : 1)
+      // once the body ran, the model is told so: a denial would have it run the tool again
+      if (ranBefore) {
+        expect(code(result)).to.equal('DENIED')
+        expect(result.isError && result.error.deniedBy?.plugin).to.equal('faulty')
+      } else {
+        expect(code(result)).to.equal('RESULT_WITHHELD')
+        expect(result.isError && result.error.withheldBy?.plugin).to.equal('faulty')
+        expect(result.isError && result.error.deniedBy).to.equal(undefined)
+        expect(result.content).to.match(/^Error: "echo" ran, but its result was withheld because .* failed \(boom\); it may have taken effect/)
+      }
+      expect(result.content).to.contain('boom')
       fork.dispose()
       expect(code(await call(ctx))).to.equal('OK')
     })
@@ -525,7 +533,7 @@ describe('tools/post-execute', () => {
     ctx.tools.register(echoTool())
     plugin(ctx, 'breaker', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 1 } })))
     await assertStarted(ctx)
-    expect(code(await call(ctx))).to.equal('DENIED')
+    expect(code(await call(ctx))).to.equal('RESULT_WITHHELD')
   })
 
   it('replacing content and value at once fails closed', async () => {
@@ -534,7 +542,7 @@ describe('tools/post-execute', () => {
     plugin(ctx, 'greedy', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { echoed: 'a' }, content: 'a' })))
     await assertStarted(ctx)
     const result = await call(ctx)
-    expect(code(result)).to.equal('DENIED')
+    expect(code(result)).to.equal('RESULT_WITHHELD')
     expect(result.content).to.contain('not both')
   })
 
@@ -546,8 +554,51 @@ describe('tools/post-execute', () => {
     plugin(ctx, 'later', (ctx) => ctx.on('tools/post-execute', () => void later++))
     await assertStarted(ctx)
     const result = await call(ctx)
-    expect(result.isError && result.error).to.deep.include({ code: 'DENIED', message: 'stop echoing; answer the user' })
+    expect(result.isError && result.error).to.deep.include({
+      code: 'RESULT_WITHHELD',
+      message: '"echo" ran, but plugin "breaker" withheld its result: stop echoing; answer the user',
+      withheldBy: { stage: 'post-execute', plugin: 'breaker' },
+    })
+    expect(result.trace?.at(-1)).to.deep.include({ stage: 'post-execute', decision: 'block', by: 'breaker' })
     expect(later).to.equal(0)
+  })
+
+  it('a failure after the body ran is RESULT_WITHHELD; one whose body never ran (a wrapper answered) is still DENIED', async () => {
+    const ctx = await deployment()
+    let ran = 0
+    ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
+    ctx.tools.register(echoTool('held', { onRun: () => ran++ }))
+    plugin(ctx, 'gate', (ctx) =>
+      ctx.on('tools/execute', (exec, next) => (exec.name === 'held' ? Promise.resolve(errorResult('TOOL_FAILED', 'not now')) : next())),
+    )
+    plugin(ctx, 'faulty', (ctx) =>
+      ctx.on('tools/post-execute', () => {
+        throw new Error('boom')
+      }),
+    )
+    await assertStarted(ctx)
+    expect(code(await call(ctx, 'held'))).to.equal('DENIED')
+    expect(ran).to.equal(0)
+    const result = await call(ctx, 'echo')
+    expect(ran).to.equal(1)
+    expect(code(result)).to.equal('RESULT_WITHHELD')
+  })
+
+  it('a wrapper that denies after next() ran the body withholds the result instead', async () => {
+    const ctx = await deployment()
+    let ran = 0
+    ctx.tools.register(echoTool('echo', { onRun: () => ran++ }))
+    plugin(ctx, 'late', (ctx) =>
+      ctx.on('tools/execute', async (_, next) => {
+        await next()
+        return errorResult('DENIED', 'too late to say no')
+      }),
+    )
+    await assertStarted(ctx)
+    const result = await call(ctx, 'echo')
+    expect(ran).to.equal(1)
+    expect(result.isError && result.error).to.deep.include({ code: 'RESULT_WITHHELD', withheldBy: { stage: 'execute', plugin: 'late' } })
+    expect(result.content).to.contain('too late to say no')
   })
 })
 
@@ -647,7 +698,9 @@ describe('a call runs the definition it was decided for', () => {
     plugin(ctx, 'replacer', (ctx) => ctx.on('tools/post-execute', () => ({ kind: 'accept', value: { anything: true } })))
     await assertStarted(ctx)
     const result = await call(ctx, 'echo', { text: 'abc' })
-    expect(result.isError && result.error).to.deep.include({ code: 'UNKNOWN_TOOL', message: 'tool "echo" changed while this call waited; call it again' })
+    // the old body ran: its result is withheld, never reported as a call that did not happen
+    expect(result.isError && result.error).to.deep.include({ code: 'RESULT_WITHHELD', withheldBy: { stage: 'post-execute', plugin: 'replacer' } })
+    expect(result.content).to.contain('tool "echo" changed while this call waited')
     expect(ran).to.deep.equal(['old'])
   })
 

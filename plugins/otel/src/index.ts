@@ -51,6 +51,8 @@ export const ATTR = {
   failureKind: 'faber.error.kind',
   deniedByStage: 'faber.denied_by.stage',
   deniedByPlugin: 'faber.denied_by.plugin',
+  withheldByStage: 'faber.withheld_by.stage',
+  withheldByPlugin: 'faber.withheld_by.plugin',
   approval: 'faber.approval',
   session: 'faber.session',
   turn: 'faber.turn',
@@ -72,10 +74,14 @@ function bounded(text: string) {
   return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text
 }
 
-/** ok, error (the call ran or tried to and failed) or denied (a policy refused it; `deniedBy` says which) */
-export function outcomeOf(result: ToolResult): 'ok' | 'error' | 'denied' {
+/**
+ * ok, error (the call ran or tried to and failed), denied (a policy refused it before its body ran; `deniedBy` says
+ * which) or withheld (the body ran, then a participant kept its result from the model; `withheldBy` says which)
+ */
+export function outcomeOf(result: ToolResult): 'ok' | 'error' | 'denied' | 'withheld' {
   if (!result.isError) return 'ok'
-  return result.error.code === 'DENIED' ? 'denied' : 'error'
+  const { code } = result.error
+  return code === 'DENIED' ? 'denied' : code === 'RESULT_WITHHELD' ? 'withheld' : 'error'
 }
 
 export function apply(ctx: Context, config: Config) {
@@ -136,11 +142,12 @@ export function apply(ctx: Context, config: Config) {
     }
     if (approval !== undefined) span.setAttribute(ATTR.approval, approval)
     if (result.isError) {
-      const { code, toolCode, kind, deniedBy, message } = result.error
+      const { code, toolCode, kind, deniedBy, withheldBy, message } = result.error
       span.setAttributes({ [ATTR.errorType]: code, [ATTR.errorCode]: code })
       if (toolCode !== undefined) span.setAttribute(ATTR.toolCode, toolCode)
       if (kind !== undefined) span.setAttribute(ATTR.failureKind, kind)
       if (deniedBy) span.setAttributes({ [ATTR.deniedByStage]: deniedBy.stage, [ATTR.deniedByPlugin]: deniedBy.plugin })
+      if (withheldBy) span.setAttributes({ [ATTR.withheldByStage]: withheldBy.stage, [ATTR.withheldByPlugin]: withheldBy.plugin })
       span.setStatus({ code: SpanStatusCode.ERROR, message: bounded(message) })
     }
     span.end()

@@ -181,8 +181,8 @@ function stageText(stage: { stage: string; decision: string; by?: string; reason
 
 export function callLine(call: CallRecord) {
   const where = call.nested ? `  ↳ in ${call.outerCallId}: ` : ''
-  const outcome =
-    call.outcome === 'ok' ? 'ok' : call.error!.code + (call.error!.deniedBy ? ` by ${call.error!.deniedBy.stage}/${call.error!.deniedBy.plugin}` : '')
+  const by = call.error?.deniedBy ?? call.error?.withheldBy
+  const outcome = call.outcome === 'ok' ? 'ok' : call.error!.code + (by ? ` by ${by.stage}/${by.plugin}` : '')
   const stages = call.stages.length ? call.stages.map(stageText).join('; ') : call.reachedPolicy ? 'no policy decision (default allow)' : ''
   const detail = call.note ? `${stages ? `${stages}; ` : ''}${call.note}` : stages
   const message = call.outcome === 'error' && !call.error!.deniedBy ? ` — ${call.error!.message}` : ''

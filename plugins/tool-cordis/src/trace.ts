@@ -7,6 +7,8 @@ export interface CallError {
   code: string
   message: string
   deniedBy?: { stage: string; plugin: string }
+  /** RESULT_WITHHELD: the body ran, and this participant kept its result from the model */
+  withheldBy?: { stage: string; plugin: string }
   toolCode?: string
   kind?: string
 }
@@ -155,9 +157,10 @@ export class CallTrace {
     if (exec.parent) record.outerCallId = exec.parent.callId
     if (!reachedPolicy) record.note = collapsed ? COLLAPSED_NOTE : BEFORE_POLICY_NOTE
     if (result.isError) {
-      const { code, message, deniedBy, toolCode, kind } = result.error
+      const { code, message, deniedBy, withheldBy, toolCode, kind } = result.error
       const error: CallError = { code, message: cut(message, MESSAGE_PREVIEW) }
       if (deniedBy) error.deniedBy = { ...deniedBy }
+      if (withheldBy) error.withheldBy = { ...withheldBy }
       if (toolCode !== undefined) error.toolCode = toolCode
       if (kind !== undefined) error.kind = kind
       record.error = error

@@ -305,7 +305,8 @@ function outcomeBadge(e) {
   if (state === 'running') return h('span', { class: 'badge info' }, 'running…')
   if (state === 'waiting') return h('span', { class: 'badge warn' }, 'waiting for approval')
   const err = e.record.error
-  const by = err.deniedBy ? ` by ${err.deniedBy.stage}/${err.deniedBy.plugin}` : ''
+  const who = err.deniedBy ?? err.withheldBy
+  const by = who ? ` by ${who.stage}/${who.plugin}` : ''
   return h('span', { class: 'badge bad' }, `${err.code}${by}`)
 }
 
@@ -431,7 +432,7 @@ function callBody(e, children) {
         h(
           'p',
           { class: 'error' },
-          `${record.error.code}${record.error.deniedBy ? ` (denied by ${record.error.deniedBy.stage}/${record.error.deniedBy.plugin})` : ''}: ${record.error.message}`,
+          `${record.error.code}${record.error.deniedBy ? ` (denied by ${record.error.deniedBy.stage}/${record.error.deniedBy.plugin})` : ''}${record.error.withheldBy ? ` (the tool ran; result withheld by ${record.error.withheldBy.stage}/${record.error.withheldBy.plugin})` : ''}: ${record.error.message}`,
         ),
       )
   }
