@@ -39,6 +39,9 @@ export interface Launch {
 
 const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt']
 
+/** a confined command's scratch directory, its `$TMPDIR` and `$HOME`: a tmpfs of its own, discarded when it ends */
+export const SCRATCH = '/tmp/faber-scratch'
+
 function bwrapPath(configured?: string): string | undefined {
   if (configured !== undefined) return existsSync(configured) ? configured : undefined
   for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
@@ -68,14 +71,22 @@ function hiddenPath(entry: string): string | undefined {
 export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): string[] {
   const args = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']
   if (sandbox.network) args.push('--share-net')
+  // the empty file systems made here, read-only once every mount point in them is made: a write outside the root
+  // and the scratch directory fails ("Read-only file system") instead of landing in a tmpfs that vanishes
+  const made: string[] = []
   if (sandbox.filesystem === 'readonly') {
     args.push('--ro-bind', '/', '/')
     // a symlink (/var/run -> /run) is hidden with its target
     for (const entry of sandbox.hide) {
       const hidden = hiddenPath(entry)
-      if (hidden !== undefined && isDirectory(hidden)) args.push('--tmpfs', hidden)
+      if (hidden !== undefined && isDirectory(hidden)) {
+        args.push('--tmpfs', hidden)
+        made.push(hidden)
+      }
     }
   } else {
+    // the sandbox's own root, a tmpfs
+    made.push('/')
     for (const dir of SYSTEM) {
       let info: ReturnType<typeof lstatSync>
       try {
@@ -89,11 +100,14 @@ export function bwrapArgs(root: string, shell: string, sandbox: SandboxConfig): 
     }
   }
   // a fresh /proc shows only the sandbox's PID namespace; /dev holds only the harmless devices
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', SCRATCH)
+  made.push('/tmp')
   // after /tmp's tmpfs, so a directory below it is not covered up
   for (const dir of sandbox.readOnly) args.push('--ro-bind-try', dir, dir)
   for (const dir of sandbox.writable) args.push('--bind-try', dir, dir)
   args.push('--bind', root, root)
+  // not recursive: the mounts inside (the root, writable, the scratch directory) keep their own
+  for (const dir of made) args.push('--remount-ro', dir)
   args.push('--chdir', root)
   if (!existsSync(shell)) throw new TypeError(`tools-shell: the shell "${shell}" does not exist; set the shell option`)
   return args

@@ -5,11 +5,11 @@ import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { defineConfig } from '@faber/core'
 import { type Context, Schema } from 'cordis'
-import { bwrapArgs, findCgroups, type Launch, probeBubblewrap, protectArgs, type SandboxConfig } from './confine.ts'
+import { bwrapArgs, findCgroups, type Launch, probeBubblewrap, protectArgs, type SandboxConfig, SCRATCH } from './confine.ts'
 import { shellTools } from './tools.ts'
 
 export { Capture, type Captured } from './capture.ts'
-export { bwrapArgs, probeBubblewrap, protectArgs, type SandboxConfig } from './confine.ts'
+export { bwrapArgs, probeBubblewrap, protectArgs, type SandboxConfig, SCRATCH } from './confine.ts'
 export { type Outcome, ShellError } from './tools.ts'
 
 export const name = 'tools-shell'
@@ -139,13 +139,15 @@ export function apply(ctx: Context, config: Config) {
   const env = commandEnv(config.env, process.env, root)
   let launch: (command: string) => Launch
   let status: string
+  let confinement: string | undefined
   if (config.confine) {
     // protected paths are checked per command, not here: the probe passes no descriptor
     const probe = probeBubblewrap(root, config.shell, { ...config.sandbox, protect: [] }, config.bwrap)
     if (!probe.ok) {
       throw new TypeError(`tools-shell: commands cannot be confined: ${probe.why}. Install bubblewrap, or set confine: false to run them unconfined`)
     }
-    if (!('HOME' in config.env.set)) env.HOME = '/tmp'
+    // the one writable place outside the root, where programs look for one
+    for (const name of ['HOME', 'TMPDIR']) if (!(name in config.env.set)) env[name] = SCRATCH
     // built per command: protected paths are the ones that exist when it starts
     launch = (command) => {
       // bwrapArgs may throw: before any descriptor is opened
@@ -156,7 +158,12 @@ export function apply(ctx: Context, config: Config) {
     const fs = config.sandbox.filesystem === 'readonly' ? 'the rest of the file system read-only' : 'only system directories visible, read-only'
     status =
       `confined by bubblewrap: ${root} writable, ${fs}, ${config.sandbox.network ? 'network allowed' : 'no network'}, ` +
-      `own PID namespace; processes ${cgroups.description}`
+      `own PID namespace, $TMPDIR ${SCRATCH} a scratch directory per command; processes ${cgroups.description}`
+    const writable = config.sandbox.writable.length ? ` and ${config.sandbox.writable.join(', ')}` : ''
+    const protectedToo = config.sandbox.protect.length ? ` (in the workspace, ${config.sandbox.protect.join(', ')} too)` : ''
+    confinement =
+      `Only the workspace${writable} is writable, and $TMPDIR (${SCRATCH}, also $HOME) for scratch files, deleted when the command ends; ` +
+      `everything else is read-only${protectedToo}: a write there fails with "Read-only file system". Keep what you need in the workspace.`
   } else {
     launch = (command) => ({ file: config.shell, args: ['-c', command], fds: [] })
     status = `NOT confined (confine: false): commands run with this process's user, file system and network; processes ${cgroups.description}`
@@ -182,6 +189,7 @@ export function apply(ctx: Context, config: Config) {
     // shell: approval narrows remembered grants to the command; changesFiles: fs-observation stops trusting reads
     annotations: { shell: true, changesFiles: true, fsRoot: root, confined: config.confine },
     status,
+    confinement,
   })
   ctx.on('dispose', () => shell.dispose())
   // jobs die with their session: a job belongs to the agent that started it

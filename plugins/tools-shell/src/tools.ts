@@ -34,6 +34,8 @@ export interface ShellOptions {
   annotations: Record<string, unknown>
   /** how commands run, for the inspector: confined by what, or not */
   status: string
+  /** confined: where a command may write, for the model; told in the description and beside a read-only failure */
+  confinement?: string
 }
 
 interface Job {
@@ -64,7 +66,7 @@ function seconds(ms: number) {
   return ms < 10000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`
 }
 
-function render(tools: { output: string }) {
+function render(tools: { output: string }, confinement: string | undefined) {
   return (_: unknown, v: Outcome) => {
     let head: string
     if (v.status === 'running') head = `job ${v.jobId} is running (${seconds(v.durationMs)} so far); read more with ${tools.output}`
@@ -78,6 +80,8 @@ function render(tools: { output: string }) {
     if (v.stdout) parts.push(`stdout:\n${v.stdout.replace(/\n$/, '')}`)
     if (v.stderr) parts.push(`stderr:\n${v.stderr.replace(/\n$/, '')}`)
     if (!v.stdout && !v.stderr) parts.push(v.status === 'running' ? '(no new output)' : '(no output)')
+    // the write the command attempted did not happen: say why, and where it can write
+    if (confinement && v.stderr.includes('Read-only file system')) parts.push(`note: ${confinement}`)
     return parts.join('\n')
   }
 }
@@ -132,13 +136,14 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
       `Run a bash command in the workspace (${options.root}) and return its exit code and output. ` +
       `It is killed after timeoutMs (default ${seconds(options.timeoutMs)}, at most ${seconds(options.maxTimeoutMs)}), ` +
       'and processes it leaves behind are killed when it ends. Long output keeps its start and end. ' +
-      `For servers and watchers set background: true and read the job with ${names.output}; stop it with ${names.stop}.`,
+      `For servers and watchers set background: true and read the job with ${names.output}; stop it with ${names.stop}.` +
+      (options.confinement ? ` ${options.confinement}` : ''),
     parameters: t.object({
       command: t.string({ minLength: 1 }).describe('the bash command line'),
       timeoutMs: t.integer({ minimum: 1, maximum: options.maxTimeoutMs }).describe('kill it after this many milliseconds').optional(),
       background: t.boolean().describe(`run as a background job and return its id at once (read it with ${names.output})`).optional(),
     }),
-    output: { schema: outcome, render: render(names) },
+    output: { schema: outcome, render: render(names, options.confinement) },
     isConcurrencySafe: () => false,
     // a backstop for timeout wrappers such as guards': the tool enforces its own timeout first
     timeoutMs: options.maxTimeoutMs + limits.killGraceMs + 5000,
@@ -189,7 +194,7 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
       jobId: t.string({ minLength: 1 }),
       waitMs: t.integer({ minimum: 0, maximum: 60000 }).describe('wait up to this long for the job to end before reading').optional(),
     }),
-    output: { schema: outcome, render: render(names) },
+    output: { schema: outcome, render: render(names, options.confinement) },
     isConcurrencySafe: () => true,
     annotations: { readOnly: true, ...options.annotations },
     async execute(args, run) {
@@ -218,7 +223,7 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
     name: names.stop,
     description: `Stop a background job of ${name}: it and everything it started are killed. Returns its last output.`,
     parameters: t.object({ jobId: t.string({ minLength: 1 }) }),
-    output: { schema: outcome, render: render(names) },
+    output: { schema: outcome, render: render(names, options.confinement) },
     isConcurrencySafe: () => false,
     annotations: { destructive: true, idempotent: true, ...options.annotations },
     async execute(args, run) {

@@ -19,7 +19,11 @@ describe('tools-shell under bubblewrap', () => {
   it('says so in its status', async () => {
     const { ctx, root } = await deployment()
     const status = ctx.tools.get('bash')!.annotations.status as string
-    expect(status).to.match(new RegExp(`^confined by bubblewrap: ${root} writable, the rest of the file system read-only, no network, own PID namespace`))
+    expect(status).to.match(
+      new RegExp(
+        `^confined by bubblewrap: ${root} writable, the rest of the file system read-only, no network, own PID namespace, \\$TMPDIR /tmp/faber-scratch a scratch directory per command`,
+      ),
+    )
   })
 
   it('the workspace is writable; a write anywhere else fails', async () => {
@@ -36,8 +40,38 @@ describe('tools-shell under bubblewrap', () => {
   it('/tmp is a fresh one, and hidden directories are empty', async () => {
     const { bash } = await deployment({ shell: { sandbox: { hide: ['/root', '/home'] } } })
     const marker = await tempDir('faber-marker-')
-    const v = value(await bash(`ls -A /root | wc -l; test -e ${marker} && echo visible || echo absent; echo x > /tmp/y && cat /tmp/y`))
-    expect(v.stdout).to.equal('0\nabsent\nx\n')
+    const v = value(await bash(`ls -A /root | wc -l; test -e ${marker} && echo visible || echo absent`))
+    expect(v.stdout).to.equal('0\nabsent\n')
+  })
+
+  it('a write that cannot reach the host fails, saying why, with the workspace itself under /tmp', async () => {
+    const base = await tempDir('faber-base-')
+    await mkdir(path.join(base, 'ws'))
+    const { bash } = await deployment({ shell: { root: path.join(base, 'ws'), sandbox: { hide: ['/root', '/home'] } } })
+    // the workspace's parent, /tmp and a hidden directory exist inside the sandbox: each is read-only, not a throwaway
+    for (const target of [path.join(base, 'outside.txt'), '/tmp/faber-outside.txt', '/root/faber-outside.txt']) {
+      const result = await bash(`echo x > ${target}`)
+      const v = value(result)
+      expect(v.exitCode, target).to.equal(1)
+      expect(v.stderr).to.include(`${target}: Read-only file system`)
+      expect(result.content).to.include('note: Only the workspace is writable, and $TMPDIR (/tmp/faber-scratch')
+      expect(existsSync(target), target).to.equal(false)
+    }
+    expect(value(await bash('echo in > in.txt && cat in.txt')).stdout).to.equal('in\n')
+  })
+
+  it('the minimal file system is read-only outside the workspace, its own root included', async () => {
+    const { bash } = await deployment({ shell: { sandbox: { filesystem: 'minimal' } } })
+    const v = value(await bash('echo x > /faber-outside.txt; echo x > /tmp/faber-outside.txt'))
+    expect(v.stderr.match(/Read-only file system/g)).to.have.length(2)
+  })
+
+  it('$TMPDIR (and $HOME) is a scratch directory of its own for each command', async () => {
+    const { bash, ctx } = await deployment()
+    const v = value(await bash('echo $TMPDIR $HOME; f=$(mktemp) && echo kept > $f && cat $f; echo s > $HOME/.note && ls -A $TMPDIR | wc -l'))
+    expect(v.stdout).to.equal('/tmp/faber-scratch /tmp/faber-scratch\nkept\n2\n')
+    expect(value(await bash('ls -A $TMPDIR | wc -l')).stdout).to.equal('0\n')
+    expect(ctx.tools.get('bash')!.description).to.include('$TMPDIR (/tmp/faber-scratch, also $HOME) for scratch files')
   })
 
   it('the home directory of this process is hidden wherever it lies (~/.ssh)', async () => {
