@@ -24,7 +24,7 @@ import {
 import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { McpLoginUsageError, mcpLogin } from './mcp-login.ts'
 import { standardStack } from './stack.ts'
-import { colorEnabled, createStyle, type Style } from './style.ts'
+import { colorEnabled, createStyle, Spinner, type Style } from './style.ts'
 
 const HELP: Record<string, string> = {
   faber: `faber — a plugin-based runtime for the tools LLM agents call
@@ -40,6 +40,7 @@ Commands:
   mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
   mcp login|logout <server> OAuth for a server the deployment imports: sign in, keep the tokens in its store
   grants list|revoke|export|import  the approval grants kept in a deployment's store
+  replay <log>… --with <deployment.yml>  recorded sessions through a changed policy: what would change
 
 run, chat, inspect and mcp without a file use ./faber.yml, else ./faber.yaml.
 
@@ -51,6 +52,25 @@ Options:
 
 Exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.`,
   grants: GRANTS_HELP,
+  replay: `faber replay <session-log>… --with <deployment.yml> — what a changed policy would decide on recorded calls
+
+Usage: faber replay <session.jsonl>… --with <deployment.yml> [--json]
+
+Every call the logs recorded (model-direct calls, run_code programs and each of their nested calls), in recorded
+order, goes through the deployment's real pipeline: the Code Mode collapse, tools/pre-execute listeners, approval
+(its rules and grants answer; a question for a person is reported as ask, never shown), guards, fs-observation
+(its read history rebuilt from the recorded calls). Tool bodies never run: a call the deployment lets through gets
+its recorded result, so the calls after it see the same world. Nothing is written: the deployment's store is read
+into memory, no grant is kept, no file or row changes. The report lists each call whose decision changed, and a
+summary by tool and by plugin.
+
+Options:
+  --with FILE  the deployment to replay through (required)
+  --json       the report as JSON (deterministic: the same logs and deployment give the same bytes)
+  --no-color   plain output
+
+Exit codes: 0 nothing became more permissive, 1 a call that was denied or asked would now run, 2 bad input
+(an unreadable or corrupted log, a log of another LOG_VERSION, a deployment that does not load).`,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 
 Usage: faber demo [--json] [--keep] [--log FILE] [--web [HOST:]PORT]
@@ -197,17 +217,22 @@ function defaultDeployment(): string | undefined {
   return ['faber.yml', 'faber.yaml'].find((name) => existsSync(name))
 }
 
-/** composes a deployment; a plugin that fails to start is reported once, as a DeploymentError, not also as cordis' stack dump */
-async function composeReported(spec: DeploymentSpec): Promise<Deployed> {
+/** runs `fn` with cordis' own plugin-failure logs off: a plugin that fails to start is reported once, as a DeploymentError */
+async function quietly<T>(fn: () => Promise<T>): Promise<T> {
   const levels = Logger.levels as Record<string, unknown>
   const before = levels.app
   levels.app = 0
   try {
-    return await compose(spec)
+    return await fn()
   } finally {
     if (before === undefined) delete levels.app
     else levels.app = before
   }
+}
+
+/** composes a deployment; a plugin that fails to start is reported once, as a DeploymentError, not also as cordis' stack dump */
+function composeReported(spec: DeploymentSpec): Promise<Deployed> {
+  return quietly(() => compose(spec))
 }
 
 /** `faber run --base-url / --model`: the same deployment against another endpoint or model */
@@ -307,6 +332,25 @@ export async function main(argv: string[]): Promise<number> {
       })
       if (values.help) break
       return grants(positionals, values as { store?: string; deployment?: string; json?: boolean; replace?: boolean; output?: string })
+    }
+    case 'replay': {
+      const { values, positionals } = parse(command, rest, { with: { type: 'string' }, json: { type: 'boolean' } })
+      if (values.help) break
+      if (typeof values.with !== 'string') throw new UsageError('faber replay: --with <deployment.yml> is required: the deployment to replay the logs through')
+      if (!positionals.length) throw new UsageError('faber replay: name at least one session log\nUsage: faber replay <session.jsonl>… --with <deployment.yml>')
+      const spec = await loadDeploymentFile(values.with)
+      const { replay, replayExitCode } = await import('./replay.ts')
+      const { renderReplay } = await import('./replay-report.ts')
+      const spinner = new Spinner(process.stderr)
+      const report = await quietly(() =>
+        replay(positionals, spec, {
+          onProgress: ({ calls, bytes, totalBytes }) => {
+            if (calls % 500 === 0) spinner.start(`replaying: ${calls} calls, ${Math.floor((100 * bytes) / Math.max(1, totalBytes))}% of the log(s)`)
+          },
+        }),
+      ).finally(() => spinner.stop())
+      process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReplay(report, styleFor(values))}\n`)
+      return replayExitCode(report)
     }
     case 'demo': {
       const { values } = parse(command, rest, {
@@ -507,7 +551,12 @@ async function run() {
   try {
     code = await main(argv.filter((a) => a !== '--debug'))
   } catch (error) {
-    const known = error instanceof UsageError || error instanceof DeploymentError || error instanceof GrantsUsageError || error instanceof McpLoginUsageError
+    const known =
+      error instanceof UsageError ||
+      error instanceof DeploymentError ||
+      error instanceof GrantsUsageError ||
+      error instanceof McpLoginUsageError ||
+      (error as Error)?.name === 'ReplayInputError'
     const message = messageOf(error)
     if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
     else if (known) process.stderr.write(`${message}\n`)

@@ -17,6 +17,7 @@ export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, s
 export { messageOf } from './message.ts'
 export {
   type DeniedBy,
+  ERROR_CODES,
   type ErrorCode,
   errorResult,
   type Stage,

@@ -1,0 +1,340 @@
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
+import { defineTool, t } from '@faber/core'
+import { Store } from '@faber/store'
+import { expect } from 'chai'
+import { type Context, Logger } from 'cordis'
+import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
+import { faber } from './helpers.ts'
+
+Logger.levels.base = 0
+
+let dir: string
+let bodies: string[]
+
+/** a tool whose body leaves a trace in the workspace (and in `bodies`) every time it runs */
+const Stamp = {
+  name: 'stamp',
+  apply(ctx: Context, config: { file: string }) {
+    ctx.tools.register(
+      defineTool({
+        name: 'stamp',
+        description: 'appends a line to a file',
+        parameters: t.object({ text: t.string() }),
+        output: { schema: t.object({ stamped: t.string() }) },
+        execute: async ({ text }) => {
+          bodies.push(text)
+          await appendFile(config.file, `${text}\n`)
+          return { stamped: text }
+        },
+      }),
+    )
+  },
+}
+
+/** a deployment over `${dir}/ws`: tools-fs, fs-observation, the stamp tool, and what `extra` adds */
+function deployment(extra: Record<string, unknown> = {}, mode = 'native'): DeploymentSpec {
+  const spec = readDeployment({ mode, agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') }, ...extra } }, 'test.yml', dir)
+  spec.plugins.push({ key: 'stamp', use: 'stamp', config: { file: join(dir, 'ws', 'stamps.txt') }, plugin: Stamp })
+  if (mode !== 'native') spec.plugins.unshift({ key: '@faber/sandbox', use: '@faber/sandbox', config: {} })
+  return spec
+}
+
+/** plays `script` on `spec` with a real agent session, logging to `name`; returns the log's path */
+async function record(spec: DeploymentSpec, script: ScriptStep[], name = 'session.jsonl'): Promise<string> {
+  const path = join(dir, name)
+  const deployed = await compose(spec)
+  const log = await SessionLog.open(path)
+  try {
+    const session = new AgentSession(deployed.ctx, { model: new ScriptedModel(script), agent: deployed.agents.get('main'), log })
+    await session.send('go')
+    session.dispose()
+  } finally {
+    await log.close()
+    await deployed.stop()
+  }
+  return path
+}
+
+const calls = (...steps: { name: string; arguments: unknown }[][]): ScriptStep[] => [...steps.map((toolCalls) => ({ toolCalls })), { text: 'done' }]
+
+/** the log with each record passed through `fn` (which may drop it, or return forged text) */
+async function rewrite(path: string, fn: (record: Record<string, unknown>) => Record<string, unknown> | string | undefined) {
+  const lines = (await readFile(path, 'utf8')).split('\n').filter(Boolean)
+  const out = lines.map((line) => fn(JSON.parse(line))).filter((r) => r !== undefined)
+  await writeFile(path, `${out.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n')}\n`)
+}
+
+function changes(report: ReplayReport) {
+  return report.changes.map((c) => [c.name, c.old.verdict, c.new.verdict, c.new.plugin])
+}
+
+/** every file under `root` with its bytes and modification time */
+async function tree(root: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {}
+  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue
+    const file = join(entry.parentPath, entry.name)
+    out[file] = `${(await stat(file)).mtimeMs} ${(await readFile(file)).toString('base64')}`
+  }
+  return out
+}
+
+describe('faber replay', function () {
+  this.timeout(60_000)
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'faber-replay-'))
+    await mkdir(join(dir, 'ws'))
+    await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
+    bodies = []
+  })
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  describe('decisions', () => {
+    it('the same deployment changes nothing, and no body runs', async () => {
+      const spec = deployment({ '@faber/plugin-fs-observation': {} })
+      const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }], [{ name: 'stamp', arguments: { text: 'a' } }]))
+      expect(bodies).to.deep.equal(['a'])
+      const report = await replay([log], spec)
+      expect(report.summary).to.include({ replayed: 2, unchanged: 2, changed: 0 })
+      expect(replayExitCode(report)).to.equal(0)
+      expect(bodies).to.deep.equal(['a'])
+    })
+
+    it('a new guard rule: the call is newly denied, by the plugin and stage that decided, with its reason', async () => {
+      const log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'rm -rf /' } }], [{ name: 'stamp', arguments: { text: 'ok' } }]))
+      const tightened = deployment({
+        '@faber/plugin-guards': { deny: [{ name: 'no-rm', tools: ['stamp'], argument: '$.text', pattern: '^rm ', reason: 'no rm' }] },
+      })
+      const report = await replay([log], tightened)
+      expect(changes(report)).to.deep.equal([['stamp', 'allow', 'deny', 'guards']])
+      const [change] = report.changes
+      expect(change).to.include({ turn: 1, agent: 'main', arguments: '{"text":"rm -rf /"}' })
+      expect(change.new.reason).to.contain('no rm')
+      expect(report.summary).to.include({ replayed: 2, unchanged: 1, newlyDenied: 1, newlyAllowed: 0 })
+      expect(report.summary.byPlugin).to.deep.equal({ guards: { denied: 1, asked: 0 } })
+      expect(report.summary.byTool.stamp).to.include({ replayed: 2, changed: 1, newlyDenied: 1 })
+      expect(replayExitCode(report)).to.equal(0)
+    })
+
+    it('a loosened policy: a call that was denied would now run, and the exit code says so', async () => {
+      const strict = deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } })
+      const log = await record(strict, calls([{ name: 'stamp', arguments: { text: 'x' } }]))
+      const report = await replay([log], deployment())
+      expect(changes(report)).to.deep.equal([['stamp', 'deny', 'allow', undefined]])
+      expect(report.changes[0].old).to.include({ stage: 'pre-execute', plugin: 'guards' })
+      expect(report.morePermissive).to.equal(true)
+      expect(replayExitCode(report)).to.equal(1)
+      expect(bodies).to.deep.equal([])
+    })
+
+    it('approval: rules and grants answer; a question for a person is reported as ask, never asked', async () => {
+      const rules = { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] }
+      const log = await record(deployment({ '@faber/plugin-approval': rules }), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
+      let asked = 0
+      const Person = { name: 'person', apply: (ctx: Context) => ctx.on('approval/request', () => (asked++, { decision: 'allow' as const })) }
+      const spec = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } })
+      spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+      const report = await replay([log], spec)
+      expect(changes(report)).to.deep.equal([['stamp', 'allow', 'ask', 'approval']])
+      expect(report.summary).to.include({ newlyAsked: 1 })
+      expect(asked).to.equal(0)
+      expect(replayExitCode(report)).to.equal(0)
+    })
+
+    it('a tool the deployment does not have, and an agent it does not define, are reported as unknown', async () => {
+      const log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
+      const without = readDeployment({ agents: [{ name: 'main' }] }, 'bare.yml', dir)
+      const report = await replay([log], without)
+      expect(changes(report)).to.deep.equal([['stamp', 'allow', 'unknown', 'core']])
+      expect(report.summary.unknown).to.equal(1)
+      const other = readDeployment({ agents: [{ name: 'other' }] }, 'other.yml', dir)
+      const elsewhere = await replay([log], other)
+      expect(elsewhere.changes[0].new.reason).to.contain('no agent named "main"')
+    })
+
+    it('replays nested calls under their run_code, in recorded order, with the program line the log gives', async () => {
+      const code = "await tools.read({ path: 'notes.txt' })\nawait tools.stamp({ text: 'inner' })\nreturn 1"
+      const spec = deployment({}, 'code')
+      const log = await record(spec, calls([{ name: 'run_code', arguments: { code, description: 'two calls' } }]))
+      expect(bodies).to.deep.equal(['inner'])
+      // where the runtime records call sites, they are read; here they are added to the recorded log
+      const lines = (await readFile(log, 'utf8')).split('\n').map((line) => {
+        if (!line.includes('"nested-call"')) return line
+        const record = JSON.parse(line)
+        return JSON.stringify({ ...record, line: record.name === 'read' ? 1 : 2, column: 7 })
+      })
+      await writeFile(log, lines.join('\n'))
+      const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'))
+      expect(changes(report)).to.deep.equal([['stamp', 'allow', 'deny', 'guards']])
+      expect(report.changes[0].within).to.deep.equal({
+        callId: report.changes[0].within?.callId,
+        line: 2,
+        column: 7,
+        source: "await tools.stamp({ text: 'inner' })",
+      })
+      expect(report.summary.replayed).to.equal(3)
+      const refused = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['run_code'], reason: 'no programs' }] } }, 'code'))
+      expect(changes(refused)).to.deep.equal([['run_code', 'allow', 'deny', 'guards']])
+      expect(refused.changes[0].notReached).to.equal(2)
+      expect(bodies).to.deep.equal(['inner'])
+    })
+
+    it("fs-observation's read history comes from the recorded calls, not the disk of today", async () => {
+      const spec = deployment({ '@faber/plugin-fs-observation': {} })
+      const log = await record(
+        spec,
+        calls([{ name: 'read', arguments: { path: 'notes.txt' } }], [{ name: 'edit', arguments: { path: 'notes.txt', oldString: 'hello', newString: 'bye' } }]),
+      )
+      // the disk has moved on since: a check against it would call the edit stale
+      await writeFile(join(dir, 'ws', 'notes.txt'), 'changed again, elsewhere\n')
+      const report = await replay([log], spec)
+      expect(report.summary).to.include({ replayed: 2, unchanged: 2 })
+      // and the history is rebuilt in order: without the read, the edit is refused
+      const read = (record: Record<string, unknown>) =>
+        (record.call as { name?: string })?.name === 'read' || record.name === 'read' || (record.message as { name?: string })?.name === 'read'
+      await rewrite(log, (record) => (read(record) ? undefined : record))
+      const unread = await replay([log], spec)
+      expect(changes(unread)).to.deep.equal([['edit', 'allow', 'deny', 'fs-observation']])
+    })
+  })
+
+  describe('read-only', () => {
+    it('writes nothing: no file, no store row, no grant, whatever the tools and stores would write', async () => {
+      const store = join(dir, 'state', 'faber.db')
+      const live = deployment({
+        '@faber/store': { path: store },
+        '@faber/plugin-fs-observation': {},
+        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'], rules: [{ tool: '*', decision: 'allow' }] },
+      })
+      const log = await record(
+        live,
+        calls(
+          [{ name: 'read', arguments: { path: 'notes.txt' } }],
+          [{ name: 'write', arguments: { path: 'notes.txt', content: 'new\n' } }],
+          [{ name: 'stamp', arguments: { text: 'x' } }],
+        ),
+      )
+      // a persisted grant the replay should honour, and must not touch
+      const grants = new Store(store)
+      grants.db
+        .prepare('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)')
+        .run('g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z')
+      grants.close()
+      const before = await tree(dir)
+      const changed = deployment({
+        '@faber/store': { path: store },
+        '@faber/plugin-fs-observation': {},
+        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'] },
+      })
+      const report = await replay([log], changed)
+      // the stamp is allowed by the stored grant; the write now needs a person
+      expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
+      expect(await tree(dir)).to.deep.equal(before)
+      expect(bodies).to.deep.equal(['x'])
+    })
+  })
+
+  describe('hostile logs', () => {
+    let log: string
+    beforeEach(async () => {
+      log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
+    })
+
+    async function refused(text: string, pattern: RegExp) {
+      await writeFile(log, text)
+      let error: unknown
+      try {
+        await replay([log], deployment())
+      } catch (caught) {
+        error = caught
+      }
+      expect(error).to.be.instanceOf(ReplayInputError)
+      expect((error as Error).message).to.match(pattern)
+    }
+
+    it('a torn last line is reported and left out; a broken line before it is refused by line', async () => {
+      const text = await readFile(log, 'utf8')
+      await writeFile(log, `${text}{"type":"call","turn":2,"ca`)
+      const report = await replay([log], deployment())
+      expect(report.logs[0].truncated?.line).to.equal(text.split('\n').length)
+      expect(report.summary.replayed).to.equal(1)
+      const lines = text.split('\n')
+      await refused([lines[0], 'not json', ...lines.slice(1)].join('\n'), /:2: not a log record .*corrupted/)
+    })
+
+    it('refuses an older or newer LOG_VERSION by name, and forged records with a clear error', async () => {
+      const text = await readFile(log, 'utf8')
+      await refused(text.replace('"version":2', '"version":1'), /LOG_VERSION 1, which records no result values.*record the session again/)
+      await refused(text.replace('"version":2', '"version":7'), /LOG_VERSION 7, which this Faber \(LOG_VERSION 2\) does not know/)
+      await writeFile(log, text)
+      await rewrite(log, (record) => (record.type === 'call' ? { ...record, call: { id: 1 } } : record))
+      await refused(await readFile(log, 'utf8'), /a call record without call/)
+      await refused(text.replace(/^\{"type":"session"[^\n]*\n/, '{"type":"turn","turn":1}\n'), /before the log's session record/)
+      await refused('', /no session record/)
+      let missing: unknown
+      await replay([join(dir, 'none.jsonl')], deployment()).catch((error) => (missing = error))
+      expect((missing as Error).message).to.match(/none\.jsonl: cannot read the log \(ENOENT\)/)
+    })
+
+    it('counts record types it does not know, and reads __proto__ keys and 10,000-deep arguments as data', async () => {
+      const text = await readFile(log, 'utf8')
+      const deep = `${'['.repeat(10_000)}${']'.repeat(10_000)}`
+      await rewrite(log, (record) => {
+        if (record.type === 'turn') return `${JSON.stringify(record).slice(0, -1)},"__proto__":{"polluted":true}}`
+        if (record.type !== 'call') return record
+        const call = record.call as Record<string, unknown>
+        return { ...record, call: { ...call, arguments: `{"__proto__":{"polluted":true},"text":"x","deep":${deep}}` } }
+      })
+      await appendFile(log, '{"type":"checkpoint","turn":1,"at":1}\n{"type":"checkpoint","turn":1,"at":2}\n')
+      const report = await replay([log], deployment())
+      expect(report.logs[0].unknownRecords).to.deep.equal({ checkpoint: 2 })
+      expect(({} as Record<string, unknown>).polluted).to.equal(undefined)
+      // the recorded call ran; now its arguments are refused before any policy: reported, not a crash
+      expect(changes(report)).to.deep.equal([['stamp', 'allow', 'error', 'core']])
+      expect(report.changes[0].new.code).to.equal('INVALID_ARGUMENTS')
+    })
+  })
+
+  describe('the command', () => {
+    it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
+      await writeFile(
+        join(dir, 'strict.yml'),
+        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
+      )
+      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
+      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
+      const same = await faber(['replay', log, '--with', join(dir, 'open.yml')])
+      expect(same.code, same.stderr).to.equal(0)
+      expect(same.stdout).to.contain('1 replayed, 1 unchanged').and.contain('Nothing became more permissive')
+      const first = await faber(['replay', log, '--with', join(dir, 'strict.yml'), '--json'])
+      const second = await faber(['replay', log, '--with', join(dir, 'strict.yml'), '--json'])
+      expect(first.code).to.equal(0)
+      expect(first.stdout).to.equal(second.stdout)
+      expect(JSON.parse(first.stdout).summary).to.include({ newlyDenied: 1 })
+      const strictLog = join(dir, 'strict.jsonl')
+      const strict = readDeployment(
+        {
+          agents: [{ name: 'main' }],
+          plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') }, '@faber/plugin-guards': { deny: [{ tools: ['read'], reason: 'no reads' }] } },
+        },
+        'strict.yml',
+        dir,
+      )
+      await record(strict, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]), 'strict.jsonl')
+      const loosened = await faber(['replay', strictLog, '--with', join(dir, 'open.yml')])
+      expect(loosened.code).to.equal(1)
+      expect(loosened.stdout).to.contain('deny → allow').and.contain('More permissive')
+      await writeFile(join(dir, 'bad.jsonl'), '{"type":"session","version":1,"id":"x","model":"m","at":1}\n')
+      const bad = await faber(['replay', join(dir, 'bad.jsonl'), '--with', join(dir, 'open.yml')])
+      expect(bad.code).to.equal(2)
+      expect(bad.stderr).to.contain('LOG_VERSION 1')
+      const usage = await faber(['replay', log])
+      expect(usage.code).to.equal(2)
+      expect(usage.stderr).to.contain('--with <deployment.yml> is required')
+    })
+  })
+})
