@@ -9,6 +9,7 @@ import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { messageOf } from './message.ts'
 import { parseJson } from './parse-json.ts'
+import { listenForWaits, RunWaits, type WaitTally } from './person-wait.ts'
 import { errorResult, type ToolErrorInfo, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import { type ExecutionMode, Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
@@ -52,6 +53,8 @@ export interface CodeMode {
 export interface CodeModeHost {
   readonly config: { typecheck: boolean; maxParallelSubCalls: number; sdkBudget: number; codeLimits: Partial<CodeRunLimits> }
   codeRuntime(): CodeRuntime | undefined
+  /** the deployment's count of programs waiting on a person, against its bound */
+  readonly waits: WaitTally
   /**
    * create's signal-free half of a nested call: one snapshot and validation per call; `parsed`: see Pipeline.prepare.
    * `settle` runs it like `run`, with the result itself when nothing on the way was pending
@@ -138,6 +141,8 @@ class Outstanding {
     return texts
   }
 }
+
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`
 
 function cancelledNote(cancelled: readonly string[]) {
   const n = cancelled.length
@@ -370,13 +375,17 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       return { ok: true, value: runtime.jsonOf(result.value) }
     }
 
+    // a nested call waiting on a person stops the program's wall clock (person-wait.ts)
+    const waits = new RunWaits(runtime.waits)
+    const unlisten = listenForWaits(exec.token, waits)
     let outcome: CodeRunOutcome
     let cancelled: string[] = []
     try {
-      outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: run.signal, limits: runtime.config.codeLimits })
+      outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: run.signal, limits: runtime.config.codeLimits, waits })
     } catch (error) {
       outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
     } finally {
+      unlisten()
       cancelled = inflight.texts()
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
       settled = true
@@ -391,7 +400,12 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       const left = cancelled.length
         ? ` (${cancelled.length === 1 ? '1 call still running was' : `${cancelled.length} calls still running were`} cancelled: ${cancelled.join(', ')})`
         : ''
-      throw new ToolResultError(failure(kind, `${message}${left}`, { logs, line, column }))
+      // a wait on a person that found the deployment's bound reached did not stop the clock: say why it ran out
+      const crowded =
+        kind === 'timeout' && waits.refused > 0
+          ? ` (its wall clock ran on while it waited on a person: ${plural(runtime.waits.maxWaiting(), 'other program was', 'other programs were')} already waiting, the most maxWaitingPrograms allows; run it again later)`
+          : ''
+      throw new ToolResultError(failure(kind, `${message}${left}${crowded}`, { logs, line, column }))
     }
     let result: Json | undefined
     if (outcome.result !== undefined) {

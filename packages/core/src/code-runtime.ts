@@ -6,7 +6,7 @@ import { Schema } from 'cordis'
 export interface CodeRunLimits {
   /** compute budget in ms: time the program spends running, not time it spends awaiting tool calls */
   cpuMs: number
-  /** wall-clock budget in ms, waits included */
+  /** wall-clock budget in ms, waits on tools included; it stops while a nested call waits on a person (`waits`) */
   wallMs: number
   /** heap budget in MB */
   memoryMb: number
@@ -41,8 +41,21 @@ export interface CodeRunRequest {
   callNow?(name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply>
   /** aborting it ends the run with kind `abort` */
   signal: AbortSignal
+  /**
+   * whether the program waits on a person now (a nested call's approval or form): while it does, the backend stops the
+   * run's wall-clock timer, and starts it again with what was left when the wait ends. the cpu budget is untouched
+   */
+  waits?: WaitSignal
   /** overrides for this run; the backend fills the rest from its own configuration */
   limits?: Partial<CodeRunLimits>
+}
+
+/** a run's waits on a person, as its caller tells them to the backend */
+export interface WaitSignal {
+  /** true while the program waits on a person: its wall clock is stopped */
+  readonly waiting: boolean
+  /** calls `listener` each time `waiting` changes; returns the function that stops it */
+  watch(listener: (waiting: boolean) => void): () => void
 }
 
 export type CodeRunOutcome =
@@ -83,7 +96,7 @@ export const defaultCodeLimits: CodeRunLimits = {
  */
 export const CodeRunLimits: Schema<Partial<CodeRunLimits>> = Schema.object({
   cpuMs: Schema.natural().min(1).description('compute budget in ms; time spent awaiting tools does not count'),
-  wallMs: Schema.natural().min(1).description('wall-clock budget in ms, waits included'),
+  wallMs: Schema.natural().min(1).description('wall-clock budget in ms, waits on tools included, waits on a person not'),
   memoryMb: Schema.natural().min(8).description('heap budget in MB, array buffers included'),
   outputBytes: Schema.natural().min(256).description('budget for what a program prints plus the JSON of its result'),
 })

@@ -15,6 +15,7 @@ export type { ConversationEndInfo, SessionEndInfo, SessionInfo, TurnInfo } from 
 export type * from './execution.ts'
 export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, snapshot } from './json.ts'
 export { messageOf } from './message.ts'
+export { type WaitingPrograms, waitOnPerson } from './person-wait.ts'
 export {
   type DeniedBy,
   ERROR_CODES,

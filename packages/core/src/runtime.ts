@@ -11,6 +11,7 @@ import { defineConfig } from './config.ts'
 import { addListener, callEach, hookTable, type Listener, listenerIndex, ownerOf, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { messageOf } from './message.ts'
+import { type WaitingPrograms, WaitTally } from './person-wait.ts'
 import { Pipeline } from './pipeline.ts'
 import type { ToolResult } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
@@ -143,6 +144,8 @@ class ToolRuntime extends Service {
 
   declare config: ToolRuntime.Config
   private deadlines: { preExecuteMs: number; postExecuteMs: number; approvalMs: number }
+  /** the run_code programs waiting on a person now, against maxWaitingPrograms */
+  private waits = new WaitTally(() => this.config.maxWaitingPrograms)
 
   constructor(ctx: Context, config: ToolRuntime.ConfigInput = {}) {
     super(ctx, 'tools', true)
@@ -168,6 +171,7 @@ class ToolRuntime extends Service {
     this.codeMode = createRunCode({
       config: this.config,
       codeRuntime: () => this.service('codeRuntime'),
+      waits: this.waits,
       prepare: (input, parsed) => this.pipeline.prepare(input, parsed),
       jsonOf: (value) => this.pipeline.jsonOf(value),
       observesNested: (agent) => callStart.for(agent).length > 0 || callSettle.for(agent).length > 0,
@@ -224,6 +228,11 @@ class ToolRuntime extends Service {
         this.changed()
       }
     })
+  }
+
+  /** the run_code programs whose wall clock is stopped now, a nested call of each waiting on a person, for the inspector */
+  waitingPrograms(): WaitingPrograms {
+    return this[kRaw].waits.snapshot()
   }
 
   /** every live agent, in creation order */
@@ -582,6 +591,8 @@ namespace ToolRuntime {
     postExecuteTimeoutMs: number
     /** an approval request with no answer by then is denied */
     approvalTimeoutMs: number
+    /** run_code programs whose wall clock may stop at once while a nested call waits on a person */
+    maxWaitingPrograms: number
   }
 
   /** what a deployer writes: every key optional, limits partial */
@@ -620,6 +631,11 @@ namespace ToolRuntime {
         .min(1)
         .default(15 * 60_000)
         .description("an approval request with no answer by then is DENIED; the approval plugin's own deadlines are usually shorter"),
+      maxWaitingPrograms: Schema.natural()
+        .default(64)
+        .description(
+          'run_code programs whose wall clock may stop at once while a nested call waits on a person (each holds its sandbox unit meanwhile); past it, the clock runs on',
+        ),
     }),
   )
 }

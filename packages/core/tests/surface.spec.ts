@@ -13,7 +13,7 @@ const VALUES = [
   ...['checkSchema', 'collapses', 'compileSchema', 'createAgent', 'default', 'defaultCodeLimits', 'defineConfig', 'defineTool'],
   ...['errorResult', 'formatDuration', 'listenersFor', 'loadedPlugins', 'messageOf', 'nearestKey', 'ownerOf', 'pluginFailure', 'pluginName'],
   ...['snapshot'],
-  ...['startDeployment', 'strict', 't', 'untraced', 'warmRunCode', 'withDeadline'],
+  ...['startDeployment', 'strict', 't', 'untraced', 'waitOnPerson', 'warmRunCode', 'withDeadline'],
 ]
 const TYPES = [
   ...['AgentOptions', 'ApprovalOutcome', 'ApprovalRequest', 'ApprovalService', 'BridgeReply', 'CallRequest', 'CodeFailureKind'],
@@ -22,7 +22,7 @@ const TYPES = [
   ...['Mask', 'Mode', 'ModeOrigin', 'NestedCallSettle', 'NestedCallStart', 'PipelineEvent', 'PostDecision', 'PreDecision'],
   ...['PreparedCall', 'PromptSection', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],
   ...['TSchema', 'ToolAnnotations', 'ToolDefinition', 'ToolErrorInfo', 'ToolFailure', 'ToolInfo', 'ToolOutput', 'ToolResult'],
-  ...['ToolRun', 'ToolSchema', 'ToolSuccess', 'TurnInfo', 'TypedToolDefinition', 'Validator', 'Wire'],
+  ...['ToolRun', 'ToolSchema', 'ToolSuccess', 'TurnInfo', 'TypedToolDefinition', 'Validator', 'WaitSignal', 'WaitingPrograms', 'Wire'],
 ]
 
 describe("@faber/core's public surface", () => {

@@ -433,7 +433,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     let deliver: ivm.Reference | undefined
     let post: ivm.Reference | undefined
     let cpuStart = 0n
-    const startedAt = performance.now()
     // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
     const handles: { release(): void }[] = []
     const hold = <T extends { release(): void }>(handle: T) => {
@@ -574,7 +573,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 
     const step = (args: unknown[], now: number) => {
       const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
-      const wallLeft = limits.wallMs - (now - startedAt)
+      // Infinity while the program waits on a person: only cpuMs and the slice bound the step then
+      const wallLeft = run.wall.left(now)
       if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
       if (wallLeft <= 0) return fail('timeout', limitMessages.wall(limits))
       const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)

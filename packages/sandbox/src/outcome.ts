@@ -20,7 +20,7 @@ export const overheadMb = 16
 
 export const limitMessages = {
   cpu: (limits: CodeRunLimits) => `the program computed for more than ${limits.cpuMs} ms of CPU time (cpuMs); time spent awaiting tools does not count`,
-  wall: (limits: CodeRunLimits) => `the program did not finish within ${limits.wallMs} ms of wall-clock time (wallMs), waits included`,
+  wall: (limits: CodeRunLimits) => `the program did not finish within ${limits.wallMs} ms of wall-clock time (wallMs), waits on tools included`,
   memory: (limits: CodeRunLimits) => `the program ran out of its ${limits.memoryMb} MB of memory (memoryMb)`,
   output: (limits: CodeRunLimits) => `the program printed or returned more than ${limits.outputBytes} bytes (outputBytes)`,
   /** a `memory` failure the prelude or the bridge reported, by its reason */

@@ -22,6 +22,7 @@ import {
   type CodeRuntimeLoad,
   defaultCodeLimits,
 } from './types.ts'
+import { WallClock } from './wall.ts'
 
 const MB = 1024 * 1024
 
@@ -373,7 +374,8 @@ export class Run {
   /** the backend's part of the epilogue, once, as the run settles: `reuse` says whether the unit serves another run */
   cleanup: ((reuse: boolean) => void) | undefined
   private cpuTimer: NodeJS.Timeout | undefined
-  private wallTimer: NodeJS.Timeout | undefined
+  /** the wall-clock budget: stopped while the program waits on a person */
+  readonly wall: WallClock
 
   constructor(
     readonly request: CodeRunRequest,
@@ -388,6 +390,7 @@ export class Run {
       this.fail,
       (call, reply) => this.deliver(call, reply),
     )
+    this.wall = new WallClock(limits.wallMs, () => this.fail('timeout', limitMessages.wall(limits)))
   }
 
   /** ends the run as failed with what it printed so far; the unit is discarded */
@@ -401,14 +404,15 @@ export class Run {
     if (this.settled) return
     this.settled = true
     clearTimeout(this.cpuTimer)
-    clearTimeout(this.wallTimer)
+    this.wall.end()
     this.request.signal.removeEventListener('abort', this.onAbort)
     this.running.delete(this)
     this.end(outcome, heap)
   }
 
   /**
-   * the program starts now: an abort or the sandbox closing ends it, and so do its wall-clock budget and its cpu budget.
+   * the program starts now: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
+   * waits on a person) and its cpu budget.
    * `cpuUsed` says how many ms of cpu the program spent so far (undefined: it cannot tell any more, and polling stops)
    */
   arm(cpuUsed: () => number | undefined) {
@@ -423,7 +427,7 @@ export class Run {
     this.request.signal.addEventListener('abort', this.onAbort, { once: true })
     this.running.add(this)
     this.cpuTimer = setTimeout(checkCpu, limits.cpuMs)
-    this.wallTimer = setTimeout(() => this.fail('timeout', limitMessages.wall(limits)), limits.wallMs)
+    this.wall.start(this.request.waits)
   }
 
   private onAbort = () => this.fail('abort', 'the run was aborted')

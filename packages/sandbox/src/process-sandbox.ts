@@ -10,6 +10,7 @@ import { failure, limitMessages } from './outcome.ts'
 import { type GatedOptions, GatedRuntime, warmUp } from './pool.ts'
 import type { ChildMessage, HostMessage } from './process-serve.ts'
 import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
+import { WallClock } from './wall.ts'
 
 const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
 
@@ -239,6 +240,7 @@ export class ProcessSandbox extends GatedRuntime {
     return new Promise<CodeRunOutcome>((resolve) => {
       let settled = false
       let backstop: NodeJS.Timeout | undefined
+      let unwatch: (() => void) | undefined
       const onAbort = () => {
         this.send(child, { t: 'abort', id })
         // the process answers an abort at once; one that does not is not trusted with another run
@@ -248,7 +250,8 @@ export class ProcessSandbox extends GatedRuntime {
         if (!child.runs.delete(id)) return
         settled = true
         clearTimeout(backstop)
-        clearTimeout(wall)
+        wall.end()
+        unwatch?.()
         request.signal.removeEventListener('abort', onAbort)
         if (child.runs.size === 0) {
           this.idle(child)
@@ -269,12 +272,15 @@ export class ProcessSandbox extends GatedRuntime {
         },
         (call, reply) => this.send(child, { t: 'reply', id, call, reply }),
       )
-      // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering
-      const wall = setTimeout(() => this.retire(child, 'stopped answering'), limits.wallMs + 5000)
+      // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering. both stop
+      // while the program waits on a person: the process is told each change
+      const wall = new WallClock(limits.wallMs + 5000, () => this.retire(child, 'stopped answering'))
       child.runs.set(id, { bridge, limits, settle, called: false })
       this.busy(child)
       request.signal.addEventListener('abort', onAbort, { once: true })
-      this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits })
+      this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits, waiting: request.waits?.waiting === true })
+      wall.start(request.waits)
+      unwatch = request.waits?.watch((waiting) => this.send(child, { t: 'wait', id, waiting }))
     })
   }
 

@@ -2,12 +2,14 @@
 // channel by ProcessSandbox in the host. it holds no secrets and writes nothing to stdout or stderr of its own.
 
 import { messageOf } from './outcome.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './types.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime, WaitSignal } from './types.ts'
 
 export type HostMessage =
   | { t: 'init'; module: string; exportName: string; options: Record<string, unknown> }
-  | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits }
+  | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits; waiting: boolean }
   | { t: 'reply'; id: number; call: number; reply: BridgeReply }
+  /** the program starts or stops waiting on a person: its wall clock stops meanwhile */
+  | { t: 'wait'; id: number; waiting: boolean }
   | { t: 'abort'; id: number }
   /** a liveness check: the main thread answers it with `pong` as soon as it turns its event loop */
   | { t: 'ping'; n: number }
@@ -33,7 +35,7 @@ interface Served extends CodeRuntime {
 }
 
 const send = (message: ChildMessage) => process.send?.(message)
-const runs = new Map<number, { controller: AbortController; calls: Map<number, (reply: BridgeReply) => void> }>()
+const runs = new Map<number, { controller: AbortController; calls: Map<number, (reply: BridgeReply) => void>; waits: Waits }>()
 let runtime: Served | undefined
 let calls = 0
 // each run's id, by the signal its request carries (what a backend hands back to `stepped`)
@@ -60,10 +62,29 @@ async function init(message: Extract<HostMessage, { t: 'init' }>) {
   }
 }
 
-async function run({ id, code, tools, limits }: Extract<HostMessage, { t: 'run' }>) {
+// the host's word on whether a run waits on a person, for the backend here
+class Waits implements WaitSignal {
+  private listeners = new Set<(waiting: boolean) => void>()
+
+  constructor(public waiting: boolean) {}
+
+  watch(listener: (waiting: boolean) => void) {
+    this.listeners.add(listener)
+    return () => void this.listeners.delete(listener)
+  }
+
+  set(waiting: boolean) {
+    if (waiting === this.waiting) return
+    this.waiting = waiting
+    for (const listener of [...this.listeners]) listener(waiting)
+  }
+}
+
+async function run({ id, code, tools, limits, waiting }: Extract<HostMessage, { t: 'run' }>) {
   const controller = new AbortController()
   const pending = new Map<number, (reply: BridgeReply) => void>()
-  runs.set(id, { controller, calls: pending })
+  const waits = new Waits(waiting === true)
+  runs.set(id, { controller, calls: pending, waits })
   ids.set(controller.signal, id)
   const call = (name: string, json: string) =>
     new Promise<BridgeReply>((resolve) => {
@@ -73,7 +94,7 @@ async function run({ id, code, tools, limits }: Extract<HostMessage, { t: 'run' 
     })
   let outcome: CodeRunOutcome
   try {
-    outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits })
+    outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits, waits })
   } catch (error) {
     // as in init: a message that cannot be read must not take this process, and every run in it, down
     outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
@@ -95,6 +116,8 @@ process.on('message', (message: HostMessage) => {
     }
     case 'abort':
       return runs.get(message.id)?.controller.abort()
+    case 'wait':
+      return runs.get(message.id)?.waits.set(message.waiting === true)
     case 'ping':
       return void send({ t: 'pong', n: message.n })
   }

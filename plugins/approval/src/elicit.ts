@@ -2,7 +2,7 @@
 // same answerers as approvals (listeners on `approval/elicit`, in order, agent-scoped), under a deadline, and end in
 // an audit event. The answer is MCP's: accept with content, decline, or cancel.
 
-import { type Agent, type Json, messageOf, ownerOf } from '@faber/core'
+import { type Agent, type Execution, type Json, messageOf, ownerOf } from '@faber/core'
 import type { Events, Logger } from 'cordis'
 import type { ListenersFor } from './broker.ts'
 
@@ -37,6 +37,11 @@ export interface ElicitationRequest {
   agent?: Agent
   /** the tools of the calls in flight to the asking server when it asked */
   during?: string[]
+  /**
+   * those calls: an answerer that asks a person passes them to core's `waitOnPerson`, and the run_code programs that
+   * made them stop their wall clocks until the person answered
+   */
+  calls?: readonly Execution[]
   signal: AbortSignal
 }
 

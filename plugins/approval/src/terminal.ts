@@ -4,7 +4,7 @@
 // reader with `shareTerminal`, so the answer is read there and never reaches the program as input of its own.
 
 import type { Readable, Writable } from 'node:stream'
-import { defineConfig } from '@faber/core'
+import { defineConfig, waitOnPerson } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import type { ElicitationAnswer, ElicitationContent, ElicitationField, ElicitationQuery } from './elicit.ts'
 import { fieldProblem } from './elicit.ts'
@@ -169,8 +169,10 @@ export function apply(ctx: Context, config: Config) {
     }
   }
 
+  // a person answers here: the program that made the call stops its wall clock until they did (queued prompts too)
   ctx.on('approval/request', (query) => {
-    const answer = turn.then(() => prompt(query))
+    const answered = waitOnPerson(query.exec)
+    const answer = turn.then(() => prompt(query)).finally(answered)
     turn = answer.catch(() => {})
     return answer
   })
@@ -217,7 +219,8 @@ export function apply(ctx: Context, config: Config) {
   }
 
   ctx.on('approval/elicit', (query) => {
-    const answer = turn.then(() => form(query))
+    const answered = waitOnPerson(...(query.calls ?? []))
+    const answer = turn.then(() => form(query)).finally(answered)
     turn = answer.catch(() => {})
     return answer
   })

@@ -3,7 +3,7 @@
 // ordinary answerer, so the service audits its answers like any other (`approval/decided` with answeredBy
 // `approval-web`). the view finds it as the `approvalWeb` service.
 
-import { defineConfig, messageOf } from '@faber/core'
+import { defineConfig, messageOf, waitOnPerson } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import type { GrantScope } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
@@ -49,9 +49,12 @@ class WebAnswerer extends Service {
 
   private hold(query: ApprovalQuery): Promise<ApprovalAnswer | undefined> {
     if (query.signal.aborted) return Promise.resolve(undefined)
+    // a person answers here: the program that made the call stops its wall clock meanwhile
+    const answered = waitOnPerson(query.exec)
     return new Promise((resolve) => {
       const settle = (answer: ApprovalAnswer | undefined) => {
         if (!this.held.delete(query.id)) return
+        answered()
         query.signal.removeEventListener('abort', onAbort)
         this.tell({ kind: 'settled', id: query.id })
         resolve(answer)

@@ -59,7 +59,15 @@ declare module 'cordis' {
 
 /** what the client needs of @faber/plugin-approval's service to route a server's questions to the answerers */
 interface FormAsker {
-  elicit(request: { source: string; message: string; schema: unknown; agent?: Agent; during?: string[]; signal: AbortSignal }): Promise<ElicitResult>
+  elicit(request: {
+    source: string
+    message: string
+    schema: unknown
+    agent?: Agent
+    during?: string[]
+    calls?: readonly Execution[]
+    signal: AbortSignal
+  }): Promise<ElicitResult>
 }
 
 /** one tools/call in flight: its time budget is paused while the server waits for a person's answer */
@@ -457,6 +465,7 @@ export class McpConnection {
         schema: params.requestedSchema,
         agent: agents.size === 1 ? [...agents][0] : undefined,
         during: calls.map((call) => call.tool),
+        calls: calls.map((call) => call.exec),
         signal,
       })
     } finally {

@@ -12,6 +12,7 @@ import {
   type Json,
   RUN_CODE,
   SDK_SECTION,
+  waitOnPerson,
 } from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js'
@@ -111,6 +112,8 @@ export async function elicitApproval(
 async function elicitAnswer(server: Server, request: ApprovalRequest, options: { timeoutMs?: number; relatedRequestId?: string | number }): Promise<Elicited> {
   const outcome = (outcome: ApprovalOutcome) => ({ outcome, remember: false })
   if (!server.getClientCapabilities()?.elicitation) return outcome('unavailable')
+  // a person answers the client's form: the program that made the call stops its wall clock until they did
+  const answered = waitOnPerson(request.exec)
   const lines = [`Allow the call to "${request.tool}"? It needs approval: ${request.reason}`, `Arguments: ${JSON.stringify(request.arguments)}`]
   if (request.program !== undefined) lines.push(`It was made by this run_code program:\n${request.program}`)
   try {
@@ -123,6 +126,8 @@ async function elicitAnswer(server: Server, request: ApprovalRequest, options: {
     return { outcome: answer.content?.approve === true ? 'allowed' : 'rejected', remember: answer.content?.remember === true }
   } catch {
     return outcome(request.signal.aborted ? 'cancelled' : 'unavailable')
+  } finally {
+    answered()
   }
 }
 

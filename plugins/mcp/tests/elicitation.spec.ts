@@ -1,4 +1,5 @@
 import { mock } from 'node:test'
+import { waitOnPerson } from '@faber/core'
 import { call, deferred, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ElicitationAnswer, type ElicitationDecided, type ElicitationQuery } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
@@ -10,10 +11,13 @@ import { fixtureServer } from './helpers.ts'
 type Answerer = (query: ElicitationQuery) => ElicitationAnswer | undefined | Promise<ElicitationAnswer | undefined>
 
 /** a deployment importing the asking server, with the approval service and one form answerer */
-async function asking(answer: Answerer | undefined, options: { mode?: 'native' | 'code'; timeoutMs?: number; elicitationTimeoutMs?: number } = {}) {
+async function asking(
+  answer: Answerer | undefined,
+  options: { mode?: 'native' | 'code'; timeoutMs?: number; elicitationTimeoutMs?: number; wallMs?: number } = {},
+) {
   const asked: ElicitationQuery[] = []
   const decided: ElicitationDecided[] = []
-  const ctx = await deployment({ mode: options.mode ?? 'native' }, (ctx) => {
+  const ctx = await deployment({ mode: options.mode ?? 'native', codeLimits: options.wallMs ? { wallMs: options.wallMs } : {} }, (ctx) => {
     if (options.mode === 'code') ctx.plugin(WorkerSandbox, { poolSize: 1 })
     ctx.plugin(Approval, { require: [], elicitationTimeoutMs: options.elicitationTimeoutMs })
     if (answer)
@@ -141,6 +145,23 @@ describe('mcp client: elicitation and sampling from imported servers', function 
       } finally {
         mock.timers.reset()
       }
+    })
+
+    it("inside run_code, a person's answer does not count against the program's wall-clock budget", async () => {
+      const { call, asked } = await asking(
+        async (query) => {
+          // a person answers this form: the programs that made the calls it came during stop their clocks
+          const answered = waitOnPerson(...(query.calls ?? []))
+          await new Promise((resolve) => setTimeout(resolve, 700))
+          answered()
+          return { action: 'accept', content: { name: 'Grace' } }
+        },
+        { mode: 'code', timeoutMs: 5000, wallMs: 500 },
+      )
+      const result = await call('run_code', { code: 'const r = await tools.asking__ask({}); return r', description: 'asks who' })
+      expect(result.isError, result.content).to.equal(false)
+      expect(result.content).to.include('"name":"Grace"')
+      expect(asked[0].calls?.map((exec) => exec.name)).to.deep.equal(['asking__ask'])
     })
 
     it('cancels when no approval service is loaded', async () => {

@@ -84,7 +84,9 @@ function services(report: Report, name?: string): Selection {
 }
 
 function serviceLine(s: ServiceReport) {
-  const load = s.load ? ` [${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running, ${s.load.queued} queued]` : ''
+  const load = s.load
+    ? ` [${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running (${s.load.waiting.waiting}/${s.load.waiting.maxWaiting} of them waiting on a person), ${s.load.queued} queued]`
+    : ''
   return `${s.name} ← ${s.provider}${s.agent ? ` on agent ${s.agent}` : ''}${s.isolated ? ' (isolated)' : ''}${load}`
 }
 

@@ -12,6 +12,7 @@ import {
   pluginName,
   RUN_CODE,
   type ToolRuntime,
+  type WaitingPrograms,
 } from '@faber/core'
 import type { Context } from 'cordis'
 import { listeners, type PluginState, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
@@ -55,8 +56,11 @@ export interface ServiceReport {
   /** the agent whose context provided it */
   agent?: string
   isolated: boolean
-  /** for the code runtime: its backend, the programs running under its cap and the runs queued behind it */
-  load?: CodeRuntimeLoad & { backend: string }
+  /**
+   * for the code runtime: its backend, the programs running under its cap and the runs queued behind it, and those of
+   * the running programs that wait on a person (each holds its place under the cap and its sandbox unit meanwhile)
+   */
+  load?: CodeRuntimeLoad & { backend: string; waiting: WaitingPrograms }
 }
 
 export interface ListenerReport {
@@ -240,7 +244,7 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
       if (slot.name === 'codeRuntime') {
         const runtime = untraced(root.get('codeRuntime')) as CodeRuntime | undefined
         const load = runtime?.load?.()
-        if (runtime && load) service.load = { backend: runtime.backend, ...load }
+        if (runtime && load) service.load = { backend: runtime.backend, ...load, waiting: tools.waitingPrograms() }
       }
       return service
     }),

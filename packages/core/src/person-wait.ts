@@ -1,0 +1,135 @@
+// waiting for a person is not computing: while a nested call of a run_code program waits on a person (an approval, a
+// form), the program's wall-clock budget stops. an answerer that asks a person says so with `waitOnPerson`; the run
+// hears it through its request's `waits` (code-runtime.ts), and each backend stops its wall-clock timer meanwhile.
+
+import type { WaitSignal } from './code-runtime.ts'
+import type { Execution, ExecutionToken } from './tool.ts'
+
+/** how many programs wait on a person at once in one deployment, against its bound */
+export interface WaitingPrograms {
+  /** programs whose wall clock is stopped now, a nested call of each waiting on a person */
+  waiting: number
+  /** the most that may be: a program past it keeps its wall clock running while it waits */
+  maxWaiting: number
+  /** the most that waited at once, and how many were refused a stop, since the deployment started */
+  peakWaiting: number
+  refused: number
+}
+
+/** one deployment's count of the programs waiting on a person */
+export class WaitTally {
+  waiting = 0
+  peakWaiting = 0
+  refused = 0
+
+  constructor(readonly maxWaiting: () => number) {}
+
+  snapshot(): WaitingPrograms {
+    return { waiting: this.waiting, maxWaiting: this.maxWaiting(), peakWaiting: this.peakWaiting, refused: this.refused }
+  }
+}
+
+/**
+ * one run's waits on a person, as its backend hears them: `waiting` while at least one of its nested calls waits and the
+ * deployment's bound let it stop its clock. a wait past the bound is refused (`refused` says how many were): the clock
+ * runs on, as it would with no person involved
+ */
+export class RunWaits implements WaitSignal {
+  private holds = 0
+  private stopped = false
+  private listeners: ((waiting: boolean) => void)[] = []
+  private ended = false
+  refused = 0
+
+  constructor(private tally: WaitTally) {}
+
+  get waiting() {
+    return this.stopped
+  }
+
+  watch(listener: (waiting: boolean) => void) {
+    this.listeners.push(listener)
+    return () => {
+      const index = this.listeners.indexOf(listener)
+      if (index >= 0) this.listeners.splice(index, 1)
+    }
+  }
+
+  /** a nested call starts waiting on a person; the function it returns says the wait is over (more calls do nothing) */
+  hold(): () => void {
+    if (this.ended) return () => {}
+    this.holds++
+    if (this.holds === 1) this.stop()
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      if (--this.holds === 0) this.start()
+    }
+  }
+
+  /** the run is over: its clock is given back, and later holds do nothing */
+  end() {
+    this.holds = 0
+    this.start()
+    this.ended = true
+    this.listeners = []
+  }
+
+  private stop() {
+    const { tally } = this
+    if (tally.waiting >= tally.maxWaiting()) {
+      this.refused++
+      tally.refused++
+      return
+    }
+    tally.waiting++
+    if (tally.waiting > tally.peakWaiting) tally.peakWaiting = tally.waiting
+    this.stopped = true
+    this.tell(true)
+  }
+
+  private start() {
+    if (!this.stopped) return
+    this.stopped = false
+    this.tally.waiting--
+    this.tell(false)
+  }
+
+  private tell(waiting: boolean) {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(waiting)
+      } catch {}
+    }
+  }
+}
+
+// each running program's waits, by its run_code execution's token: a nested call names its program by that token
+const runs = new WeakMap<ExecutionToken, RunWaits>()
+
+/** @internal run_code: the program of `token` hears its nested calls' waits until the function it returns is called */
+export function listenForWaits(token: ExecutionToken, waits: RunWaits): () => void {
+  runs.set(token, waits)
+  return () => {
+    if (runs.get(token) === waits) runs.delete(token)
+    waits.end()
+  }
+}
+
+/**
+ * an answerer that asks a person calls this for the calls it asks about, as it starts waiting for them: the wall-clock
+ * budget of each run_code program that made one of them stops until the function it returns is called (call it once
+ * the person answered, or the question was withdrawn). a direct call, or one whose program already ended, is unaffected.
+ * the approval's own deadline still bounds the wait, and the program's cpu budget is untouched
+ */
+export function waitOnPerson(...calls: readonly (Pick<Execution, 'parent'> | undefined)[]): () => void {
+  const releases: (() => void)[] = []
+  for (const call of calls) {
+    const waits = call?.parent && runs.get(call.parent)
+    if (waits) releases.push(waits.hold())
+  }
+  return () => {
+    for (const release of releases.splice(0)) release()
+  }
+}
