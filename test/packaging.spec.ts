@@ -1,5 +1,5 @@
-// the published form: every package built to dist/, packed with `pnpm pack` and installed from its tarball with plain
-// npm into a project outside the workspace, then used as a user would — plain node (no tsx anywhere on the path), the
+// the published form: every publishable package built to dist/ and packed by `pnpm tarballs`, the tarballs installed
+// with plain npm into a project outside the workspace, then used as a user would — plain node (no tsx anywhere on the path), the
 // `faber` bin through npx, and tsc over a TypeScript consumer of the public types.
 
 import { spawn } from 'node:child_process'
@@ -38,6 +38,9 @@ function userEnv(): NodeJS.ProcessEnv {
   const nodedir = [process.env.npm_config_nodedir, prefix, '/usr', '/usr/local'].find((dir) => dir && existsSync(join(dir, 'include/node/node.h')))
   if (nodedir) env.npm_config_nodedir = nodedir
   env.NO_COLOR = '1'
+  // npm's audit and funding notes ask the registry for nothing this test checks
+  env.npm_config_audit = 'false'
+  env.npm_config_fund = 'false'
   return env
 }
 
@@ -83,6 +86,16 @@ async function ok(command: string, args: string[], options: { cwd: string; env?:
   const ran = await run(command, args, options)
   if (ran.code !== 0) throw new Error(`${command} ${args.join(' ')} exited ${ran.code}\n${ran.stdout}\n${ran.stderr}`)
   return ran
+}
+
+/** the commands of the root README's "From npm" block, one per line, without their comments */
+function fromNpm(): string[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const block = /```sh\n([^]*?)```/.exec(readme.slice(readme.indexOf('## From npm')))?.[1] ?? ''
+  return block
+    .split('\n')
+    .map((line) => line.replace(/\s+#.*$/, '').trim())
+    .filter(Boolean)
 }
 
 // core + each sandbox (its default, process-isolated tier) + guards + a guard written here, on plain node; and the
@@ -188,36 +201,42 @@ describe('packages installed from npm', function () {
   this.timeout(15 * 60_000)
   let temp: string
   let project: string
+  let packed: string
   let tarballs: string[]
+  let installed: Ran
   const env = userEnv()
 
   before(async () => {
     temp = await mkdtemp(join(tmpdir(), 'faber-packaging-'))
-    await ok('pnpm', ['run', 'build'], { cwd: ROOT })
-    const packed = join(temp, 'tarballs')
-    await ok('pnpm', ['-r', '--filter', './packages/*', '--filter', './plugins/*', 'pack', '--pack-destination', packed], { cwd: ROOT })
+    // the root README's commands as written, with its tarball folder in the temporary directory
+    const [tarballsLine, projectLine, installLine, ...more] = fromNpm()
+    expect(more, 'the From npm block has three commands').to.deep.equal([])
+    packed = join(temp, 'faber-tarballs')
+    const sh = (line: string, cwd: string) => ok('sh', ['-c', line.replaceAll('~/faber-tarballs', packed)], { cwd, env })
+    await sh(tarballsLine, ROOT)
     tarballs = (await readdir(packed)).filter((f) => f.endsWith('.tgz')).sort()
-    project = join(temp, 'project')
-    await mkdir(project)
+    await sh(projectLine, temp)
+    project = join(temp, 'my-project')
+    // what the type-check below needs, beside what the README installs
     const root = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
-    await writeFile(
-      join(project, 'package.json'),
-      JSON.stringify({
-        name: 'faber-consumer',
-        private: true,
-        type: 'module',
-        dependencies: Object.fromEntries(tarballs.map((file) => [file.replace(/^faber-(.*)-\d+\.\d+\.\d+\.tgz$/, '@faber/$1'), `file:${join(packed, file)}`])),
-        devDependencies: { typescript: root.devDependencies.typescript, '@types/node': root.devDependencies['@types/node'] },
-      }),
-    )
+    const created = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8'))
+    created.devDependencies = { typescript: root.devDependencies.typescript, '@types/node': root.devDependencies['@types/node'] }
+    await writeFile(join(project, 'package.json'), JSON.stringify(created, null, 2))
     if (!process.env.FABER_PACKAGING_COMPILE) await offerPrebuilds(join(temp, 'prebuilds'), env)
-    await ok('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: project, env })
+    installed = await sh(installLine, project)
   })
 
-  after(() => temp && rm(temp, { recursive: true, force: true }))
+  after(async function () {
+    // every test passed on these tarballs: a publish of the same bytes is allowed (scripts/packaging-check.mjs)
+    const tests = this.test?.parent?.tests ?? []
+    if (tests.length && tests.every((test) => test.state === 'passed'))
+      await ok(process.execPath, ['scripts/packaging-check.mjs', 'record', packed], { cwd: ROOT })
+    if (temp) await rm(temp, { recursive: true, force: true })
+  })
 
-  it('packs every package, with its published exports in dist/ and no tests or tsconfig', async () => {
+  it('packs every package (no example), with its published exports in dist/ and no tests or tsconfig', async () => {
     expect(tarballs).to.have.length(PACKAGES.length)
+    expect(tarballs.filter((file) => file.includes('example'))).to.deep.equal([])
     for (const dir of PACKAGES) {
       const source = manifest(dir)
       const installed = join(project, 'node_modules', source.name)
@@ -253,7 +272,7 @@ describe('packages installed from npm', function () {
   })
 
   it('runs `npx faber demo`', async () => {
-    const ran = await ok('npx', ['--no', '--', 'faber', 'demo'], { cwd: project, env })
+    const ran = installed
     expect(ran.stdout).to.contain('✗ write UNKNOWN_TOOL')
     expect(ran.stdout).to.contain('refused: edit requires reading "TODO.md" first')
     expect(ran.stdout).to.contain('✓ run_code')
