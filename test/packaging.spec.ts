@@ -91,7 +91,7 @@ async function ok(command: string, args: string[], options: { cwd: string; env?:
 /** the commands of the root README's "From npm" block, one per line, without their comments */
 function fromNpm(): string[] {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const block = /```sh\n([^]*?)```/.exec(readme.slice(readme.indexOf('## From npm')))?.[1] ?? ''
+  const block = /```sh\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('## From npm')))?.[1] ?? ''
   return block
     .split('\n')
     .map((line) => line.replace(/\s+#.*$/, '').trim())
