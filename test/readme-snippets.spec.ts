@@ -132,6 +132,10 @@ const PLAN: Record<string, Plan> = {
   'packages/cli/README.md: faber grants import grants.json --store state/faber.db   # add (or replace by id) the grants of an export': {
     run: true,
   },
+  'packages/cli/README.md: faber demo --log session.jsonl                                    # record a session with the demo deployment': {
+    run: true,
+  },
+  'packages/cli/README.md: faber replay: 10 call(s) from 1 log(s) through examples/replay/stricter.yml': { run: true },
   "packages/core/README.md: import { readFile } from 'node:fs/promises'": { typecheck: true },
   "packages/sandbox-isolate/README.md: import { Context } from 'cordis'": { typecheck: true },
   "packages/sandbox/README.md: import { Context } from 'cordis'": { typecheck: true },
@@ -312,7 +316,7 @@ describe('README snippets', function () {
       if (faberAt >= 0 && (words[0] === 'faber' || words.slice(0, faberAt).join(' ') === 'pnpm exec' || words[0] === 'npx')) {
         // a faber command line: its command exists and every flag it shows is one that command's --help lists
         const rest = words.slice(faberAt + 1)
-        const sub = ['demo', 'run', 'chat', 'inspect', 'mcp', 'grants'].find((c) => rest[0] === c || rest[0]?.startsWith(`${c}`)) ?? ''
+        const sub = ['demo', 'run', 'chat', 'inspect', 'mcp', 'grants', 'replay'].find((c) => rest[0] === c || rest[0]?.startsWith(`${c}`)) ?? ''
         if (rest[0] && !sub && !rest[0].startsWith('-') && rest[0] !== '…') problems.push(`${at}: no command ${rest[0]}`)
         const text = await help(sub)
         for (const flag of rest.filter((w) => w !== '--help').flatMap((w) => w.match(/(?<![\w-])--?[a-z][\w-]*/g) ?? [])) {
@@ -499,6 +503,32 @@ describe('README snippets', function () {
       expect(outs[1]).to.match(/^no-deploy\s+reject\s+deploy/m)
       expect(JSON.parse(await readFile(join(dir, 'out.json'), 'utf8'))).to.deep.equal({ version: 1, grants: [] })
       expect(JSON.parse(outs[4])).to.deep.equal({ version: 1, grants: [] })
+    })
+
+    it('packages/cli: the replay walk-through, as written, prints the report it shows', async () => {
+      const lines = block(
+        all,
+        'packages/cli/README.md: faber demo --log session.jsonl                                    # record a session with the demo deployment',
+      )
+        .text.split('\n')
+        .map((l) => l.split('#')[0].trim())
+        .filter(Boolean)
+      expect(lines).to.have.length(3)
+      // the example deployments, beside the log the first command writes, as in the repository
+      await mkdir(join(dir, 'examples/replay'), { recursive: true })
+      for (const file of ['faber.yml', 'stricter.yml']) await writeFile(join(dir, 'examples/replay', file), await readFile(join(ROOT, 'examples/replay', file)))
+      const outs: { code: number | null; stdout: string; stderr: string }[] = []
+      for (const line of lines) {
+        const [faber, ...args] = line.split(/\s+/)
+        expect(faber).to.equal('faber')
+        outs.push(await run(process.execPath, [BIN, ...args], { cwd: dir }))
+      }
+      expect(outs.map((o) => o.code)).to.deep.equal([0, 0, 0], outs.map((o) => o.stderr).join('\n'))
+      expect(outs[1].stdout).to.contain('10 replayed, 10 unchanged')
+      const session = /^session (\S+) ·/m.exec(outs[2].stdout)?.[1]
+      expect(session).to.be.a('string')
+      const shown = block(all, 'packages/cli/README.md: faber replay: 10 call(s) from 1 log(s) through examples/replay/stricter.yml').text
+      expect(outs[2].stdout.replaceAll(`session ${session} `, 'session <id> ').trimEnd()).to.equal(shown.trimEnd())
     })
 
     it('examples: each start command prints the output its README shows', async () => {

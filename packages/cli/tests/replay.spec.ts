@@ -134,7 +134,14 @@ describe('faber replay', function () {
       const rules = { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] }
       const log = await record(deployment({ '@faber/plugin-approval': rules }), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
       let asked = 0
-      const Person = { name: 'person', apply: (ctx: Context) => ctx.on('approval/request', () => (asked++, { decision: 'allow' as const })) }
+      const Person = {
+        name: 'person',
+        apply: (ctx: Context) =>
+          ctx.on('approval/request', () => {
+            asked++
+            return { decision: 'allow' as const }
+          }),
+      }
       const spec = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } })
       spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
       const report = await replay([log], spec)
@@ -280,7 +287,6 @@ describe('faber replay', function () {
     })
 
     it('counts record types it does not know, and reads __proto__ keys and 10,000-deep arguments as data', async () => {
-      const text = await readFile(log, 'utf8')
       const deep = `${'['.repeat(10_000)}${']'.repeat(10_000)}`
       await rewrite(log, (record) => {
         if (record.type === 'turn') return `${JSON.stringify(record).slice(0, -1)},"__proto__":{"polluted":true}}`
