@@ -23,6 +23,7 @@ import {
 } from './deployment.ts'
 import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { McpLoginUsageError, mcpLogin } from './mcp-login.ts'
+import type { ReplayReport } from './replay.ts'
 import { standardStack } from './stack.ts'
 import { colorEnabled, createStyle, Spinner, type Style } from './style.ts'
 
@@ -54,7 +55,7 @@ Exit codes: 0 done, 1 a failure while running, 2 a usage or deployment error.`,
   grants: GRANTS_HELP,
   replay: `faber replay <session-log>… --with <deployment.yml> — what a changed policy would decide on recorded calls
 
-Usage: faber replay <session.jsonl>… --with <deployment.yml> [--json]
+Usage: faber replay <session.jsonl>… --with <deployment.yml> [--json] [--web [HOST:]PORT]
 
 Every call the logs recorded (model-direct calls, run_code programs and each of their nested calls), in recorded
 order, goes through the deployment's real pipeline: the Code Mode collapse, tools/pre-execute listeners, approval
@@ -67,6 +68,9 @@ summary by tool and by plugin.
 Options:
   --with FILE  the deployment to replay through (required)
   --json       the report as JSON (deterministic: the same logs and deployment give the same bytes)
+  --web [HOST:]PORT  then serve the web view of the replay's read-only deployment, with the report above its calls,
+               until Ctrl-C (see faber inspect --help; its address goes to stderr)
+  --token TOKEN  the token the view requires (see faber inspect --help)
   --no-color   plain output
 
 Exit codes: 0 nothing became more permissive, 1 a call that was denied or asked would now run, 2 bad input
@@ -263,7 +267,7 @@ async function listenArg(command: string, listen: Values[string]): Promise<{ hos
 }
 
 /** serves the live web view of a deployment when --web asked for one, loading the inspector if the deployment did not */
-async function serveWeb(command: string, deployed: Deployed, values: Values, out: NodeJS.WritableStream = process.stdout) {
+async function serveWeb(command: string, deployed: Deployed, values: Values, out: NodeJS.WritableStream = process.stdout, extra: { replay?: object } = {}) {
   const listen = values.web
   if (listen === undefined) {
     if (values.token !== undefined) throw new UsageError(`faber ${command}: --token only applies with --web`)
@@ -283,7 +287,7 @@ async function serveWeb(command: string, deployed: Deployed, values: Values, out
   if (!inspector) throw new Error('the inspector (@faber/plugin-tool-cordis) did not start')
   let view: Awaited<ReturnType<typeof inspector.serve>>
   try {
-    view = await inspector.serve({ ...where, token: values.token as string | undefined })
+    view = await inspector.serve({ ...where, token: values.token as string | undefined, ...extra })
   } catch (error) {
     throw new UsageError(`faber ${command}: --web: ${(error as Error).message}`)
   }
@@ -334,22 +338,44 @@ export async function main(argv: string[]): Promise<number> {
       return grants(positionals, values as { store?: string; deployment?: string; json?: boolean; replace?: boolean; output?: string })
     }
     case 'replay': {
-      const { values, positionals } = parse(command, rest, { with: { type: 'string' }, json: { type: 'boolean' } })
+      const { values, positionals } = parse(command, rest, {
+        with: { type: 'string' },
+        json: { type: 'boolean' },
+        web: { type: 'string' },
+        token: { type: 'string' },
+      })
       if (values.help) break
+      if (values.token !== undefined && values.web === undefined) throw new UsageError('faber replay: --token only applies with --web')
       if (typeof values.with !== 'string') throw new UsageError('faber replay: --with <deployment.yml> is required: the deployment to replay the logs through')
       if (!positionals.length) throw new UsageError('faber replay: name at least one session log\nUsage: faber replay <session.jsonl>… --with <deployment.yml>')
       const spec = await loadDeploymentFile(values.with)
       const { replay, replayExitCode } = await import('./replay.ts')
       const { renderReplay } = await import('./replay-report.ts')
       const spinner = new Spinner(process.stderr)
+      const print = (report: ReplayReport) => {
+        spinner.stop()
+        process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReplay(report, styleFor(values))}\n`)
+      }
+      // with --web the report is printed, then the view of the replay's deployment is served until Ctrl-C
+      const hold =
+        values.web === undefined
+          ? undefined
+          : async (deployed: Deployed, report: ReplayReport) => {
+              print(report)
+              const view = await serveWeb(command, deployed, values, process.stderr, { replay: report })
+              process.stderr.write('faber replay: the view stays until Ctrl-C\n')
+              await untilSignal()
+              await view?.close()
+            }
       const report = await quietly(() =>
         replay(positionals, spec, {
           onProgress: ({ calls, bytes, totalBytes }) => {
             if (calls % 500 === 0) spinner.start(`replaying: ${calls} calls, ${Math.floor((100 * bytes) / Math.max(1, totalBytes))}% of the log(s)`)
           },
+          hold,
         }),
       ).finally(() => spinner.stop())
-      process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReplay(report, styleFor(values))}\n`)
+      if (!hold) print(report)
       return replayExitCode(report)
     }
     case 'demo': {

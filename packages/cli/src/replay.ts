@@ -87,6 +87,8 @@ export class ReplayInputError extends Error {
 export interface ReplayOptions {
   /** told after each direct call: the calls replayed so far, and how far through the logs' bytes */
   onProgress?(progress: { calls: number; bytes: number; totalBytes: number }): void
+  /** told the report while the replay's (read-only) deployment still runs, which stops once this settles (faber replay --web serves its view) */
+  hold?(deployed: Deployed, report: ReplayReport): Promise<void>
 }
 
 // who answered an approval without a person: the rules answerer, and the policy (never / auto)
@@ -634,7 +636,9 @@ export async function replay(logs: string[], deployment: DeploymentSpec, options
       await replayer.replayLog(log, totalBytes, before, options)
       before += sizes[index]
     }
-    return replayer.finish()
+    const report = replayer.finish()
+    await options.hold?.(deployed, report)
+    return report
   } finally {
     await deployed.stop()
   }

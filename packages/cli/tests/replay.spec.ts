@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,7 +8,7 @@ import { Store } from '@faber/store'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
-import { faber } from './helpers.ts'
+import { BIN, faber } from './helpers.ts'
 
 Logger.levels.base = 0
 
@@ -305,6 +306,41 @@ describe('faber replay', function () {
   })
 
   describe('the command', () => {
+    it('--web prints the report, then serves it with the view of the replayed deployment until Ctrl-C', async () => {
+      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
+      await writeFile(
+        join(dir, 'strict.yml'),
+        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
+      )
+      const child = spawn(process.execPath, [BIN, 'replay', log, '--with', join(dir, 'strict.yml'), '--json', '--web', '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (chunk) => (stdout += chunk))
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stderr.on('data', (chunk) => {
+          stderr += chunk
+          const found = /the live web view is at (http:\/\/\S+)/.exec(stderr)
+          if (found) resolve(found[1])
+        })
+        exited.then((code) => reject(new Error(`exited with ${code}: ${stderr}`)))
+      })
+      try {
+        const served = (await (await fetch(new URL('api/replay', url))).json()) as ReplayReport
+        expect(served).to.deep.equal(JSON.parse(stdout))
+        expect(served.summary).to.include({ newlyDenied: 1 })
+        // the view's own report is the replayed deployment's: its trace holds the replayed call and its denial
+        const report = (await (await fetch(new URL('api/report', url))).json()) as { report: { plugins: unknown } }
+        expect(JSON.stringify(report.report.plugins)).to.contain('guards')
+      } finally {
+        child.kill('SIGINT')
+      }
+      expect(await exited).to.equal(0)
+    })
+
     it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
       await writeFile(
         join(dir, 'strict.yml'),

@@ -192,6 +192,41 @@ describe('the live web view in Chromium', function () {
     await page.screenshot({ path: resolve(ARTIFACTS, 'inspector.png'), fullPage: false })
   })
 
+  it('shows a replay report above the calls when it serves one', async () => {
+    const replay = {
+      deployment: 'stricter.yml',
+      summary: { replayed: 3, unchanged: 2, changed: 1, newlyDenied: 1, newlyAllowed: 0, newlyAsked: 0, unknown: 0 },
+      changes: [
+        {
+          session: 's1',
+          turn: 1,
+          agent: 'main',
+          callId: 'call_2/4',
+          name: 'edit',
+          arguments: '{"path":"TODO.md"}',
+          within: { callId: 'call_2', line: 12, source: 'await tools.edit(tick)' },
+          old: { verdict: 'allow' },
+          new: { verdict: 'deny', stage: 'pre-execute', plugin: 'guards', reason: 'the lead keeps the TODO list' },
+        },
+      ],
+      morePermissive: false,
+    }
+    const view = await ctx.inspector.serve({ replay })
+    const other = await openPage(view.url, WAIT)
+    try {
+      const text = await other.page.locator('#replay-panel').innerText({ timeout: WAIT })
+      expect(text).to.contain('2 unchanged, 1 newly denied').and.contain('Nothing became more permissive')
+      expect(text).to.contain('edit').and.contain('the lead keeps the TODO list').and.contain('line 12: await tools.edit(tick)')
+      // without a replay report the section stays hidden, and /api/replay says why
+      expect(await page.locator('#replay-panel').isHidden()).to.equal(true)
+      const res = await fetch(new URL('api/replay', url))
+      expect(res.status).to.equal(404)
+    } finally {
+      await other.browser.close()
+      await view.close()
+    }
+  })
+
   it('filters the calls from the keyboard', async () => {
     await page.locator('#calls-panel').focus()
     await page.keyboard.press('/')

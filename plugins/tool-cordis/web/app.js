@@ -33,6 +33,53 @@ const time = (epoch) => new Date(epoch).toLocaleTimeString()
 const agentLabel = (agent) => (agent === null || agent === undefined ? 'global' : agent)
 const keyOf = (agent, callId) => `${agent ?? ''}/${callId}`
 
+// ---- a replay report (faber replay --web): the calls whose decision changed, and the summary ----
+
+const VERDICT_CLASS = { allow: 'ok', deny: 'bad', ask: 'warn', unknown: 'warn', error: 'muted' }
+
+function verdictBadge(decision) {
+  return h('span', { class: `badge ${VERDICT_CLASS[decision.verdict] ?? 'muted'}` }, decision.verdict)
+}
+
+function replayChange(change) {
+  const by = change.new.stage ? ` by ${change.new.stage}${change.new.plugin && change.new.plugin !== change.new.stage ? ` (${change.new.plugin})` : ''}` : ''
+  const where = change.within
+    ? `in run_code ${change.within.callId}${change.within.line !== undefined ? `, line ${change.within.line}${change.within.source ? `: ${change.within.source}` : ''}` : ''}`
+    : ''
+  return h(
+    'div',
+    { class: 'replay-change' },
+    h('div', {}, h('strong', {}, change.name), ' ', h('code', {}, change.arguments)),
+    h('div', {}, verdictBadge(change.old), ' → ', verdictBadge(change.new), by),
+    change.new.reason && h('div', { class: 'muted small' }, change.new.reason),
+    h(
+      'div',
+      { class: 'muted small' },
+      `session ${change.session} · turn ${change.turn}${change.agent ? ` · agent ${change.agent}` : ''}${where ? ` · ${where}` : ''}`,
+    ),
+    change.notReached ? h('div', { class: 'small' }, `its ${change.notReached} recorded nested call(s) would not be reached`) : null,
+  )
+}
+
+async function loadReplay() {
+  const res = await fetch(withToken('/api/replay'))
+  if (res.status === 404) return
+  if (!res.ok) throw new Error(`${res.status} ${(await res.json().catch(() => ({}))).error ?? res.statusText}`)
+  const replay = await res.json()
+  const s = replay.summary
+  const parts = [`${s.replayed} replayed`, `${s.unchanged} unchanged`]
+  if (s.newlyDenied) parts.push(`${s.newlyDenied} newly denied`)
+  if (s.newlyAllowed) parts.push(`${s.newlyAllowed} newly allowed`)
+  if (s.newlyAsked) parts.push(`${s.newlyAsked} newly asked`)
+  if (s.unknown) parts.push(`${s.unknown} unknown`)
+  $('replay-summary').replaceChildren(
+    `${parts.join(', ')} — through ${replay.deployment}. `,
+    h('strong', {}, replay.morePermissive ? 'More permissive: a call that was denied or asked would now run.' : 'Nothing became more permissive.'),
+  )
+  $('replay').replaceChildren(...(replay.changes.length ? replay.changes.map(replayChange) : [h('p', { class: 'muted' }, 'no decision changed')]))
+  $('replay-panel').hidden = false
+}
+
 // ---- the report: plugins, services, agents ----
 
 let report
@@ -711,4 +758,7 @@ document.addEventListener('keydown', (event) => {
 $('filter').addEventListener('input', () => document.querySelectorAll('#calls > .call').forEach(applyFilter))
 $('refresh').addEventListener('click', () => loadReport().catch(showError))
 
-loadReport().then(connect).catch(showError)
+loadReport()
+  .then(() => loadReplay())
+  .then(connect)
+  .catch(showError)

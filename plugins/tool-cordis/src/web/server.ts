@@ -26,6 +26,11 @@ export interface WebViewOptions {
    * them it is told how many it missed and sent a fresh snapshot
    */
   backlogBytes?: number
+  /**
+   * a report of `faber replay` (what a changed policy would decide differently on recorded calls), served at
+   * /api/replay and shown above the calls; the page reads the fields of @faber/cli's ReplayReport
+   */
+  replay?: object
 }
 
 export interface WebView {
@@ -236,6 +241,9 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
       if (!authorized(url, req)) return send(res, 401, { error: 'this view needs its token: open the URL it printed, with ?token=' })
       if (req.method === 'GET' && url.pathname === '/api/report') return send(res, 200, webReport(ctx, inspector))
       if (req.method === 'GET' && url.pathname === '/api/events') return stream(req, res)
+      if (req.method === 'GET' && url.pathname === '/api/replay') {
+        return options.replay ? send(res, 200, options.replay) : send(res, 404, { error: 'this view shows no replay report (faber replay --web serves one)' })
+      }
       const approval = /^\/api\/approvals\/([\w-]+)$/.exec(url.pathname)
       if (approval && req.method === 'POST') return await answer(approval[1], req, res)
       return send(res, 404, { error: 'not found' })
