@@ -1,9 +1,32 @@
-import { type Backoff, backoff, burst, handoffBytes, handoffCounts, handoffTally, type LaneCounts, lane, layout, runsActive } from '@faber/sandbox/handoff'
-import { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from '@faber/sandbox/outcome'
-import { hostCallback, type PoolOptions, type Run, SandboxPool } from '@faber/sandbox/pool'
-import { callsText, flatJsonText, preludeSource, wrapProgram } from '@faber/sandbox/prelude'
+import {
+  argumentBytes,
+  type Backoff,
+  backoff,
+  burst,
+  callsText,
+  flatJsonText,
+  handoffBytes,
+  handoffCounts,
+  handoffTally,
+  type LaneCounts,
+  lane,
+  layout,
+  limitMessages,
+  maxPendingCalls,
+  messageOf,
+  overheadMb,
+  type PoolOptions,
+  type Program,
+  type ProgramHandle,
+  type ProgramReports,
+  preludeSource,
+  report,
+  runsActive,
+  type SandboxDriver,
+  SandboxPool,
+} from '@faber/sandbox/contract'
 import ivm from 'isolated-vm'
-import type { CodeRunOutcome, CodeRunRequest } from './types.ts'
+import type { BridgeReply, CodeRunRequest } from './types.ts'
 import { Watchdog } from './watchdog.ts'
 
 export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
@@ -377,29 +400,30 @@ const sliceMessage = (sliceMs: number) =>
  * an isolate that hit a limit, was aborted or misbehaved is disposed and replaced, never reused.
  */
 export class IsolateSandbox extends SandboxPool<Slot> {
-  readonly backend = 'isolated-vm'
   readonly maxRunsPerIsolate: number
-  /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
-  readonly hostDrive: boolean
-  readonly sliceMs: number
-  private onStep: IsolateSandboxOptions['onStep']
-  readonly spinMs: number
-  /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
-  private handoffs = handoffTally()
-  // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
-  private live = new Set<Slot>()
-  private watchdog = new Watchdog(() => this.live)
-  /** isolates whose thread V8's out-of-memory handler parked: their memory is lost, and the process cannot exit but by a signal */
-  parked = 0
-  protected readonly createFailure = 'could not create an isolate'
+  declare protected readonly driver: IsolateDriver
 
   constructor(options: IsolateSandboxOptions = {}) {
-    super({ ...options, maxRuns: options.maxRunsPerIsolate })
+    super(new IsolateDriver(options), { ...options, maxRuns: options.maxRunsPerIsolate })
     this.maxRunsPerIsolate = this.maxRuns
-    this.hostDrive = options.disposableThread === true
-    this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
-    this.onStep = this.hostDrive ? options.onStep : undefined
-    this.spinMs = this.hostDrive ? 0 : (options.spinMs ?? 0.05)
+  }
+
+  /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
+  get hostDrive() {
+    return this.driver.hostDrive
+  }
+
+  get sliceMs() {
+    return this.driver.sliceMs
+  }
+
+  get spinMs() {
+    return this.driver.spinMs
+  }
+
+  /** isolates whose thread V8's out-of-memory handler parked: their memory is lost, and the process cannot exit but by a signal */
+  get parked() {
+    return this.driver.parked
   }
 
   /**
@@ -408,15 +432,48 @@ export class IsolateSandbox extends SandboxPool<Slot> {
    * (`port`: a callback or a posted task), and the spins of the side receiving them, which caught a message or did not
    */
   handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
-    return this.handoffs.stats()
+    return this.driver.handoffs.stats()
   }
 
-  protected start(slot: Slot, run: Run) {
+  override async close() {
+    await super.close()
+    this.driver.close()
+  }
+}
+
+/** the isolated-vm backend (contract.ts): a unit is an isolate, each program a fresh context in it */
+class IsolateDriver implements SandboxDriver<Slot> {
+  readonly backend = 'isolated-vm'
+  readonly createFailure = 'could not create an isolate'
+  readonly hostDrive: boolean
+  readonly sliceMs: number
+  private onStep: IsolateSandboxOptions['onStep']
+  readonly spinMs: number
+  /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
+  readonly handoffs = handoffTally()
+  // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
+  private live = new Set<Slot>()
+  private watchdog = new Watchdog(() => this.live)
+  parked = 0
+
+  constructor(options: IsolateSandboxOptions) {
+    this.hostDrive = options.disposableThread === true
+    this.sliceMs = options.sliceMs ?? Number.POSITIVE_INFINITY
+    this.onStep = this.hostDrive ? options.onStep : undefined
+    this.spinMs = this.hostDrive ? 0 : (options.spinMs ?? 0.05)
+  }
+
+  close() {
+    this.watchdog.close()
+  }
+
+  start(slot: Slot, { request, limits, source, wallLeft: wallLeftAt }: Program, reports: ProgramReports): ProgramHandle {
     const { isolate } = slot
-    const { request, limits, bridge, fail, stop } = run
+    const fail = reports.failed
     let settled = false
-    // what the program reported; it stands once the isolate is idle (nothing of the program still queued)
-    let reported: CodeRunOutcome | undefined
+    // what the program reported (its `done` or `throw`); it stands once the isolate is idle (nothing of the program
+    // still queued)
+    let reported: [kind: unknown, a: unknown, b: unknown, c: unknown] | undefined
     // the first stretch (script and start) runs on the isolate's own thread; under hostDrive every later one on this thread
     let busy = true
     let stepping = false
@@ -439,9 +496,10 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       handles.push(handle)
       return handle
     }
-    const finish = (outcome: CodeRunOutcome, healthy: boolean) => run.finish(outcome, healthy ? this.heap(slot) : undefined)
+    // what the program reported, now that it stands
+    const finish = () => report(reports, ...reported!, this.heap(slot))
     let counted = false
-    run.cleanup = (reuse) => {
+    const end = (reuse: boolean) => {
       settled = true
       slot.onParked = undefined
       if (counted) Atomics.sub(runsActive, 0, 1)
@@ -455,7 +513,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
         } catch {}
       })
     }
-    run.deliver = (call, reply) => {
+    const handIn = (call: number, reply: BridgeReply) => {
       if (this.hostDrive) return answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
       // once the program reported, nothing of it may run on: the run is about to end
       if (settled || reported !== undefined) return
@@ -484,7 +542,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     // (0: no; 1: at once; 2: once the event loop turned, after maxBurstMs of replies in a row: the isolate may go on
     // spinning meanwhile, and its call waits in the ring)
     const expect = () => {
-      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
+      if (!(this.spinMs > 0) || settled || waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
       return within() ? 1 : 2
     }
     const spinLater = () => {
@@ -533,13 +591,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       callsTaken++
     }
 
-    const report = (outcome: CodeRunOutcome) => {
-      reported = outcome
-      if (!busy && !stepping) finish(outcome, true)
-    }
-
     // under hostDrive a reply enters the program synchronously, on this thread: the program runs until it next waits on
-    // a tool (otherwise run.deliver hands it to the isolate's own thread, and the host goes on at once)
+    // a tool (otherwise deliver hands it to the isolate's own thread, and the host goes on at once)
     const answer = (args: unknown[]) => {
       inbox.push(args)
       if (!busy && !driving && !paused) drive()
@@ -574,7 +627,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     const step = (args: unknown[], now: number) => {
       const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
       // Infinity while the program waits on a person: only cpuMs and the slice bound the step then
-      const wallLeft = run.wall.left(now)
+      const wallLeft = wallLeftAt(now)
       if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
       if (wallLeft <= 0) return fail('timeout', limitMessages.wall(limits))
       const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
@@ -607,23 +660,32 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     // first), or end with what it reported. a reply the pipeline gives at once waits in the inbox (driving)
     const idle = () => {
       if (settled) return
-      if (reported) return finish(reported, true)
+      if (reported) return finish()
       if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
       for (const [call, name, json] of spilled.splice(0)) dispatch(call, name, json)
     }
+    // the calls forwarded and not answered yet: a reply is not worth a spin while others wait
+    let waiting = 0
     const dispatch = (call: number, name: string, json: string) => {
-      if (!settled) bridge.call(call, name, json)
+      if (settled) return
+      waiting++
+      reports.call(call, name, json)
     }
 
-    const onBridge = hostCallback(run, {
-      ended: () => settled || reported !== undefined,
-      call: (call, name, json) => {
-        // the pipeline runs once the step returned, not inside it: it would spend the program's slice
-        if (stepping) spilled.push([call, name, json])
-        else bridge.call(call, name, json)
-      },
-      report,
-    })
+    // what the program reports, checked (contract.ts `report`); its end stands once the isolate is idle
+    const held: ProgramReports = {
+      ...reports,
+      ended: () => settled || reports.ended() || reported !== undefined,
+      // the pipeline runs once the step returned, not inside it: it would spend the program's slice
+      call: (call, name, json) => (stepping ? void spilled.push([call, name, json]) : dispatch(call, name, json)),
+    }
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+      if (kind !== 'done' && kind !== 'throw') return report(held, kind, a, b, c)
+      if (held.ended()) return false
+      reported = [kind, a, b, c]
+      if (!busy && !stepping) finish()
+      return true
+    }
     // the program's only way out. on this thread (hostDrive) it is a plain call; from the isolate's thread an ignored
     // callback, so the program never waits on the host's thread
     const onHost = new ivm.Callback(onBridge, { sync: true })
@@ -640,12 +702,11 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const message = messageOf(error)
       // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
       if (/memory limit/.test(message) || isolate.isDisposed) fail('memory', limitMessages.memory(limits))
-      else stop({ ok: false, kind: 'exception', message: error instanceof Error ? `${error.name}: ${message}` : message, logs: bridge.logs })
+      else reports.threw(error instanceof Error ? `${error.name}: ${message}` : message)
     }
 
     let script: ivm.Script
     let start: ivm.Reference
-    const source = wrapProgram(request.code)
     try {
       // the context made after the last run, else one made now
       slot.inRun = true
@@ -675,7 +736,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       if (this.hostDrive) deliver = hold(api.getSync('deliver', { reference: true }))
       else post = hold(api.getSync('post', { reference: true }))
     } catch (error) {
-      return fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
+      fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
+      return { deliver: handIn, cpuUsed: () => undefined, end }
     }
     try {
       script = hold(isolate.compileScriptSync(source, { filename: 'program.js', lineOffset: -1 }))
@@ -684,7 +746,8 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       const match = syntaxLocation.exec(text)
       const at = match ? { line: Number(match[1]), column: Number(match[2]) } : {}
       const where = match ? ` (line ${match[1]}, column ${match[2]})` : ''
-      return finish({ ok: false, kind: 'exception', message: `SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, logs: bridge.logs, ...at }, true)
+      reports.threw(`SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, at.line, at.column, this.heap(slot))
+      return { deliver: handIn, cpuUsed: () => undefined, end }
     }
 
     slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
@@ -693,12 +756,12 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     counted = true
     // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (waited), and
     // spinMs for each that caught nothing (the isolate counts them; at most one a call: each spin follows one)
-    run.arm(() => {
+    const cpuUsed = () => {
       try {
         const missed = Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), callsTaken)
         return Number(isolate.cpuTime - cpuStart) / 1e6 - waited - missed * this.spinMs
       } catch {}
-    })
+    }
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
     // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
     script
@@ -708,12 +771,20 @@ export class IsolateSandbox extends SandboxPool<Slot> {
       .then(() => {
         busy = false
         if (settled) return
-        if (reported) return finish(reported, true)
+        if (reported) return finish()
         if (this.hostDrive) drive()
       }, onRejected)
+    return {
+      deliver: (call, reply) => {
+        waiting--
+        handIn(call, reply)
+      },
+      cpuUsed,
+      end,
+    }
   }
 
-  protected create(memoryMb: number): Slot {
+  create(memoryMb: number): Slot {
     const slot: Slot = { memoryMb, runs: 0 } as Slot
     // without this handler such an out-of-memory aborts the whole process; with it isolated-vm parks the isolate's
     // thread for good instead, and the isolate is abandoned (never disposed: its thread still holds it)
@@ -738,17 +809,12 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     return slot
   }
 
-  protected dispose(slot: Slot) {
+  dispose(slot: Slot) {
     this.live.delete(slot)
     this.handoffs.remove(slot.handoff)
     // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
     // abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
-  }
-
-  override async close() {
-    await super.close()
-    this.watchdog.close()
   }
 
   // what the isolate's heap holds after a clean run, or undefined when it may not serve another

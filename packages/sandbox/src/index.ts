@@ -3,6 +3,7 @@ import type { Context } from 'cordis'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
+export type { Program, ProgramHandle, ProgramReports, Refusal, SandboxDriver, Unit } from './contract.ts'
 export { defaultMaxConcurrent } from './gate.ts'
 export { ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.ts'
 export { type Pool, type ProcessBackend, SandboxService } from './service.ts'

@@ -1,19 +1,19 @@
-// the machinery every backend shares, so that a backend supplies only what differs (how a unit is made and ended, how a
-// program starts in it, how a reply enters it):
+// the machinery every backend shares, so that a backend is a driver (contract.ts) that supplies only what differs (how a
+// unit is made and ended, how a program starts in it, how a reply enters it):
 // - `GatedRuntime`: the run prologue: limits filled in from the defaults, a closed sandbox or an aborted run refused, the
 //   cap on runs at once (`Gate`), `load()`. the process tier uses it alone; it keeps no pool of its own.
 // - `SandboxPool`: a warm pool of units (workers, isolates) on top: made in the background one at a time and warmed by a
 //   trivial run, `ready()`, acquire (a warm one, one being made, or one made on demand), release or discard after a run,
 //   close on stop.
-// - `Run`: one run's host side: the bridge, the abort, wall-clock and cpu budgets, and the epilogue (the outcome once,
-//   then the unit released when it may serve again, discarded otherwise).
-// - `hostCallback`: what a program reports through one untyped host function, checked and handed to its run's bridge.
+// - `Run`: one run's host side: the reports a driver hands it (to the bridge), the abort, wall-clock and cpu budgets, and
+//   the epilogue (the outcome once, then the unit released when it may serve again, discarded otherwise).
 
 import { RunBridge } from './bridge.ts'
+import type { ProgramHandle, ProgramReports, SandboxDriver, Unit } from './contract.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { argumentBytes, failure, limitMessages, messageOf } from './outcome.ts'
+import { failure, limitMessages, messageOf } from './outcome.ts'
+import { wrapProgram } from './prelude.ts'
 import {
-  type BridgeReply,
   type CodeFailureKind,
   type CodeRunLimits,
   type CodeRunOutcome,
@@ -81,12 +81,6 @@ export interface PoolOptions extends GatedOptions {
   surplusLingerMs?: number
 }
 
-/** what the pool keeps of a unit: the memory limit it was made with, and the runs it served */
-export interface Unit {
-  readonly memoryMb: number
-  runs: number
-}
-
 interface Making<U> {
   unit: Promise<U>
   claimed: boolean
@@ -104,15 +98,11 @@ export const warmUp = (): CodeRunRequest => ({
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
-/**
- * a CodeRuntime on a warm pool of units, one run per unit at a time. a backend supplies `create`, `dispose` and `start`
- * (and `createFailure`, what a run says when no unit could be made); the pool does the rest.
- */
-export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
+/** a CodeRuntime on a warm pool of units made by a driver (contract.ts), one run per unit at a time */
+export class SandboxPool<U extends Unit> extends GatedRuntime {
+  readonly backend: string
   readonly poolSize: number
   readonly maxRuns: number
-  /** the start of what a run that got no unit reports, e.g. `could not start a sandbox worker` */
-  protected abstract readonly createFailure: string
   private idle: U[] = []
   private making: Making<U>[] = []
   private running = new Set<Run>()
@@ -132,8 +122,12 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // ends the idle units beyond poolSize once none was taken for surplusLingerMs
   private trimTimer: NodeJS.Timeout | undefined
 
-  constructor(options: PoolOptions) {
+  constructor(
+    protected readonly driver: SandboxDriver<U>,
+    options: PoolOptions,
+  ) {
     super(options)
+    this.backend = driver.backend
     this.poolSize = options.poolSize ?? 2
     this.maxRuns = options.maxRuns ?? 200
     this.surplusLingerMs = options.surplusLingerMs ?? 1000
@@ -144,16 +138,6 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     // the first unit is made on the next turn: the subclass is constructed by then
     this.fill()
   }
-
-  /** makes a unit whose programs get `memoryMb`; a throw (or rejection) is what the run that wanted it reports */
-  protected abstract create(memoryMb: number): U | Promise<U>
-  /** ends a unit for good */
-  protected abstract dispose(unit: U): unknown
-  /**
-   * starts `run`'s program on `unit`: wires what the unit reports to `run.bridge` and `run.finish` (or `run.fail`),
-   * sets `run.deliver` (and `run.cleanup`), and calls `run.arm` as the program starts
-   */
-  protected abstract start(unit: U, run: Run): void
 
   /** units (workers, isolates) made since the sandbox was, warm-ups and replacements included */
   get unitsMade() {
@@ -173,7 +157,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     this.gate.drain()
     this.answerWaiters()
     for (const run of [...this.running]) run.stop(failure('abort', 'the sandbox was closed during the run'))
-    await Promise.all(this.idle.splice(0).map((unit) => this.dispose(unit)))
+    await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
   }
 
   protected async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
@@ -183,7 +167,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
     } catch (error) {
       // the unit it waited for (one being warmed) failed because the sandbox closed: that is no crash
       if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
-      return failure('crash', `${this.createFailure}: ${messageOf(error)}`)
+      return failure('crash', `${this.driver.createFailure}: ${messageOf(error)}`)
     }
     if (unit === undefined) return failure('abort', 'the run was aborted before it started')
     if (this.pooled(unit.memoryMb)) this.out++
@@ -200,7 +184,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   }
 
   /** an idle unit died (its thread exited): it leaves the pool, and another is made */
-  protected lost(unit: U) {
+  private lost(unit: U) {
     const index = this.idle.indexOf(unit)
     if (index === -1) return
     this.idle.splice(index, 1)
@@ -213,13 +197,20 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse), warm = false) {
     if (!warm) unit.runs++
     return new Promise<CodeRunOutcome>((resolve) => {
-      const run: Run = new Run(request, limits, this.running, (outcome, heap) => {
+      let handle: ProgramHandle | undefined
+      // a run the driver ended as it started (a program that does not compile) ends its handle once it has it
+      let ended: boolean | undefined
+      const run = new Run(request, limits, this.running, (outcome, heap) => {
         const reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)
-        run.cleanup?.(reuse)
+        if (handle) handle.end(reuse)
+        else ended = reuse
         settle(unit, reuse)
         resolve(outcome)
       })
-      this.start(unit, run)
+      const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => run.wall.left(now) }
+      handle = this.driver.start(unit, program, run.reports)
+      if (ended !== undefined) handle.end(ended)
+      else run.arm(handle)
     })
   }
 
@@ -270,7 +261,9 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // a unit made in the background is warmed before any program gets it, and stays out of the pool until then
   private async make(memoryMb: number, warm = false): Promise<U> {
     if (warm && this.closed) throw new Error('the sandbox was closed')
-    const unit = await this.create(memoryMb)
+    let made: U | undefined
+    const unit = await this.driver.create(memoryMb, () => made && this.lost(made))
+    made = unit
     this.madeCount++
     if (this.makeFailed) {
       // units can be made again: the pool fills again (and a ready() waiting for it is answered)
@@ -290,7 +283,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
       true,
     )
     if (kept && outcome.ok && !this.closed) return unit
-    if (kept) void this.dispose(unit)
+    if (kept) void this.driver.dispose(unit)
     throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
   }
 
@@ -298,7 +291,7 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // waits too, for surplusLingerMs: under a burst the next runs take it at once. ended, each of them made a unit of its
   // own (1 000 runs at once, maxConcurrent 8 and poolSize 2, made 820 workers)
   private release(unit: U) {
-    if (this.closed || !this.pooled(unit.memoryMb)) return void this.dispose(unit)
+    if (this.closed || !this.pooled(unit.memoryMb)) return void this.driver.dispose(unit)
     this.idle.push(unit)
     if (this.pooledUnits() > this.poolSize) {
       clearTimeout(this.trimTimer)
@@ -322,11 +315,11 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
   // ends the idle units beyond poolSize, the ones idle longest first
   private trim = () => {
     this.trimTimer = undefined
-    for (let over = this.pooledUnits() - this.poolSize; over > 0 && this.idle.length > 0; over--) void this.dispose(this.idle.shift()!)
+    for (let over = this.pooledUnits() - this.poolSize; over > 0 && this.idle.length > 0; over--) void this.driver.dispose(this.idle.shift()!)
   }
 
   private discard(unit: U) {
-    void this.dispose(unit)
+    void this.driver.dispose(unit)
     this.fill()
   }
 
@@ -362,17 +355,15 @@ export abstract class SandboxPool<U extends Unit> extends GatedRuntime {
 }
 
 /**
- * one run's host side, the same for every pooled backend: the bridge, the budgets it is armed with, and its end. the
- * backend ends it with `finish` (the program reported; `heap` is what the unit holds after it, to tell whether it may
- * serve again), `fail` or `stop` (the unit is discarded).
+ * one run's host side, the same for every backend: the reports its driver hands it (`reports`, to the bridge), the
+ * budgets it is armed with, and its end, once: an end with the unit's heap after a clean end lets the unit serve again
  */
 export class Run {
   readonly bridge: RunBridge
   settled = false
-  /** hands a bounded reply to the program; the backend sets it before the program starts */
-  deliver: (call: number, reply: BridgeReply) => void = () => {}
-  /** the backend's part of the epilogue, once, as the run settles: `reuse` says whether the unit serves another run */
-  cleanup: ((reuse: boolean) => void) | undefined
+  /** what the program reports, typed (contract.ts): the driver hands each report here */
+  readonly reports: ProgramReports
+  private handle: ProgramHandle | undefined
   private cpuTimer: NodeJS.Timeout | undefined
   /** the wall-clock budget: stopped while the program waits on a person */
   readonly wall: WallClock
@@ -383,13 +374,27 @@ export class Run {
     private running: Set<Run>,
     private end: (outcome: CodeRunOutcome, heap: number | undefined) => void,
   ) {
-    this.bridge = new RunBridge(
+    const bridge = new RunBridge(
       request,
       limits,
       () => this.settled,
       this.fail,
-      (call, reply) => this.deliver(call, reply),
+      (call, reply) => this.handle?.deliver(call, reply),
     )
+    this.bridge = bridge
+    this.reports = {
+      ended: () => this.settled,
+      call: (call, name, json) => bridge.call(call, name, json),
+      log: (line) => bridge.log(line),
+      done: (result, heap) => {
+        const outcome = bridge.returned(result)
+        if (outcome) this.finish(outcome, heap)
+      },
+      threw: (message, line, column, heap) => this.finish(bridge.threw(message, line, column), heap),
+      overOutput: () => bridge.overOutput(),
+      refused: (reason) => bridge.refused(reason),
+      failed: this.fail,
+    }
     this.wall = new WallClock(limits.wallMs, () => this.fail('timeout', limitMessages.wall(limits)))
   }
 
@@ -411,14 +416,14 @@ export class Run {
   }
 
   /**
-   * the program starts now: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
-   * waits on a person) and its cpu budget.
-   * `cpuUsed` says how many ms of cpu the program spent so far (undefined: it cannot tell any more, and polling stops)
+   * the program started: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
+   * waits on a person) and its cpu budget, read from the handle (undefined: it cannot tell any more, and polling stops)
    */
-  arm(cpuUsed: () => number | undefined) {
+  arm(handle: ProgramHandle) {
+    this.handle = handle
     const { limits } = this
     const checkCpu = () => {
-      const used = cpuUsed()
+      const used = handle.cpuUsed()
       if (used === undefined) return
       if (used >= limits.cpuMs) return this.fail('timeout', limitMessages.cpu(limits))
       // cpu time grows no faster than the clock, so nothing can be over budget before then
@@ -431,48 +436,4 @@ export class Run {
   }
 
   private onAbort = () => this.fail('abort', 'the run was aborted')
-}
-
-/** how a backend takes the reports `hostCallback` checked */
-export interface ProgramReports {
-  /** true once the run ended or the program reported its outcome: nothing more is taken */
-  ended(): boolean
-  /** a tool call whose arguments are within the limit */
-  call(call: number, name: string, json: string): void
-  /** the outcome the program ended with (returned, threw) */
-  report(outcome: CodeRunOutcome): void
-}
-
-/**
- * the host function of a backend whose program reports through one untyped callback, `(kind, a, b, c)` — the prelude's
- * call, log, done, throw, limit and memory — each report checked and handed to `run`'s bridge or to `on`. it answers
- * the program as the prelude expects: true for a call taken or a line logged
- */
-export function hostCallback(run: Run, on: ProgramReports) {
-  const { bridge, limits } = run
-  return (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-    if (on.ended()) return false
-    switch (kind) {
-      case 'call':
-        if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-        if (c.length > argumentBytes(limits)) return void bridge.refused('argument')
-        on.call(a, b, c)
-        return true
-      case 'log':
-        return typeof a === 'string' && bridge.log(a)
-      case 'done': {
-        const outcome = bridge.returned(typeof a === 'string' ? a : undefined)
-        return void (outcome && on.report(outcome))
-      }
-      case 'throw':
-        return void on.report(
-          bridge.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined),
-        )
-      case 'limit':
-        return void bridge.overOutput()
-      case 'memory':
-        return void bridge.refused(a)
-    }
-    return false
-  }
 }

@@ -1,9 +1,10 @@
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads'
+import { type Program, type ProgramHandle, type ProgramReports, report, type SandboxDriver } from './contract.ts'
 import { runsActive as active, type Backoff, backoff, burst, handoffBytes, handoffTally, handoffWaited, type Lane, type LaneCounts, lane } from './lane.mjs'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './outcome.ts'
-import { type PoolOptions, type Run, SandboxPool } from './pool.ts'
-import { workerTexts, wrapProgram } from './prelude.ts'
-import type { CodeRunOutcome } from './types.ts'
+import { type PoolOptions, SandboxPool } from './pool.ts'
+import { workerTexts } from './prelude.ts'
+import type { BridgeReply } from './types.ts'
 
 const entry = new URL('./worker.mjs', import.meta.url)
 
@@ -41,44 +42,52 @@ interface Slot {
   waited: Float64Array
 }
 
-// a call is a string (see onMessage), the rest objects
-type Message =
-  | string
-  | { t: 'ready' }
-  | { t: 'log'; id: number; line: string }
-  // no heap: the worker serves no more runs
-  | { t: 'done'; id: number; result?: string; heap?: number }
-  | { t: 'throw'; id: number; message: string; line?: number; column?: number; heap?: number }
-  | { t: 'limit' | 'memory'; id: number; reason?: string }
+// a call is a string (see onMessage); every other report `[run id, kind, a, b, c, heap]` (contract.ts `report`; no heap
+// after an end: the worker serves no more runs)
+type Message = string | [id: number, kind: string, a?: unknown, b?: unknown, c?: unknown, heap?: number]
 
 /**
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
  * cpu time is the worker's event-loop active time less what it spent spinning for replies, polled from the host.
  */
 export class WorkerSandbox extends SandboxPool<Slot> {
-  readonly backend = 'worker-vm'
   readonly maxRunsPerWorker: number
   readonly spinMs: number
-  protected readonly createFailure = 'could not start a sandbox worker'
-  private seq = 0
-  /** what the shared buffers of the workers, alive and ended, counted (for `handoffStats`) */
-  private handoffs = handoffTally()
+  declare protected readonly driver: WorkerDriver
 
   constructor(options: WorkerSandboxOptions = {}) {
-    super({ ...options, maxRuns: options.maxRunsPerWorker })
+    super(new WorkerDriver(options.spinMs ?? 0.05), { ...options, maxRuns: options.maxRunsPerWorker })
     this.maxRunsPerWorker = this.maxRuns
-    this.spinMs = options.spinMs ?? 0.05
+    this.spinMs = this.driver.spinMs
   }
 
-  protected start(slot: Slot, run: Run) {
+  /**
+   * what the hand-off of nested calls did so far, over every worker of this sandbox: the worker's messages (calls, and
+   * logs and outcomes, which always take the port) and the host's replies, each through the ring or the port, and the
+   * spins of the side receiving them, which caught a message or did not (see the README's hand-off)
+   */
+  handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
+    return this.driver.handoffs.stats()
+  }
+}
+
+/** the worker_threads backend (contract.ts): a unit is a worker, each program a fresh vm context in it */
+class WorkerDriver implements SandboxDriver<Slot> {
+  readonly backend = 'worker-vm'
+  readonly createFailure = 'could not start a sandbox worker'
+  private seq = 0
+  /** what the shared buffers of the workers, alive and ended, counted (for `handoffStats`) */
+  readonly handoffs = handoffTally()
+
+  constructor(readonly spinMs: number) {}
+
+  start(slot: Slot, { request, limits, source }: Program, reports: ProgramReports): ProgramHandle {
     const { worker } = slot
-    const { request, limits, bridge, fail } = run
     const id = ++this.seq
     let settled = false
     const elu = worker.performance.eventLoopUtilization()
     const waitedBefore = slot.waited[0]
-    const finish = (outcome: CodeRunOutcome, heap?: number) => run.finish(outcome, heap)
-    run.cleanup = () => {
+    const end = () => {
       settled = true
       slot.inboxPort.off('message', onPort)
       Atomics.sub(active, 0, 1)
@@ -86,7 +95,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       worker.off('exit', onExit)
       worker.unref()
     }
-    run.deliver = (call, reply) => {
+    const deliver = (call: number, reply: BridgeReply) => {
       const spin = expect()
       // marked before the post: the worker may run and call again before the post returns here
       if (spin) slot.inbox.watch()
@@ -101,7 +110,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
     // the adaptive half of the hand-off on this side: whether to spin a moment for the worker's next message after a reply
     const within = burst()
     const expect = () => {
-      if (!(this.spinMs > 0) || settled || bridge.waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false
+      if (!(this.spinMs > 0) || settled || waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false
       return within()
     }
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
@@ -109,6 +118,8 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       if (!settled && slot.inbox.take(onMessage, 64) === 64) setImmediate(drain)
     }
     const onPort = (message: unknown) => slot.inbox.port(message, onMessage)
+    // the calls forwarded and not answered yet: a reply is not worth a spin while others wait
+    let waiting = 0
     const onMessage = (data: unknown) => {
       const message = data as Message
       if (typeof message === 'string') {
@@ -118,62 +129,47 @@ export class WorkerSandbox extends SandboxPool<Slot> {
         const second = message.indexOf(':', first + 1)
         const third = message.indexOf(':', second + 1)
         const end = third + 1 + +message.slice(second + 1, third)
-        return bridge.call(+message.slice(first + 1, second), message.slice(third + 1, end), message.slice(end))
+        if (report(reports, 'call', +message.slice(first + 1, second), message.slice(third + 1, end), message.slice(end))) waiting++
+        return
       }
-      if (message.t === 'ready' || message.id !== id) return
-      switch (message.t) {
-        case 'log':
-          return void bridge.log(message.line)
-        case 'done': {
-          const outcome = bridge.returned(message.result)
-          return outcome && finish(outcome, message.heap)
-        }
-        case 'throw':
-          return finish(bridge.threw(message.message, message.line, message.column), message.heap)
-        case 'limit':
-          return bridge.overOutput()
-        case 'memory':
-          return bridge.refused(message.reason)
-      }
+      if (Array.isArray(message) && message[0] === id) report(reports, message[1], message[2], message[3], message[4], message[5])
     }
     const onError = (error: Error & { code?: string }) => {
-      if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') fail('memory', limitMessages.memory(limits))
-      else fail('crash', `the sandbox worker failed: ${error.message}`)
+      if (error.code === 'ERR_WORKER_OUT_OF_MEMORY') reports.failed('memory', limitMessages.memory(limits))
+      else reports.failed('crash', `the sandbox worker failed: ${error.message}`)
     }
-    const onExit = (code: number) => fail('crash', `the sandbox worker exited unexpectedly (code ${code})`)
+    const onExit = (code: number) => reports.failed('crash', `the sandbox worker exited unexpectedly (code ${code})`)
     slot.inboxPort.on('message', onPort)
     Atomics.add(active, 0, 1)
     worker.on('error', onError)
     worker.on('exit', onExit)
     worker.ref()
-    run.arm(() => worker.performance.eventLoopUtilization(elu).active - (slot.waited[0] - waitedBefore))
     worker.postMessage({
       t: 'run',
       id,
-      source: wrapProgram(request.code),
+      source,
       tools: request.tools,
       outputBytes: limits.outputBytes,
       bufferBytes: limits.memoryMb * 1024 * 1024,
       argumentBytes: argumentBytes(limits),
       maxPendingCalls,
     })
+    return {
+      deliver: (call, reply) => {
+        waiting--
+        deliver(call, reply)
+      },
+      cpuUsed: () => worker.performance.eventLoopUtilization(elu).active - (slot.waited[0] - waitedBefore),
+      end,
+    }
   }
 
-  /**
-   * what the hand-off of nested calls did so far, over every worker of this sandbox: the worker's messages (calls, and
-   * logs and outcomes, which always take the port) and the host's replies, each through the ring or the port, and the
-   * spins of the side receiving them, which caught a message or did not (see the README's hand-off)
-   */
-  handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
-    return this.handoffs.stats()
-  }
-
-  protected dispose(slot: Slot) {
+  dispose(slot: Slot) {
     // terminate() stops the worker's js at once; its promise only reports the thread's exit
     return slot.worker.terminate()
   }
 
-  protected create(memoryMb: number) {
+  create(memoryMb: number, lost: () => void) {
     const handoff = new SharedArrayBuffer(handoffBytes)
     const { port1: replies, port2 } = new MessageChannel()
     const { port1: inbox, port2: toHost } = new MessageChannel()
@@ -216,7 +212,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
       this.handoffs.remove(handoff)
       replies.close()
       inbox.close()
-      this.lost(slot)
+      lost()
     })
     return new Promise<Slot>((resolve, reject) => {
       const onMessage = (message: { t?: string }) => {

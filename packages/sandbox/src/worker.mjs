@@ -87,12 +87,14 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     setImmediate(() => {
       if (current === run) current = undefined
       // no heap, and the host replaces this worker: see `bridge`
-      post({ ...message, heap: run.broken ? undefined : heapUsed() })
+      message[5] = run.broken ? undefined : heapUsed()
+      post(message)
       // a run already waiting goes first (it makes its own); one that cannot be made now is the next run's to report
       if (!run.broken) setImmediate(prepareNext)
     })
   }
-  // the program's only way out; it sees nothing but what it returns (booleans), and it checks every argument. a program
+  // the program's only way out; it sees nothing but what it returns (booleans). it passes on only primitives, as the host's
+  // report (contract.ts) takes them: `[run id, kind, a, b, c, heap]`, a call as a string. a program
   // may enter it with its stack all but used up: a stack overflow inside may leave this worker's own state half changed
   // (a lane's count of messages sent, a spin scheduled that never runs), which would hang a later run. the run goes on,
   // refused, and the worker serves no other
@@ -104,46 +106,32 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
       return false
     }
   }
+  const primitive = (value) => (typeof value === 'string' || typeof value === 'number' ? value : undefined)
   const cross = (kind, a, b, c) => {
     if (current !== run || run.finished) return false
-    switch (kind) {
-      case 'call':
-        if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-        // the prelude checks the size first; this is the copy the program cannot talk its way past
-        if (c.length > argumentBytes) {
-          run.finished = true
-          post({ t: 'memory', id, reason: 'argument' })
-          return false
-        }
-        // a string, which crosses a port for less than an object: `id:call:name length:name json`
-        post(`${id}:${a}:${b.length}:${b}${c}`)
-        run.outstanding++
-        pair.called()
-        spinForReplies()
-        return true
-      case 'log':
-        if (typeof a !== 'string') return false
-        post({ t: 'log', id, line: a })
-        return true
-      case 'done':
-        finish({ t: 'done', id, result: typeof a === 'string' ? a : undefined })
-        return true
-      case 'throw':
-        finish({
-          t: 'throw',
-          id,
-          message: typeof a === 'string' ? a : 'the program threw',
-          line: typeof b === 'number' ? b : undefined,
-          column: typeof c === 'number' ? c : undefined,
-        })
-        return true
-      case 'limit':
-      case 'memory':
+    if (kind === 'call') {
+      if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+      // the prelude checks the size first; this is the copy the program cannot talk its way past
+      if (c.length > argumentBytes) {
         run.finished = true
-        post({ t: kind, id, reason: a === 'argument' ? 'argument' : 'buffers' })
-        return true
+        post([id, 'memory', 'argument'])
+        return false
+      }
+      // a string, which crosses a port for less than an object: `id:call:name length:name json`
+      post(`${id}:${a}:${b.length}:${b}${c}`)
+      run.outstanding++
+      pair.called()
+      spinForReplies()
+      return true
     }
-    return false
+    const message = [id, kind, primitive(a), primitive(b), primitive(c)]
+    if (kind === 'done' || kind === 'throw') finish(message)
+    else if (kind === 'log') post(message)
+    else if (kind === 'limit' || kind === 'memory') {
+      run.finished = true
+      post(message)
+    } else return false
+    return true
   }
 
   const { context, setup } = next ?? freshContext()
@@ -169,7 +157,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     const match = /program\.js:(\d+)(?::(\d+))?/.exec(String(error?.stack))
     const line = match ? Number(match[1]) : undefined
     const column = match?.[2] ? Number(match[2]) : undefined
-    finish({ t: 'throw', id, message: `${error?.name}: ${error?.message}${line ? ` (line ${line})` : ''}`, line, column })
+    finish([id, 'throw', `${error?.name}: ${error?.message}${line ? ` (line ${line})` : ''}`, line, column])
     return
   }
   starting = true

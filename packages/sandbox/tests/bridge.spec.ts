@@ -1,7 +1,7 @@
 import { type BridgeReply, type CodeRunRequest, MAX_JSON_DEPTH } from '@faber/core'
-import { RunBridge } from '@faber/sandbox/bridge'
-import { preludeSource } from '@faber/sandbox/prelude'
 import { expect } from 'chai'
+import { RunBridge } from '../src/bridge.ts'
+import { preludeSource } from '../src/prelude.ts'
 
 const limits = { cpuMs: 1000, wallMs: 1000, memoryMb: 16, outputBytes: 1024 }
 

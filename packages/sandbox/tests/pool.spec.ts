@@ -1,7 +1,8 @@
 // the pool of src/pool.ts on its own, with a backend whose units are plain objects and whose programs end at once:
 // what the shared suites do not reach (a unit that cannot be made, retirement after maxRuns or a full heap)
 import { expect } from 'chai'
-import { type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
+import type { Program, ProgramReports, SandboxDriver, Unit } from '../src/contract.ts'
+import { type PoolOptions, SandboxPool } from '../src/pool.ts'
 import type { CodeRunOutcome } from '../src/types.ts'
 
 const MB = 1024 * 1024
@@ -11,21 +12,19 @@ interface Fake extends Unit {
   disposed: boolean
 }
 
-class FakePool extends SandboxPool<Fake> {
+class FakeDriver implements SandboxDriver<Fake> {
   readonly backend = 'fake'
-  protected readonly createFailure = 'could not make a fake'
+  readonly createFailure = 'could not make a fake'
   made: Fake[] = []
   attempts = 0
   /** what `create` throws, while set */
   broken: string | undefined
   /** the heap a unit reports after a run (undefined: it may not serve again) */
   heap: number | undefined = 0
+  /** while set, programs do not end: they wait here */
+  held: (() => void)[] | undefined
 
-  constructor(options: PoolOptions) {
-    super(options)
-  }
-
-  protected create(memoryMb: number) {
+  create(memoryMb: number) {
     this.attempts++
     if (this.broken) throw new Error(this.broken)
     const unit = { id: this.made.length, memoryMb, runs: 0, disposed: false }
@@ -33,18 +32,26 @@ class FakePool extends SandboxPool<Fake> {
     return unit
   }
 
-  protected dispose(unit: Fake) {
+  dispose(unit: Fake) {
     unit.disposed = true
   }
 
-  /** while set, programs do not end: they wait here */
-  held: (() => void)[] | undefined
-
-  protected start(unit: Fake, run: Run) {
-    run.arm(() => 0)
-    if (this.held) return void this.held.push(() => run.finish({ ok: true, logs: [], result: String(unit.id) }, this.heap))
+  start(unit: Fake, _program: Program, reports: ProgramReports) {
+    const end = () => reports.done(String(unit.id), this.heap)
+    if (this.held) this.held.push(end)
     // the program "returns" the unit it ran on
-    queueMicrotask(() => run.finish({ ok: true, logs: [], result: String(unit.id) }, this.heap))
+    else queueMicrotask(end)
+    return { deliver() {}, cpuUsed: () => 0, end() {} }
+  }
+}
+
+class FakePool extends SandboxPool<Fake> {
+  constructor(options: PoolOptions) {
+    super(new FakeDriver(), options)
+  }
+
+  get fake() {
+    return this.driver as FakeDriver
   }
 }
 
@@ -58,13 +65,13 @@ describe('SandboxPool', () => {
     process.on('warning', onWarning)
     const pools = Array.from({ length: 12 }, () => {
       const pool = new FakePool({ poolSize: 1 })
-      pool.held = []
+      pool.fake.held = []
       return pool
     })
     try {
       // each pool makes its unit on the next turn and warms it: the warm-up runs are all in progress at once
-      while (pools.some((pool) => pool.held!.length === 0)) await new Promise((resolve) => setImmediate(resolve))
-      for (const pool of pools) for (const end of pool.held!.splice(0)) end()
+      while (pools.some((pool) => pool.fake.held!.length === 0)) await new Promise((resolve) => setImmediate(resolve))
+      for (const pool of pools) for (const end of pool.fake.held!.splice(0)) end()
       await Promise.all(pools.map((pool) => pool.ready()))
       // a warning is emitted on the next tick
       await new Promise((resolve) => setImmediate(resolve))
@@ -77,15 +84,15 @@ describe('SandboxPool', () => {
 
   it('reports a unit that cannot be made, without making units in a loop, and fills again once one is made', async () => {
     const pool = new FakePool({ poolSize: 2 })
-    pool.broken = 'out of fakes'
+    pool.fake.broken = 'out of fakes'
     await pool.ready()
     expect(await run(pool)).to.deep.include({ ok: false, kind: 'crash', message: 'could not make a fake: out of fakes' })
     // the one made in the background failed, and the run's own: none since
-    expect(pool.attempts).to.equal(2)
-    pool.broken = undefined
+    expect(pool.fake.attempts).to.equal(2)
+    pool.fake.broken = undefined
     expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
     await pool.ready()
-    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(2)
+    expect(pool.fake.made.filter((unit) => !unit.disposed)).to.have.length(2)
     await pool.close()
   })
 
@@ -96,7 +103,7 @@ describe('SandboxPool', () => {
     for (let i = 0; i < 4; i++) results.push(((await run(pool)) as { result: string }).result)
     expect(results.slice(0, 3)).to.deep.equal(['0', '0', '0'])
     expect(results[3]).not.to.equal('0')
-    expect(pool.made[0]).to.include({ runs: 3, disposed: true })
+    expect(pool.fake.made[0]).to.include({ runs: 3, disposed: true })
     await pool.close()
   })
 
@@ -110,74 +117,74 @@ describe('SandboxPool', () => {
     expect(outcomes.map((outcome) => outcome.ok)).to.deep.equal([true, true, true, true, true, true])
     const units = outcomes.map((outcome) => (outcome as { result: string }).result)
     expect(new Set(units).size).to.equal(6)
-    for (const id of units) expect(pool.made[Number(id)]).to.include({ runs: 1, disposed: true })
+    for (const id of units) expect(pool.fake.made[Number(id)]).to.include({ runs: 1, disposed: true })
     await pool.close()
   })
 
   it('counts a unit out on a run as one of poolSize: a replacement made meanwhile makes no other, and the unit comes back', async () => {
     const pool = new FakePool({ poolSize: 2 })
     await pool.ready()
-    expect(pool.made).to.have.length(2)
+    expect(pool.fake.made).to.have.length(2)
     const turns = async (n: number) => {
       for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
     }
-    pool.held = []
+    pool.fake.held = []
     // one run stays out on a unit while the other unit may not serve again and is replaced
     const long = run(pool)
-    pool.heap = undefined
+    pool.fake.heap = undefined
     const short = run(pool)
     await turns(2)
-    expect(pool.held).to.have.length(2)
-    pool.held.pop()!()
+    expect(pool.fake.held).to.have.length(2)
+    pool.fake.held.pop()!()
     expect(await short).to.deep.include({ ok: true })
-    pool.heap = 0
+    pool.fake.heap = 0
     // the replacement is made on a later turn and warmed (its warm-up is held too): let it end
-    while (pool.held.length < 2) await turns(1)
-    pool.held.pop()!()
+    while (pool.fake.held.length < 2) await turns(1)
+    pool.fake.held.pop()!()
     await turns(10)
     // the pool holds two again, counting the one out: no fourth unit is made
-    expect(pool.made).to.have.length(3)
-    pool.held.pop()!()
+    expect(pool.fake.made).to.have.length(3)
+    pool.fake.held.pop()!()
     const back = Number(((await long) as { result: string }).result)
     await turns(10)
     // and the unit that comes back serves again, rather than being disposed as one too many
-    expect(pool.made).to.have.length(3)
-    expect(pool.made[back].disposed).to.equal(false)
-    pool.held = undefined
+    expect(pool.fake.made).to.have.length(3)
+    expect(pool.fake.made[back].disposed).to.equal(false)
+    pool.fake.held = undefined
     const next = await run(pool)
-    expect(pool.made[Number((next as { result: string }).result)].disposed).to.equal(false)
-    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(2)
+    expect(pool.fake.made[Number((next as { result: string }).result)].disposed).to.equal(false)
+    expect(pool.fake.made.filter((unit) => !unit.disposed)).to.have.length(2)
     await pool.close()
   })
 
   it('keeps the units made beyond poolSize for the runs that follow, and ends them once none came for surplusLingerMs', async () => {
     const pool = new FakePool({ poolSize: 1, maxConcurrent: 4, surplusLingerMs: 50 })
     await pool.ready()
-    expect(pool.made).to.have.length(1)
+    expect(pool.fake.made).to.have.length(1)
     const wave = async () => {
-      pool.held = []
+      pool.fake.held = []
       const runs = Array.from({ length: 4 }, () => run(pool))
-      while (pool.held.length < 4) await new Promise((resolve) => setImmediate(resolve))
-      for (const end of pool.held.splice(0)) end()
-      pool.held = undefined
+      while (pool.fake.held.length < 4) await new Promise((resolve) => setImmediate(resolve))
+      for (const end of pool.fake.held.splice(0)) end()
+      pool.fake.held = undefined
       for (const outcome of await Promise.all(runs)) expect(outcome).to.deep.include({ ok: true })
     }
     // four runs at once: the pooled unit and three made on demand
     await wave()
-    expect(pool.made).to.have.length(4)
-    expect(pool.made.filter((unit) => unit.disposed)).to.have.length(0)
+    expect(pool.fake.made).to.have.length(4)
+    expect(pool.fake.made.filter((unit) => unit.disposed)).to.have.length(0)
     // four more at once take those four: none is made (each made one of its own, and ended it after its run)
     await wave()
-    expect(pool.made).to.have.length(4)
+    expect(pool.fake.made).to.have.length(4)
     // with no run for surplusLingerMs, the pool is back to poolSize (a timer fires late on a loaded machine: waited for,
     // up to 5 s, not assumed after a fixed pause)
-    const live = () => pool.made.filter((unit) => !unit.disposed).length
+    const live = () => pool.fake.made.filter((unit) => !unit.disposed).length
     for (const since = Date.now(); live() > 1 && Date.now() - since < 5000; ) await new Promise((resolve) => setTimeout(resolve, 20))
     expect(live()).to.equal(1)
     expect((await run(pool)).ok).to.equal(true)
-    expect(pool.made).to.have.length(4)
+    expect(pool.fake.made).to.have.length(4)
     await pool.close()
-    expect(pool.made.filter((unit) => !unit.disposed)).to.have.length(0)
+    expect(pool.fake.made.filter((unit) => !unit.disposed)).to.have.length(0)
   })
 
   it('refuses a surplusLingerMs that is not a number of ms a timer takes', () => {
@@ -192,18 +199,18 @@ describe('SandboxPool', () => {
   it("serves again while what runs left is under half its memoryMb, the unit's own share not counted against it", async () => {
     const pool = new FakePool({ poolSize: 1, limits: { memoryMb: 8 } })
     // what a worker holds of its own after its warm-up: its runtime, the prelude, a context
-    pool.heap = 6 * MB
+    pool.fake.heap = 6 * MB
     await pool.ready()
     const results = []
     for (let i = 0; i < 3; i++) {
       results.push(((await run(pool)) as { result: string }).result)
-      pool.heap += MB
+      pool.fake.heap += MB
     }
     expect(results).to.deep.equal(['0', '0', '0'])
     // 4 MB left beyond its own share: half its memoryMb
-    pool.heap = 10 * MB
+    pool.fake.heap = 10 * MB
     expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
-    expect(pool.made[0].disposed).to.equal(true)
+    expect(pool.fake.made[0].disposed).to.equal(true)
     await pool.close()
   })
 
@@ -211,15 +218,15 @@ describe('SandboxPool', () => {
     const pool = new FakePool({ poolSize: 1, limits: { memoryMb: 32 } })
     await pool.ready()
     expect(await run(pool, 48)).to.deep.include({ ok: true, result: '1' })
-    expect(pool.made[1]).to.include({ memoryMb: 48, disposed: true })
-    pool.heap = undefined
+    expect(pool.fake.made[1]).to.include({ memoryMb: 48, disposed: true })
+    pool.fake.heap = undefined
     expect(await run(pool)).to.deep.include({ ok: true, result: '0' })
-    expect(pool.made[0].disposed).to.equal(true)
+    expect(pool.fake.made[0].disposed).to.equal(true)
     // its replacement is made on a later turn, and warmed
-    pool.heap = 0
+    pool.fake.heap = 0
     await pool.ready()
-    expect(pool.made.at(-1)).to.include({ memoryMb: 32, disposed: false })
+    expect(pool.fake.made.at(-1)).to.include({ memoryMb: 32, disposed: false })
     await pool.close()
-    expect(pool.made.every((unit) => unit.disposed)).to.equal(true)
+    expect(pool.fake.made.every((unit) => unit.disposed)).to.equal(true)
   })
 })

@@ -1,5 +1,5 @@
-// a third backend, for tests only: what a backend on `SandboxPool` (src/pool.ts) has to supply, written out. programs
-// run in `node:vm` contexts on the host's own thread.
+// a third backend, for tests only: what a driver (src/contract.ts) has to supply, written out. programs run in `node:vm`
+// contexts on the host's own thread.
 //
 // node:vm is NOT a security boundary, and this is no sandbox for programs anyone else wrote: the program shares the
 // host's process, heap and thread. there is no memory limit (a memory bomb takes the host down), an abort is heard only
@@ -7,10 +7,11 @@
 // realm. its spec runs the parts of the shared hazard suite that apply to it, and skips the rest, saying why.
 
 import vm from 'node:vm'
+import { type Program, type ProgramReports, report, type SandboxDriver, type Unit } from '../src/contract.ts'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
-import { hostCallback, type PoolOptions, type Run, SandboxPool, type Unit } from '../src/pool.ts'
-import { preludeSource, wrapProgram } from '../src/prelude.ts'
-import type { CodeRunOutcome } from '../src/types.ts'
+import { type PoolOptions, SandboxPool } from '../src/pool.ts'
+import { preludeSource } from '../src/prelude.ts'
+import type { BridgeReply } from '../src/types.ts'
 
 const prelude = new vm.Script(preludeSource, { filename: 'faber-prelude.js' })
 // the program's code runs only inside a step: `$faberStep` starts it or hands it the replies that came, and the context
@@ -41,33 +42,38 @@ const driver = new vm.Script(`let $faberStep
 const step = new vm.Script('$faberStep()')
 
 export class VmSandbox extends SandboxPool<Unit> {
-  readonly backend = 'node-vm'
-  protected readonly createFailure = 'could not make a vm unit'
-
   constructor(options: PoolOptions = {}) {
-    super(options)
+    super(vmDriver, options)
   }
+}
 
+const vmDriver: SandboxDriver<Unit> = {
+  backend: 'node-vm',
+  createFailure: 'could not make a vm unit',
   // nothing to keep warm: every run gets a fresh context
-  protected create(memoryMb: number): Unit {
-    return { memoryMb, runs: 0 }
-  }
+  create: (memoryMb) => ({ memoryMb, runs: 0 }),
+  dispose() {},
 
-  protected dispose() {}
-
-  protected start(_unit: Unit, run: Run) {
-    const { request, limits, bridge, fail } = run
+  start(_unit: Unit, { request, limits, source }: Program, reports: ProgramReports) {
     const startedAt = performance.now()
     let spent = 0
     let stepping = false
-    let reported: CodeRunOutcome | undefined
-    const outbox: [number, string, string][] = []
     // what the program reported stands once a step returned: its microtasks have all run
-    const onBridge = hostCallback(run, {
-      ended: () => run.settled || reported !== undefined,
+    let reported: [kind: unknown, a: unknown, b: unknown, c: unknown] | undefined
+    const outbox: [number, string, string][] = []
+    const held: ProgramReports = {
+      ...reports,
+      ended: () => reports.ended() || reported !== undefined,
       call: (call, name, json) => void outbox.push([call, name, json]),
-      report: (outcome) => void (reported = outcome),
-    })
+    }
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+      if (kind === 'done' || kind === 'throw') {
+        if (held.ended()) return false
+        reported = [kind, a, b, c]
+        return true
+      }
+      return report(held, kind, a, b, c)
+    }
     const context = vm.createContext(Object.create(null), { name: 'faber-program', microtaskMode: 'afterEvaluate' })
     const setup = prelude.runInContext(context)
     const api = driver.runInContext(context)(
@@ -78,7 +84,7 @@ export class VmSandbox extends SandboxPool<Unit> {
       limits.memoryMb * 1024 * 1024,
       argumentBytes(limits),
       maxPendingCalls,
-      wrapProgram(request.code),
+      source,
     )
 
     // runs the program until it waits on the host, bounded by what is left of both budgets
@@ -90,31 +96,35 @@ export class VmSandbox extends SandboxPool<Unit> {
       try {
         step.runInContext(context, { timeout: Math.max(1, Math.ceil(Math.min(cpuLeft, wallLeft))) })
       } catch (error) {
-        if (!/timed out/.test(messageOf(error))) return fail('crash', `the vm step failed: ${messageOf(error)}`)
-        return fail('timeout', cpuLeft <= wallLeft ? limitMessages.cpu(limits) : limitMessages.wall(limits))
+        if (!/timed out/.test(messageOf(error))) return reports.failed('crash', `the vm step failed: ${messageOf(error)}`)
+        return reports.failed('timeout', cpuLeft <= wallLeft ? limitMessages.cpu(limits) : limitMessages.wall(limits))
       } finally {
         stepping = false
         spent += performance.now() - from
       }
       // the calls made before the program returned reach the host even when it returned in the same step
-      for (const [call, name, json] of outbox.splice(0)) if (!run.settled) bridge.call(call, name, json)
-      if (reported) run.finish(reported, 0)
-    }
-    run.deliver = (call, reply) => {
-      api.reply(call, reply.ok, reply.ok ? reply.value : reply.message, reply.ok ? undefined : reply.code)
-      if (!stepping) advance()
+      for (const [call, name, json] of outbox.splice(0)) if (!reports.ended()) reports.call(call, name, json)
+      if (reported) report(reports, ...reported, 0)
     }
 
     let main: unknown
     try {
-      main = new vm.Script(wrapProgram(request.code), { filename: 'program.js', lineOffset: -1 }).runInContext(context)
+      main = new vm.Script(source, { filename: 'program.js', lineOffset: -1 }).runInContext(context)
     } catch (error) {
       const match = /program\.js:(\d+)(?::(\d+))?/.exec(String((error as Error).stack))
-      const at = match ? { line: Number(match[1]), column: match[2] ? Number(match[2]) : undefined } : {}
-      return run.finish({ ok: false, kind: 'exception', message: `${(error as Error).name}: ${messageOf(error)}`, logs: [], ...at }, 0)
+      reports.threw(`${(error as Error).name}: ${messageOf(error)}`, match ? Number(match[1]) : undefined, match?.[2] ? Number(match[2]) : undefined, 0)
     }
-    run.arm(() => spent)
-    api.begin(main)
-    advance()
-  }
+    if (!reports.ended()) {
+      api.begin(main)
+      advance()
+    }
+    return {
+      deliver: (call: number, reply: BridgeReply) => {
+        api.reply(call, reply.ok, reply.ok ? reply.value : reply.message, reply.ok ? undefined : reply.code)
+        if (!stepping) advance()
+      },
+      cpuUsed: () => spent,
+      end() {},
+    }
+  },
 }

@@ -1,0 +1,111 @@
+// the contract between the host side every backend shares (the pool, the cap, the budgets, the bridge) and a backend: a
+// driver that makes units for a memory budget, starts a program in one with a typed sink for what it reports, and ends
+// or disposes them. what a program reports through an untyped channel (a thread's messages, an isolate's callback) is
+// checked in one place, `report`, whichever channel it came through
+
+import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunRequest } from './types.ts'
+
+/** a unit (a worker, an isolate): the memory budget it was made for, and the runs it served (the pool counts them) */
+export interface Unit {
+  readonly memoryMb: number
+  runs: number
+}
+
+/** a program to start: the request, its limits filled in, and its source wrapped as the prelude expects (`wrapProgram`) */
+export interface Program {
+  readonly request: CodeRunRequest
+  readonly limits: CodeRunLimits
+  readonly source: string
+  /** ms of the wall-clock budget left at `now` (performance.now()); Infinity while the program waits on a person */
+  wallLeft(now?: number): number
+}
+
+/** why the prelude or the unit refused what a program asked for, ending the run as `memory` */
+export type Refusal = 'argument' | 'buffers' | 'waiting'
+
+/**
+ * what a running program reports, typed. a driver hands each report here as it comes; the first end (`done`, `threw`,
+ * `overOutput`, `refused`, `failed`) ends the run, and everything after it is dropped. `heap` is what the unit holds
+ * after a clean end, so the pool can tell whether it may serve again; left out, the unit serves no more runs
+ */
+export interface ProgramReports {
+  /** whether the run has ended: nothing more is taken */
+  ended(): boolean
+  /** a tool call; its argument is checked against the limit before it is forwarded */
+  call(call: number, name: string, json: string): void
+  /** a line printed; false once the output budget ran out (the run has ended) */
+  log(line: string): boolean
+  /** the program returned (`result` the JSON text of its value, undefined for none) */
+  done(result: string | undefined, heap?: number): void
+  /** the program threw */
+  threw(message: string, line?: number, column?: number, heap?: number): void
+  /** it printed or returned more than outputBytes */
+  overOutput(): void
+  /** the prelude or the unit refused what it asked for (its memory) */
+  refused(reason: Refusal): void
+  /** the unit failed: its memory limit, a crash, a budget only it can see; the unit is discarded */
+  failed(kind: CodeFailureKind, message: string): void
+}
+
+/** a program started in a unit, as the host sees it */
+export interface ProgramHandle {
+  /** hands a bounded reply to the program */
+  deliver(call: number, reply: BridgeReply): void
+  /** ms of cpu the program spent so far; undefined once it cannot tell (the pool stops polling) */
+  cpuUsed(): number | undefined
+  /** the run ended: take the driver's listeners off. `reuse` says whether the unit serves another run */
+  end(reuse: boolean): void
+}
+
+/** a backend */
+export interface SandboxDriver<U extends Unit = Unit> {
+  /** the backend's name (`worker-vm`, `isolated-vm`) */
+  readonly backend: string
+  /** what a run that got no unit reports first, e.g. `could not start a sandbox worker` */
+  readonly createFailure: string
+  /** makes a unit whose programs get `memoryMb`; `lost` is called if it dies while idle. a throw is the run's to report */
+  create(memoryMb: number, lost: () => void): U | Promise<U>
+  /** starts `program` in `unit`; what it reports goes to `reports` (from now on, or later: never before this returns) */
+  start(unit: U, program: Program, reports: ProgramReports): ProgramHandle
+  /** ends a unit for good */
+  dispose(unit: U): unknown
+}
+
+const refusals: ReadonlySet<unknown> = new Set<Refusal>(['argument', 'buffers', 'waiting'])
+
+/**
+ * the one check of what a program reports through an untyped channel, `(kind, a, b, c)` — the prelude's call, log,
+ * done, throw, limit and memory — handed on to `reports` when it is well formed. `heap` is the unit's, for an end. it
+ * answers as the prelude expects: true for a call taken or a line logged
+ */
+export function report(reports: ProgramReports, kind: unknown, a: unknown, b: unknown, c: unknown, heap?: number): boolean {
+  if (reports.ended()) return false
+  switch (kind) {
+    case 'call':
+      if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
+      reports.call(a, b, c)
+      return !reports.ended()
+    case 'log':
+      return typeof a === 'string' && reports.log(a)
+    case 'done':
+      reports.done(typeof a === 'string' ? a : undefined, heap)
+      return true
+    case 'throw':
+      reports.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined, heap)
+      return true
+    case 'limit':
+      reports.overOutput()
+      return true
+    case 'memory':
+      reports.refused(refusals.has(a) ? (a as Refusal) : 'buffers')
+      return true
+  }
+  return false
+}
+
+export * from './lane.mjs'
+export { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from './outcome.ts'
+// what a backend builds on besides the contract (`@faber/sandbox/contract`, the one entry for backends): the pool it
+// extends, the prelude it evaluates, the budgets and messages every backend says alike, the hand-off lanes
+export { type PoolOptions, SandboxPool } from './pool.ts'
+export { callsText, flatJsonText, preludeSource, wrapProgram } from './prelude.ts'
