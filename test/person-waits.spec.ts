@@ -141,7 +141,7 @@ describe('programs waiting on a person at once', function () {
     // the first waits before the second asks
     await sleep(200)
     const seen = inspect(ctx).services.find((service) => service.name === 'codeRuntime')?.load
-    expect(seen?.waiting).to.deep.equal({ waiting: 1, maxWaiting: 1, peakWaiting: 1, refused: 0 })
+    expect(seen?.waiting).to.deep.equal({ waiting: 1, maxWaiting: 1, peakWaiting: 1, refused: 0, checkpointed: 0 })
     const second = await runCode(ctx, 'return await tools.deploy({})')
     expect(told(second)).to.match(/^error: run_code failed \(timeout\): .*1 other program was already waiting, the most maxWaitingPrograms allows/)
     expect(told(await first)).to.equal('deployed')

@@ -4,6 +4,7 @@
 import { setMaxListeners } from 'node:events'
 import type { Agent } from './agent.ts'
 import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
+import { CallJournal } from './code-replay.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
@@ -51,7 +52,14 @@ export interface CodeMode {
 
 /** what run_code needs of the registry */
 export interface CodeModeHost {
-  readonly config: { typecheck: boolean; maxParallelSubCalls: number; sdkBudget: number; codeLimits: Partial<CodeRunLimits> }
+  readonly config: {
+    typecheck: boolean
+    maxParallelSubCalls: number
+    sdkBudget: number
+    codeLimits: Partial<CodeRunLimits>
+    checkpointAfterMs: number
+    maxCheckpointBytes: number
+  }
   codeRuntime(): CodeRuntime | undefined
   /** the deployment's count of programs waiting on a person, against its bound */
   readonly waits: WaitTally
@@ -214,6 +222,10 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     let drained: (() => void) | undefined
     let settled = false
     let sequence = 0
+    // the calls the program made, to answer them again when it runs again after a checkpoint (code-replay.ts)
+    const { checkpointAfterMs } = runtime.config
+    const journal = checkpointAfterMs > 0 ? new CallJournal(runtime.config.maxCheckpointBytes, callText) : undefined
+    const live = (name: string, argumentsJson: string) => nestedCall(++sequence, name, argumentsJson)
 
     // the bridge answers every call and never rejects: whatever a nested call does, the program gets a reply
     // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled. a reply that needed
@@ -230,7 +242,11 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return failedOnHost(name, error)
         }
       }
-      return nestedCall(++sequence, name, argumentsJson)
+      if (!journal) return live(name, argumentsJson)
+      const reply = journal.call(name, argumentsJson, () => live(name, argumentsJson))
+      // another path than the first run's: the run ends, on a turn of its own (not inside the backend's report of the call)
+      if (journal.diverged) queueMicrotask(() => attempt.abort(new Error('the program took another path')))
+      return reply
     }
     // Promise.resolve hands a pending reply (a native promise) back as it is
     const call = (name: string, argumentsJson: string): Promise<BridgeReply> => Promise.resolve(callNow(name, argumentsJson))
@@ -375,16 +391,56 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       return { ok: true, value: runtime.jsonOf(result.value) }
     }
 
-    // a nested call waiting on a person stops the program's wall clock (person-wait.ts)
+    // a nested call waiting on a person stops the program's wall clock (person-wait.ts); one that waits longer than
+    // checkpointAfterMs ends the program's run, which gives its sandbox unit back, and the program runs again, from the
+    // journal, once the person answered
     const waits = new RunWaits(runtime.waits)
     const unlisten = listenForWaits(exec.token, waits)
-    let outcome: CodeRunOutcome
+    let attempt = new AbortController()
+    let checkpointed = false
+    let checkpointTimer: ReturnType<typeof setTimeout> | undefined
+    const checkpoint = () => {
+      if (!journal?.recording || !waits.waiting || checkpointed || attempt.signal.aborted) return
+      checkpointed = true
+      waits.checkpoint()
+      attempt.abort(new Error('checkpointed while it waits on a person'))
+    }
+    const unwatch = journal
+      ? waits.watch((waiting) => {
+          clearTimeout(checkpointTimer)
+          if (waiting) checkpointTimer = setTimeout(checkpoint, checkpointAfterMs).unref()
+        })
+      : undefined
+    const abortAttempt = () => attempt.abort(run.signal.reason)
+    run.signal.addEventListener('abort', abortAttempt)
+    let outcome!: CodeRunOutcome
     let cancelled: string[] = []
+    let diverged: string | undefined
     try {
-      outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: run.signal, limits: runtime.config.codeLimits, waits })
-    } catch (error) {
-      outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
+      for (;;) {
+        if (run.signal.aborted) attempt.abort(run.signal.reason)
+        journal?.start()
+        try {
+          outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: attempt.signal, limits: runtime.config.codeLimits, waits })
+        } catch (error) {
+          outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
+        }
+        if (!checkpointed || run.signal.aborted) break
+        // checkpointed: its unit is given back; it runs again once no call of it waits on a person
+        await waits.settled(run.signal)
+        if (run.signal.aborted) {
+          outcome = { ok: false, kind: 'abort', message: 'the run was aborted while it waited on a person', logs: [] }
+          break
+        }
+        checkpointed = false
+        attempt = new AbortController()
+      }
+      // a second run that made other calls, or ended short of the calls it had made
+      if (journal && journal.runs > 1) diverged = outcome.ok || outcome.kind === 'exception' ? journal.shortfall() : journal.diverged
     } finally {
+      clearTimeout(checkpointTimer)
+      unwatch?.()
+      run.signal.removeEventListener('abort', abortAttempt)
       unlisten()
       cancelled = inflight.texts()
       // settlement: refuse what comes later, abort what is outstanding, and drain it before returning
@@ -395,6 +451,11 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     }
     if (inflight.size) await new Promise<void>((resolve) => (drained = resolve))
 
+    if (diverged) {
+      const note =
+        'no call ran twice, and none it had not made before ran; make its calls depend only on what tools return (not on the clock or random numbers) and run it again'
+      throw new ToolResultError(failure('diverged', `${diverged}. it was stopped: ${note}`, { logs: outcome.logs }))
+    }
     if (!outcome.ok) {
       const { kind, message, logs, line, column } = outcome
       const left = cancelled.length

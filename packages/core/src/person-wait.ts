@@ -14,6 +14,8 @@ export interface WaitingPrograms {
   /** the most that waited at once, and how many were refused a stop, since the deployment started */
   peakWaiting: number
   refused: number
+  /** programs checkpointed while they wait: their sandbox units given back, each to run again once answered */
+  checkpointed: number
 }
 
 /** one deployment's count of the programs waiting on a person */
@@ -21,11 +23,13 @@ export class WaitTally {
   waiting = 0
   peakWaiting = 0
   refused = 0
+  checkpointed = 0
 
   constructor(readonly maxWaiting: () => number) {}
 
   snapshot(): WaitingPrograms {
-    return { waiting: this.waiting, maxWaiting: this.maxWaiting(), peakWaiting: this.peakWaiting, refused: this.refused }
+    const { waiting, peakWaiting, refused, checkpointed } = this
+    return { waiting, maxWaiting: this.maxWaiting(), peakWaiting, refused, checkpointed }
   }
 }
 
@@ -37,6 +41,9 @@ export class WaitTally {
 export class RunWaits implements WaitSignal {
   private holds = 0
   private stopped = false
+  /** checkpointed: counted as such, not among the programs waiting with their units */
+  private parked = false
+  private answered: (() => void)[] = []
   private listeners: ((waiting: boolean) => void)[] = []
   private ended = false
   refused = 0
@@ -76,6 +83,27 @@ export class RunWaits implements WaitSignal {
     this.listeners = []
   }
 
+  /** the program was checkpointed while it waits: it holds no sandbox unit until it runs again */
+  checkpoint() {
+    if (!this.stopped || this.parked) return
+    this.parked = true
+    this.tally.waiting--
+    this.tally.checkpointed++
+  }
+
+  /** resolves once no call of the program waits on a person, or `signal` aborted */
+  settled(signal: AbortSignal): Promise<void> {
+    if (this.holds === 0 || signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done)
+        resolve()
+      }
+      signal.addEventListener('abort', done, { once: true })
+      this.answered.push(done)
+    })
+  }
+
   private stop() {
     const { tally } = this
     if (tally.waiting >= tally.maxWaiting()) {
@@ -90,9 +118,12 @@ export class RunWaits implements WaitSignal {
   }
 
   private start() {
+    for (const done of this.answered.splice(0)) done()
     if (!this.stopped) return
     this.stopped = false
-    this.tally.waiting--
+    if (this.parked) this.tally.checkpointed--
+    else this.tally.waiting--
+    this.parked = false
     this.tell(false)
   }
 

@@ -46,7 +46,7 @@ export interface ToolErrorInfo {
   /** a tool's own error code, when its body threw one */
   toolCode?: string
   /** CODE_RUN_FAILED: how the program failed; `syntax`, `typecheck` and `unavailable` fail before a run starts */
-  kind?: CodeFailureKind | 'syntax' | 'typecheck' | 'unavailable'
+  kind?: CodeFailureKind | 'syntax' | 'typecheck' | 'unavailable' | 'diverged'
   /** CODE_RUN_FAILED: what the program printed before it failed */
   logs?: string[]
   line?: number

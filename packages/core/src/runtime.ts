@@ -593,6 +593,10 @@ namespace ToolRuntime {
     approvalTimeoutMs: number
     /** run_code programs whose wall clock may stop at once while a nested call waits on a person */
     maxWaitingPrograms: number
+    /** ms a program waits on a person before it is checkpointed (its sandbox unit given back); 0: never */
+    checkpointAfterMs: number
+    /** the most bytes of calls and results a program's journal holds; past it the program is not checkpointed */
+    maxCheckpointBytes: number
   }
 
   /** what a deployer writes: every key optional, limits partial */
@@ -635,6 +639,16 @@ namespace ToolRuntime {
         .default(64)
         .description(
           'run_code programs whose wall clock may stop at once while a nested call waits on a person (each holds its sandbox unit meanwhile); past it, the clock runs on',
+        ),
+      checkpointAfterMs: Schema.natural()
+        .default(30_000)
+        .description(
+          'a program waiting on a person longer than this is checkpointed: its sandbox unit is given back, and it runs again from its journal once answered; 0: never',
+        ),
+      maxCheckpointBytes: Schema.natural()
+        .default(16 * 1024 * 1024)
+        .description(
+          "the most bytes of a program's calls and results kept to run it again after a checkpoint; past it the program keeps its unit while it waits",
         ),
     }),
   )

@@ -7,7 +7,7 @@ import { exportedNames } from './structure.ts'
 // about what users build on: make it here, on purpose. compiled tools, the pipeline, run_code's transport, renderers
 // and the cordis adapter's internals stay inside the package (core's own specs import them from src).
 const VALUES = [
-  ...['ABSENT_GLOBALS', 'Agent', 'CODE_ONLY_SECTION', 'Catalog', 'CodeRunLimits', 'ConfigKeyError', 'ExecutionToken', 'JsonError'],
+  ...['ABSENT_GLOBALS', 'Agent', 'CODE_ONLY_SECTION', 'Catalog', 'CodeRunLimits', 'ConfigKeyError', 'ERROR_CODES', 'ExecutionToken', 'JsonError'],
   ...['MAX_JSON_DEPTH', 'MAX_JSON_VALUES', 'PROGRAM_GLOBALS', 'PluginStartError', 'RESULT_CHARS', 'RUN_CODE', 'SDK_SECTION', 'SUPPORTED_KEYWORDS'],
   ...['Scheduler', 'SchemaError', 'TIMED_OUT', 'ToolResultError', 'ToolRuntime', 'agentOf', 'assertStarted', 'canonicalJson'],
   ...['checkSchema', 'collapses', 'compileSchema', 'createAgent', 'default', 'defaultCodeLimits', 'defineConfig', 'defineTool'],

@@ -85,7 +85,7 @@ function services(report: Report, name?: string): Selection {
 
 function serviceLine(s: ServiceReport) {
   const load = s.load
-    ? ` [${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running (${s.load.waiting.waiting}/${s.load.waiting.maxWaiting} of them waiting on a person), ${s.load.queued} queued]`
+    ? ` [${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running (${s.load.waiting.waiting}/${s.load.waiting.maxWaiting} of them waiting on a person), ${s.load.queued} queued, ${s.load.waiting.checkpointed} checkpointed]`
     : ''
   return `${s.name} ← ${s.provider}${s.agent ? ` on agent ${s.agent}` : ''}${s.isolated ? ' (isolated)' : ''}${load}`
 }

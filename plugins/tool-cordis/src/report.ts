@@ -58,7 +58,8 @@ export interface ServiceReport {
   isolated: boolean
   /**
    * for the code runtime: its backend, the programs running under its cap and the runs queued behind it, and those of
-   * the running programs that wait on a person (each holds its place under the cap and its sandbox unit meanwhile)
+   * the running programs that wait on a person (each holds its place under the cap and its sandbox unit meanwhile),
+   * and the programs checkpointed while they wait (holding neither)
    */
   load?: CodeRuntimeLoad & { backend: string; waiting: WaitingPrograms }
 }

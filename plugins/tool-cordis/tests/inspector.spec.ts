@@ -464,7 +464,9 @@ describe('call trace with the real sandbox', () => {
       const program = 'return (await tools.cordis_inspect({ what: "services", name: "codeRuntime" })).text'
       const result = await call(ctx, 'look', 'run_code', { code: program, description: 'look at the sandbox' }, agent(ctx, 'coder'))
       expect(result.isError, result.content).to.equal(false)
-      expect((result as any).value.result).to.match(/codeRuntime ← .*\[worker-vm: 1\/3 running \(0\/64 of them waiting on a person\), 0 queued\]/)
+      expect((result as any).value.result).to.match(
+        /codeRuntime ← .*\[worker-vm: 1\/3 running \(0\/64 of them waiting on a person\), 0 queued, 0 checkpointed\]/,
+      )
       const service = ctx.inspector.report().services.find((s) => s.name === 'codeRuntime')
       expect(service?.load).to.include({ backend: 'worker-vm', running: 0, queued: 0, maxConcurrent: 3, peakRunning: 1 })
     } finally {

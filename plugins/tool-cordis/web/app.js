@@ -170,7 +170,7 @@ function renderServices(r) {
                 s.load &&
                   `${s.load.backend}: ${s.load.running}/${s.load.maxConcurrent} running, ${s.load.queued} queued (peak ${s.load.peakRunning}/${s.load.peakQueued})`,
                 s.load?.waiting &&
-                  `${s.load.waiting.waiting}/${s.load.waiting.maxWaiting} waiting on a person (peak ${s.load.waiting.peakWaiting}; ${s.load.waiting.refused} refused a stopped clock), each holding its sandbox unit`,
+                  `${s.load.waiting.waiting}/${s.load.waiting.maxWaiting} waiting on a person (peak ${s.load.waiting.peakWaiting}; ${s.load.waiting.refused} refused a stopped clock), each holding its sandbox unit; ${s.load.waiting.checkpointed} checkpointed, holding none`,
               ]
                 .filter(Boolean)
                 .join('; '),
