@@ -210,7 +210,8 @@ export class AnthropicModel<O extends AnthropicModelOptions = AnthropicModelOpti
         case 'error': {
           const message = payload.error?.message ?? data
           // an overloaded server mid-stream is worth another attempt as long as nothing was shown
-          if (payload.error?.type === 'overloaded_error') throw new BrokenStream(`the server reported an error mid-stream: ${message}`)
+          if (payload.error?.type === 'overloaded_error')
+            throw new BrokenStream(`the provider is overloaded (overloaded_error mid-stream): ${message}`, 'the provider is overloaded (overloaded_error)')
           throw new ModelError(`${this.name}: the server reported an error mid-stream: ${message}`)
         }
         default:

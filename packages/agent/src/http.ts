@@ -249,8 +249,18 @@ export async function post(endpoint: Endpoint, payload: string, request: ModelRe
   }
 }
 
-/** a stream that broke off or said something unreadable: worth another attempt while nothing was shown */
-export class BrokenStream extends Error {}
+/**
+ * a stream that broke off or said something unreadable: worth another attempt while nothing was shown. `reason` is
+ * what the retry tells a person, when the provider said more than that the stream broke (e.g. it is overloaded)
+ */
+export class BrokenStream extends Error {
+  constructor(
+    message: string,
+    readonly reason?: string,
+  ) {
+    super(message)
+  }
+}
 
 /**
  * what a failure while reading a stream becomes: a ModelError as it is; before any text or call was shown, a
@@ -262,7 +272,7 @@ export function streamFailure(endpoint: Endpoint, error: unknown, attempt: Attem
   const broken = error instanceof BrokenStream ? error : transportError(name, url, options.timeoutMs, error, attempt, request.signal, 'reading the answer from')
   if (request.signal.aborted) return broken
   const what = error instanceof BrokenStream ? `${name}: ${error.message}` : broken.message
-  if (!shown) return new RetryableError(what, 'the stream broke before any content')
+  if (!shown) return new RetryableError(what, (error instanceof BrokenStream && error.reason) || 'the stream broke before any content')
   const failure = new ModelError(what)
   failure.partial = text
   return failure

@@ -151,7 +151,15 @@ describe('AnthropicModel', () => {
       },
     }
     const m = await model([overloaded, { text: 'after the retry' }], { sleep: async () => {} })
-    expect((await m.complete({ messages: user, tools: [], signal: signal() })).text).to.equal('after the retry')
+    const retries: string[] = []
+    const answer = await m.complete({ messages: user, tools: [], signal: signal(), onRetry: (r) => retries.push(r.reason) })
+    expect(answer.text).to.equal('after the retry')
+    // the retry says the provider is overloaded, not only that the stream broke
+    expect(retries).to.deep.equal(['the provider is overloaded (overloaded_error)'])
+    await server!.close()
+
+    const spent = await model([overloaded, overloaded], { sleep: async () => {}, maxRetries: 1 })
+    expect((await failure(spent, user)).message).to.equal('anthropic:claude-test: the provider is overloaded (overloaded_error mid-stream): Overloaded')
     await server!.close()
 
     const cut = await model([

@@ -109,8 +109,16 @@ export function describe(source: string, locate: Locate, path: Path, what: strin
   return `${source}${line ? `:${line}` : ''}: ${formatPath(path)}: ${what}`
 }
 
-function fail(source: string, locate: Locate, path: Path, what: string): never {
-  throw new DeploymentError(describe(source, locate, path, what))
+/** one thing wrong with a deployment: its message (`file:line: key.path: what`) and its line, for the order */
+interface Problem {
+  line?: number
+  message: string
+}
+
+/** every problem found, in the order of the file's lines, as one error */
+function problemsError(problems: Problem[]): DeploymentError {
+  const sorted = problems.map((p, i) => ({ ...p, i })).sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity) || a.i - b.i)
+  return new DeploymentError(sorted.map((p) => p.message).join('\n'))
 }
 
 function typeName(value: unknown) {
@@ -121,18 +129,17 @@ const MODES = ['native', 'code', 'both']
 const SDK_PRESENTATIONS = ['full', 'index', 'auto']
 const TOP = ['mode', 'core', 'plugins', 'agents', 'model', 'session']
 
-/** `${dir}`, `${cwd}` and `${env.NAME}` in string values */
-function interpolate(value: unknown, dir: string, at: Path, bad: (path: Path, what: string) => never): unknown {
+/** `${dir}`, `${cwd}` and `${env.NAME}` in string values; one that cannot be substituted is reported and left as written */
+function interpolate(value: unknown, dir: string, at: Path, bad: (path: Path, what: string) => undefined): unknown {
   if (typeof value === 'string') {
-    return value.replace(/\$\{([^}]*)\}/g, (_, name: string) => {
+    return value.replace(/\$\{([^}]*)\}/g, (written, name: string) => {
       if (name === 'dir') return dir
       if (name === 'cwd') return process.cwd()
       if (name.startsWith('env.')) {
         const found = process.env[name.slice(4)]
-        if (found === undefined) bad(at, `the environment variable ${name.slice(4)} is not set`)
-        return found
+        return found ?? bad(at, `the environment variable ${name.slice(4)} is not set`) ?? written
       }
-      return bad(at, `unknown substitution \${${name}}; use \${dir}, \${cwd} or \${env.NAME}`)
+      return bad(at, `unknown substitution \${${name}}; use \${dir}, \${cwd} or \${env.NAME}`) ?? written
     })
   }
   if (Array.isArray(value)) return value.map((v, i) => interpolate(v, dir, [...at, i], bad))
@@ -142,7 +149,11 @@ function interpolate(value: unknown, dir: string, at: Path, bad: (path: Path, wh
   return value
 }
 
-/** reads a deployment file; throws DeploymentError with file, line and key path */
+/**
+ * reads a deployment file; throws DeploymentError naming every problem, each with file, line and key path. when the
+ * file's shape is wrong somewhere, the plugins it names are imported and their configs checked too, so that one run
+ * reports all of it
+ */
 export async function loadDeploymentFile(file: string): Promise<DeploymentSpec> {
   const path = resolve(file)
   let text: string
@@ -151,16 +162,27 @@ export async function loadDeploymentFile(file: string): Promise<DeploymentSpec> 
   } catch (error) {
     throw new DeploymentError(`${file}: cannot read the deployment file (${(error as NodeJS.ErrnoException).code ?? error})`)
   }
-  return parseDeployment(text, file, dirname(path))
+  const { spec, problems } = checkDeployment(text, file, dirname(path))
+  if (spec && !problems.length) return spec
+  if (spec) problems.push(...(await loadPluginsChecked(spec)).problems)
+  throw problemsError(problems)
 }
 
 export function parseDeployment(text: string, source: string, dir: string): DeploymentSpec {
+  const { spec, problems } = checkDeployment(text, source, dir)
+  if (problems.length || !spec) throw problemsError(problems)
+  return spec
+}
+
+/** the spec of a deployment file, as far as it could be read, and what is wrong with it */
+function checkDeployment(text: string, source: string, dir: string): { spec?: DeploymentSpec; problems: Problem[] } {
   const lines = new LineCounter()
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true })
   if (doc.errors.length) {
+    // after a syntax error the rest of the structure is a guess: the first one is the one to fix
     const error = doc.errors[0]
     const { line } = lines.linePos(error.pos[0])
-    throw new DeploymentError(`${source}:${line}: not valid YAML: ${error.message.split('\n')[0]}`)
+    return { problems: [{ line, message: `${source}:${line}: not valid YAML: ${error.message.split('\n')[0]}` }] }
   }
   const locate: Locate = (at) => {
     // a key's own line (an unknown key's value may start on the next one)
@@ -175,15 +197,26 @@ export function parseDeployment(text: string, source: string, dir: string): Depl
       if (node?.range) return lines.linePos(node.range[0]).line
     }
   }
-  return readDeployment(doc.toJS() ?? {}, source, dir, locate)
+  return checkObject(doc.toJS() ?? {}, source, dir, locate)
 }
 
-/** checks a deployment given as an object (a parsed file, or one built in code) */
+/** checks a deployment given as an object (a parsed file, or one built in code); throws DeploymentError naming every problem */
 export function readDeployment(raw: unknown, source: string, dir: string, locate: Locate = () => undefined): DeploymentSpec {
-  const bad = (at: Path, what: string): never => fail(source, locate, at, what)
+  const { spec, problems } = checkObject(raw, source, dir, locate)
+  if (problems.length) throw problemsError(problems)
+  return spec
+}
+
+/** the spec, with each value that is wrong reported and left out (or a default in its place), and the problems */
+function checkObject(raw: unknown, source: string, dir: string, locate: Locate): { spec: DeploymentSpec; problems: Problem[] } {
+  const problems: Problem[] = []
+  const bad = (at: Path, what: string): undefined => {
+    problems.push({ line: locate(at), message: describe(source, locate, at, what) })
+    return undefined
+  }
   const mapping = (value: unknown, at: Path): Record<string, unknown> => {
     if (value === undefined || value === null) return {}
-    if (typeof value !== 'object' || Array.isArray(value)) return bad(at, `expected a mapping but got ${typeName(value)}`)
+    if (typeof value !== 'object' || Array.isArray(value)) return bad(at, `expected a mapping but got ${typeName(value)}`) ?? {}
     return value as Record<string, unknown>
   }
   const only = (value: Record<string, unknown>, keys: string[], at: Path) => {
@@ -231,37 +264,40 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
     locate,
   }
   const names = new Set<string>()
-  if (top.agents !== undefined && !Array.isArray(top.agents)) bad(['agents'], `expected a list of agents but got ${typeName(top.agents)}`)
-  for (const [index, entry] of ((top.agents as unknown[]) ?? []).entries()) {
+  const agents =
+    top.agents === undefined
+      ? []
+      : Array.isArray(top.agents)
+        ? top.agents
+        : (bad(['agents'], `expected a list of agents but got ${typeName(top.agents)}`) ?? [])
+  for (const [index, entry] of agents.entries()) {
     const at = ['agents', index]
     const agent = mapping(entry, at)
     only(agent, ['name', 'parent', 'mode', 'sdk', 'restrict', 'plugins'], at)
-    const name = string(agent.name, [...at, 'name'], true)!
-    if (names.has(name)) bad([...at, 'name'], `agent "${name}" is defined twice`)
+    const name = string(agent.name, [...at, 'name'], true)
+    const duplicate = name !== undefined && names.has(name)
+    if (duplicate) bad([...at, 'name'], `agent "${name}" is defined twice`)
     const parent = string(agent.parent, [...at, 'parent'])
     if (parent && !names.has(parent)) bad([...at, 'parent'], `expected the name of an agent defined above, but "${parent}" is not one`)
     let restrict: Mask | undefined
     if (agent.restrict !== undefined) {
       const r = mapping(agent.restrict, [...at, 'restrict'])
       const keys = Object.keys(r)
-      if (keys.length !== 1 || !['allow', 'deny'].includes(keys[0])) bad([...at, 'restrict'], 'expected exactly one of allow: [names] or deny: [names]')
       const list = r[keys[0]]
-      if (!Array.isArray(list) || list.some((n) => typeof n !== 'string'))
+      if (keys.length !== 1 || !['allow', 'deny'].includes(keys[0])) bad([...at, 'restrict'], 'expected exactly one of allow: [names] or deny: [names]')
+      else if (!Array.isArray(list) || list.some((n) => typeof n !== 'string'))
         bad([...at, 'restrict', keys[0]], `expected a list of tool names but got ${typeName(list)}`)
-      restrict = (keys[0] === 'allow' ? { allow: list } : { deny: list }) as Mask
+      else restrict = (keys[0] === 'allow' ? { allow: list } : { deny: list }) as Mask
     }
-    names.add(name)
     if (agent.sdk !== undefined && !SDK_PRESENTATIONS.includes(agent.sdk as string)) {
       bad([...at, 'sdk'], `expected one of ${SDK_PRESENTATIONS.join(', ')} but got ${typeName(agent.sdk)}`)
     }
-    spec.agents.push({
-      name,
-      parent,
-      mode: mode(agent.mode, [...at, 'mode']),
-      sdk: agent.sdk as SdkPresentation | undefined,
-      restrict,
-      plugins: plugins(agent.plugins, [...at, 'plugins']),
-    })
+    const checked = { parent, mode: mode(agent.mode, [...at, 'mode']), sdk: agent.sdk as SdkPresentation | undefined, restrict }
+    const agentPlugins = plugins(agent.plugins, [...at, 'plugins'])
+    // an agent without a usable name is reported above and left out; the later agents are still checked
+    if (!name || duplicate) continue
+    names.add(name)
+    spec.agents.push({ name, ...checked, plugins: agentPlugins })
   }
   if (top.model !== undefined) {
     const model = interpolate(mapping(top.model, ['model']), dir, ['model'], bad) as Record<string, unknown>
@@ -269,14 +305,14 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
     if (provider === 'scripted') {
       only(model, ['provider', 'script', 'latencyMs'], ['model'])
       if (!Array.isArray(model.script)) bad(['model', 'script'], `expected a list of model turns ({ text?, toolCalls? }) but got ${typeName(model.script)}`)
-      spec.model = { provider, script: model.script as ScriptStep[], latencyMs: number(model.latencyMs, ['model', 'latencyMs']) }
+      spec.model = { provider, script: (model.script ?? []) as ScriptStep[], latencyMs: number(model.latencyMs, ['model', 'latencyMs']) }
     } else if (provider === 'openai' || provider === 'anthropic') {
       only(model, ['provider', 'baseURL', 'model', 'apiKeyEnv', 'timeoutMs', 'maxRetries', 'temperature', 'maxTokens', 'stream'], ['model'])
       if (model.stream !== undefined && typeof model.stream !== 'boolean') bad(['model', 'stream'], `expected true or false but got ${typeName(model.stream)}`)
       spec.model = {
         provider,
         baseURL: string(model.baseURL, ['model', 'baseURL'], provider === 'openai'),
-        model: string(model.model, ['model', 'model'], true)!,
+        model: string(model.model, ['model', 'model'], true) ?? '',
         apiKeyEnv: string(model.apiKeyEnv, ['model', 'apiKeyEnv']) ?? (provider === 'anthropic' ? 'ANTHROPIC_API_KEY' : undefined),
         timeoutMs: number(model.timeoutMs, ['model', 'timeoutMs']),
         maxRetries: number(model.maxRetries, ['model', 'maxRetries']),
@@ -292,17 +328,18 @@ export function readDeployment(raw: unknown, source: string, dir: string, locate
   only(session, ['agent', 'persona', 'context', 'maxSteps', 'log'], ['session'])
   const agentName = string(session.agent, ['session', 'agent'])
   if (agentName && !names.has(agentName)) bad(['session', 'agent'], `expected the name of an agent in agents, but "${agentName}" is not one`)
+  const log = string(session.log, ['session', 'log'])
   spec.session = {
     agent: agentName,
     persona: string(session.persona, ['session', 'persona']),
     context: string(session.context, ['session', 'context']),
     maxSteps: number(session.maxSteps, ['session', 'maxSteps']),
-    log: session.log === undefined ? undefined : resolve(dir, string(session.log, ['session', 'log'])!),
+    log: log === undefined ? undefined : resolve(dir, log),
   }
   spec.core = { ...core, mode: spec.mode }
   const checked = tryConfig(ToolRuntime, spec.core)
   if (checked) bad(['core', ...checked.path], checked.message)
-  return spec
+  return { spec, problems }
 }
 
 function tryConfig(plugin: unknown, config: unknown): { path: Path; message: string } | undefined {
@@ -357,9 +394,23 @@ export interface LoadedPlugin {
   config: unknown
 }
 
-/** imports the plugins and validates each config against the plugin's Config */
-export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: LoadedPlugin[]; agents: Map<string, LoadedPlugin[]> }> {
-  const load = async (entry: PluginSpec, at: Path): Promise<LoadedPlugin> => {
+type Loaded = { global: LoadedPlugin[]; agents: Map<string, LoadedPlugin[]> }
+
+/** imports the plugins and validates each config against the plugin's Config; throws DeploymentError naming every problem */
+export async function loadPlugins(spec: DeploymentSpec): Promise<Loaded> {
+  const { loaded, problems } = await loadPluginsChecked(spec)
+  if (problems.length) throw problemsError(problems)
+  return loaded
+}
+
+/** the plugins that loaded with a valid config, and a problem for each that did not */
+async function loadPluginsChecked(spec: DeploymentSpec): Promise<{ loaded: Loaded; problems: Problem[] }> {
+  const problems: Problem[] = []
+  const bad = (at: Path, what: string): undefined => {
+    problems.push({ line: spec.locate(at), message: describe(spec.source, spec.locate, at, what) })
+    return undefined
+  }
+  const load = async (entry: PluginSpec, at: Path): Promise<LoadedPlugin | undefined> => {
     let plugin = entry.plugin
     if (!plugin) {
       let module: Record<string, unknown>
@@ -375,32 +426,32 @@ export async function loadPlugins(spec: DeploymentSpec): Promise<{ global: Loade
         if (code === 'ERR_REQUIRE_CYCLE_MODULE' && /\.[cm]?ts$/.test(specifier)) {
           detail = `it is an ES module in a CommonJS scope: name it .mjs or .mts, or put a package.json with "type": "module" beside it (${detail})`
         }
-        throw new DeploymentError(describe(spec.source, spec.locate, at, `cannot load plugin "${specifier}": ${detail}`))
+        return bad(at, `cannot load plugin "${specifier}": ${detail}`)
       }
       plugin = pluginOf(module, exported)
       if (!plugin) {
         const what = exported ? `has no export named ${exported} that is a cordis plugin` : 'does not export a cordis plugin (a default export, or apply)'
-        throw new DeploymentError(describe(spec.source, spec.locate, at, `"${specifier}" ${what}`))
+        return bad(at, `"${specifier}" ${what}`)
       }
     }
     const problem = tryConfig(plugin, entry.config)
-    if (problem) throw new DeploymentError(describe(spec.source, spec.locate, [...at, ...problem.path], problem.message))
+    if (problem) return bad([...at, ...problem.path], problem.message)
     const schema = (plugin as { Config?: (value: unknown) => unknown }).Config
     return { spec: entry, plugin, config: typeof schema === 'function' ? schema(entry.config) : entry.config }
   }
-  const global = await Promise.all(spec.plugins.map((p) => load(p, ['plugins', p.key])))
+  const all = async (entries: PluginSpec[], at: Path) =>
+    (await Promise.all(entries.map((p) => load(p, [...at, p.key])))).filter((p): p is LoadedPlugin => p !== undefined)
+  const global = await all(spec.plugins, ['plugins'])
   const agents = new Map<string, LoadedPlugin[]>()
-  for (const [index, agent] of spec.agents.entries()) {
-    agents.set(agent.name, await Promise.all(agent.plugins.map((p) => load(p, ['agents', index, 'plugins', p.key]))))
-  }
-  return { global, agents }
+  for (const [index, agent] of spec.agents.entries()) agents.set(agent.name, await all(agent.plugins, ['agents', index, 'plugins']))
+  return { loaded: { global, agents }, problems }
 }
 
 /**
  * cordis logs a failing plugin instead of throwing: a deployment with a plugin that did not start must not run, so
  * surface the first one, naming it, its place in the deployment and the reason
  */
-export async function rethrowPluginErrors(ctx: Context, spec?: DeploymentSpec, loaded?: Awaited<ReturnType<typeof loadPlugins>>) {
+export async function rethrowPluginErrors(ctx: Context, spec?: DeploymentSpec, loaded?: Loaded) {
   const failure = await pluginFailure(ctx)
   if (!failure) return
   const entries = [
@@ -435,7 +486,7 @@ export async function compose(spec: DeploymentSpec, options: { context?: Context
   }
 }
 
-async function start(ctx: Context, spec: DeploymentSpec, loaded: Awaited<ReturnType<typeof loadPlugins>>): Promise<Deployed> {
+async function start(ctx: Context, spec: DeploymentSpec, loaded: Loaded): Promise<Deployed> {
   ctx.plugin(ToolRuntime, spec.core)
   for (const { plugin, config } of loaded.global) ctx.plugin(plugin as never, config)
   await ctx.start()

@@ -196,7 +196,10 @@ function parse(
   try {
     return parseArgs({ args, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'no-color': { type: 'boolean' }, ...options } })
   } catch (error) {
-    throw new UsageError(`faber ${command}: ${(error as Error).message}\nRun faber ${command} --help for its options.`)
+    // node's own message for an unknown option ends in an unbalanced quote ("…as in '-- "--bogus""): say it plainly
+    const unknown = /^Unknown option '([^']+)'/.exec((error as Error).message)?.[1]
+    const what = unknown ? `unknown option ${unknown}` : (error as Error).message
+    throw new UsageError(`faber ${command}: ${what}\nRun faber ${command} --help for its options.`)
   }
 }
 

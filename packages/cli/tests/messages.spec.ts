@@ -66,7 +66,7 @@ describe('faber: messages, not stacks', function () {
   it('a bad flag, a bad file, an unknown key and a failing plugin: one message each, exit 2', async () => {
     const flag = await faber(['run', '--frobnicate'], { cwd: dir })
     expect(flag.code).to.equal(2)
-    expect(flag.stderr).to.include("faber run: Unknown option '--frobnicate'")
+    expect(flag.stderr).to.equal('faber run: unknown option --frobnicate\nRun faber run --help for its options.\n')
     noStack(flag.stderr)
 
     const missing = await faber(['inspect', 'missing.yml'], { cwd: dir })
@@ -87,6 +87,36 @@ describe('faber: messages, not stacks', function () {
     expect(plugin.code).to.equal(2)
     expect(plugin.stderr).to.include('the broken plugin cannot start')
     noStack(plugin.stderr)
+  })
+
+  it("a file with several problems: every one of them, one line each in the file's order, plugin configs included", async () => {
+    await writeFile(
+      join(dir, 'several.yml'),
+      [
+        'mode: fast',
+        'plugins:',
+        "  '@faber/plugin-guards': { breaker: { blockAfter: -1 } }",
+        "  '@faber/plugin-nope': {}",
+        'agents:',
+        '  - { name: main, sdk: tiny }',
+        '  - { name: helper, parent: nobody }',
+        'bogus: 1',
+        'session: { maxSteps: -2 }',
+        '',
+      ].join('\n'),
+    )
+    const ran = await faber(['inspect', 'several.yml'], { cwd: dir })
+    expect(ran.code).to.equal(2)
+    expect(ran.stderr.split('\n')).to.deep.equal([
+      'several.yml:1: mode: expected one of native, code, both but got string "fast"',
+      'several.yml:3: plugins["@faber/plugin-guards"].breaker.blockAfter: expected number >= 0 but got -1',
+      'several.yml:4: plugins["@faber/plugin-nope"]: cannot load plugin "@faber/plugin-nope": no such package or file is installed',
+      'several.yml:6: agents[0].sdk: expected one of full, index, auto but got string "tiny"',
+      'several.yml:7: agents[1].parent: expected the name of an agent defined above, but "nobody" is not one',
+      'several.yml:8: bogus: unknown key; expected one of mode, core, plugins, agents, model, session',
+      'several.yml:9: session.maxSteps: expected a non-negative number but got number -2',
+      '',
+    ])
   })
 
   it('--debug adds the stack trace', async () => {

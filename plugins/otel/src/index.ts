@@ -2,10 +2,14 @@
 // call's span), one per model request of the agent loop. only @opentelemetry/api is used: the deployment brings the
 // SDK and the exporter (or none: then the API's no-op tracer makes this plugin nearly free).
 
+import { readFileSync } from 'node:fs'
 import type { ModelRequestInfo, ModelResponseInfo } from '@faber/agent'
 import { defineConfig, type Execution, type ExecutionToken, messageOf, RUN_CODE, type ToolResult } from '@faber/core'
 import { type Attributes, context, type Context as OtelContext, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api'
 import { type Context, Schema } from 'cordis'
+
+// the instrumentation scope's version: this package's, read beside src/ and dist/ alike
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 export const name = 'otel'
 export const inject = ['tools']
@@ -85,7 +89,7 @@ export function outcomeOf(result: ToolResult): 'ok' | 'error' | 'denied' | 'with
 }
 
 export function apply(ctx: Context, config: Config) {
-  const tracer: Tracer = trace.getTracer(config.tracerName)
+  const tracer: Tracer = trace.getTracer(config.tracerName, VERSION)
   const tools = ctx.tools
   /** spans of calls between tools/pre-execute and tools/result */
   const open = new Map<ExecutionToken, Span>()

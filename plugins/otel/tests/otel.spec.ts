@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { AgentSession, ScriptedModel } from '@faber/agent'
 import { createAgent, defineTool, t } from '@faber/core'
 import { call, deployment as deploy, disposeAll, echoTool } from '@faber/core/testing'
@@ -63,6 +64,10 @@ describe('@faber/plugin-otel', () => {
     ])
     const [program] = roots
     expect(program.attributes).to.include({ [ATTR.tool]: 'run_code', [ATTR.callId]: 'c1', [ATTR.rootCallId]: 'c1', [ATTR.operation]: 'execute_tool' })
+    // the instrumentation scope: the plugin's name and version, as a backend groups and filters spans by them
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
+    const scopes = recorder.exporter.getFinishedSpans().map((span) => `${span.instrumentationScope.name}@${span.instrumentationScope.version}`)
+    expect(new Set(scopes)).to.deep.equal(new Set([`@faber/plugin-otel@${version}`]))
     expect(program.status).to.equal(SpanStatusCode.UNSET)
     const denied = program.children[2]
     expect(denied.status).to.equal(SpanStatusCode.ERROR)

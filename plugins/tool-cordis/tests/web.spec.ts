@@ -109,6 +109,10 @@ describe('the live web view in Chromium', function () {
     await ctx?.stop()
   })
 
+  it('answers the icon a browser asks for with every page load: 204, not a 404', async () => {
+    expect(await httpStatus(new URL('/favicon.ico', url).href)).to.equal(204)
+  })
+
   it('renders the plugin tree with states and masked configs', async () => {
     await page.waitForSelector('#plugins li[data-plugin="inspector"][data-state="active"]', { timeout: WAIT })
     expect(await page.locator('#plugins li[data-plugin="approval"]').first().getAttribute('data-state')).to.equal('active')

@@ -237,6 +237,11 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
         res.writeHead(200, { ...HEADERS, 'content-type': asset.type })
         return res.end(req.method === 'HEAD' ? undefined : asset.body)
       }
+      // a browser asks for an icon with every page load: no icon, and no 404 in its console for it
+      if (url.pathname === '/favicon.ico') {
+        res.writeHead(204, HEADERS)
+        return res.end()
+      }
       if (!url.pathname.startsWith('/api/')) return send(res, 404, { error: 'not found' })
       if (!authorized(url, req)) return send(res, 401, { error: 'this view needs its token: open the URL it printed, with ?token=' })
       if (req.method === 'GET' && url.pathname === '/api/report') return send(res, 200, webReport(ctx, inspector))
