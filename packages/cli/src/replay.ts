@@ -529,8 +529,10 @@ class Replayer {
           if (!outer || typeof record.callId !== 'string' || typeof record.name !== 'string') {
             throw new ReplayInputError(`${where}: a nested call whose run_code (outerCallId) is not a call of this step`)
           }
-          const line = typeof record.line === 'number' && Number.isSafeInteger(record.line) && record.line > 0 ? record.line : undefined
-          const column = typeof record.column === 'number' && Number.isSafeInteger(record.column) ? record.column : undefined
+          // the call site the runtime reported (site: { line, column }, 1-based in the program as written), when it did
+          const site = isObject(record.site) ? record.site : {}
+          const line = typeof site.line === 'number' && Number.isSafeInteger(site.line) && site.line > 0 ? site.line : undefined
+          const column = typeof site.column === 'number' && Number.isSafeInteger(site.column) ? site.column : undefined
           outer.nested.push({ callId: record.callId, name: record.name, arguments: record.arguments, line, column })
           return
         }

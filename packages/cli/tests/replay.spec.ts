@@ -152,6 +152,31 @@ describe('faber replay', function () {
       expect(replayExitCode(report)).to.equal(0)
     })
 
+    it('a call a person answered in the recording is an ask on both sides: unchanged', async () => {
+      let asked = 0
+      const Person = {
+        name: 'person',
+        apply: (ctx: Context) =>
+          ctx.on('approval/request', () => {
+            asked++
+            return { decision: 'allow' as const }
+          }),
+      }
+      const spec = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } })
+      spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+      const log = await record(spec, calls([{ name: 'stamp', arguments: { text: 'x' } }]))
+      expect(asked).to.equal(1)
+      const report = await replay([log], spec)
+      expect(report.summary).to.include({ replayed: 1, unchanged: 1, changed: 0 })
+      expect(asked).to.equal(1)
+      // the same recording through a deployment whose rules now allow it: the person is no longer needed
+      const ruled = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] } })
+      const loosened = await replay([log], ruled)
+      expect(changes(loosened)).to.deep.equal([['stamp', 'ask', 'allow', undefined]])
+      expect(loosened.changes[0].old).to.include({ stage: 'approval', plugin: 'person' })
+      expect(replayExitCode(loosened)).to.equal(1)
+    })
+
     it('a tool the deployment does not have, and an agent it does not define, are reported as unknown', async () => {
       const log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
       const without = readDeployment({ agents: [{ name: 'main' }] }, 'bare.yml', dir)
@@ -172,7 +197,7 @@ describe('faber replay', function () {
       const lines = (await readFile(log, 'utf8')).split('\n').map((line) => {
         if (!line.includes('"nested-call"')) return line
         const record = JSON.parse(line)
-        return JSON.stringify({ ...record, line: record.name === 'read' ? 1 : 2, column: 7 })
+        return JSON.stringify({ ...record, site: { line: record.name === 'read' ? 1 : 2, column: 7 } })
       })
       await writeFile(log, lines.join('\n'))
       const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'))
