@@ -1,0 +1,110 @@
+// what a checkpoint and a resume by replay cost, against a program's first run: a program of N sequential nested calls
+// (5, 50, 500), then a call that waits on a person. with checkpointAfterMs 1 the program is checkpointed as soon as it
+// waits; the person answers once it is. "checkpoint": from the person being asked to the sandbox unit given back
+// (the 1 ms threshold and a timer's lateness included); "resume": from the answer to run_code's result, the N calls
+// answered from the journal and the waited call's body run. the baseline is the same N calls run live, then a return.
+
+import { defineTool, t, waitOnPerson } from '@faber/core'
+import { call, deployment } from '@faber/core/testing'
+import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
+import WorkerSandboxService from '@faber/sandbox'
+import IsolateSandboxService from '@faber/sandbox-isolate'
+import type { Context } from 'cordis'
+import { isMain, median, nopTool } from './harness.ts'
+
+const SIZES = [5, 50, 500]
+const ROUNDS = Number(process.env.CHECKPOINT_ROUNDS ?? 7)
+
+interface Asked {
+  at: number
+  answer(): void
+}
+
+async function setup(Sandbox: typeof WorkerSandboxService | typeof IsolateSandboxService) {
+  const asked: Asked[] = []
+  let onAsk: (() => void) | undefined
+  const ctx = await deployment({ mode: 'code', checkpointAfterMs: 1, codeLimits: { cpuMs: 60_000, wallMs: 60_000 } }, (ctx) => {
+    ctx.plugin(Sandbox, { isolation: 'in-process', poolSize: 1 })
+    ctx.plugin(Approval, { require: ['deploy'] })
+    ctx.plugin({
+      name: 'person',
+      apply: (ctx: Context) =>
+        ctx.on('approval/request', (query: ApprovalQuery) => {
+          const answered = waitOnPerson(query.exec)
+          return new Promise((resolve) => {
+            asked.push({
+              at: performance.now(),
+              answer: () => {
+                answered()
+                resolve({ decision: 'allow' })
+              },
+            })
+            onAsk?.()
+          })
+        }),
+    })
+  })
+  ctx.tools.register(nopTool('nop', 'does nothing'))
+  ctx.tools.register(
+    defineTool({ name: 'deploy', description: 'deploys', parameters: t.object({}), output: { schema: t.string() }, execute: () => 'deployed' }),
+  )
+  await (ctx.get('codeRuntime') as unknown as { ready(): Promise<void> }).ready()
+  const asking = () => new Promise<void>((resolve) => (onAsk = resolve))
+  return { ctx, asked, asking }
+}
+
+const program = (n: number, tail: string) => `for (let i = 0; i < ${n}; i++) await tools.nop({ i })\n${tail}`
+const run = (ctx: Context, code: string) => call(ctx, 'run_code', { code, description: 'bench' })
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+async function measure(ctx: Context, asked: Asked[], asking: () => Promise<void>, n: number) {
+  const first: number[] = []
+  const checkpoint: number[] = []
+  const resume: number[] = []
+  for (let round = 0; round < ROUNDS; round++) {
+    let start = performance.now()
+    const plain = await run(ctx, program(n, 'return 1'))
+    if (plain.isError) throw new Error(plain.content)
+    first.push(performance.now() - start)
+
+    const waiting = asking()
+    const result = run(ctx, program(n, 'return await tools.deploy({})'))
+    await waiting
+    const ask = asked.shift()!
+    while (ctx.tools.waitingPrograms().checkpointed === 0) await turn()
+    checkpoint.push(performance.now() - ask.at)
+    start = performance.now()
+    ask.answer()
+    const resumed = await result
+    if (resumed.isError || !resumed.content.includes('deployed')) throw new Error(resumed.content)
+    resume.push(performance.now() - start)
+  }
+  return { first: median(first), checkpoint: median(checkpoint), resume: median(resume) }
+}
+
+export async function benchCheckpoint() {
+  const figures: Record<string, Record<number, { first: number; checkpoint: number; resume: number }>> = {}
+  for (const [backend, Sandbox] of [
+    ['worker', WorkerSandboxService],
+    ['isolate', IsolateSandboxService],
+  ] as const) {
+    const { ctx, asked, asking } = await setup(Sandbox)
+    figures[backend] = {}
+    console.log(`  ${backend} (in-process), medians of ${ROUNDS}:`)
+    for (const n of SIZES) {
+      const f = await measure(ctx, asked, asking, n)
+      figures[backend][n] = f
+      const ms = (x: number) => `${x.toFixed(2)} ms`
+      console.log(
+        `    ${String(n).padStart(3)} calls: first run ${ms(f.first).padStart(10)}   checkpoint ${ms(f.checkpoint).padStart(9)} (${(f.checkpoint / f.first).toFixed(2)}×)   resume ${ms(f.resume).padStart(9)} (${(f.resume / f.first).toFixed(2)}×)`,
+      )
+    }
+    await ctx.stop()
+  }
+  return figures
+}
+
+if (isMain(import.meta.url)) {
+  await benchCheckpoint()
+  process.exit()
+}
