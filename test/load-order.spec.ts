@@ -90,7 +90,7 @@ const policies: Record<string, Policy> = {
       ctx.plugin(Approval, { require: ['write'] })
     },
     attempt: async (ctx) => {
-      if (!(ctx.approval as Approval).grants().length) await (ctx.approval as Approval).grant({ tool: 'write', decision: 'reject', scope: 'always' })
+      if (!(await (ctx.approval as Approval).grants()).length) await (ctx.approval as Approval).grant({ tool: 'write', decision: 'reject', scope: 'always' })
       return call(ctx, 'write', { path: 'new.txt', content: 'x' })
     },
     deniedBy: { stage: 'approval', plugin: 'approval' },

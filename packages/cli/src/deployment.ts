@@ -17,6 +17,7 @@ import ToolRuntime, {
   pluginFailure,
   type SdkPresentation,
 } from '@faber/core'
+import type { DeploymentStore } from '@faber/store'
 import { Context } from 'cordis'
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 
@@ -147,6 +148,18 @@ function interpolate(value: unknown, dir: string, at: Path, bad: (path: Path, wh
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, dir, [...at, k], bad)]))
   }
   return value
+}
+
+/**
+ * where a deployment keeps its store: its '@faber/store' plugin's config (path, url or urlEnv, and their timeouts);
+ * a DeploymentError, ending with `missing`, when it has none
+ */
+export function deploymentStore(spec: DeploymentSpec, missing: string): DeploymentStore.ConfigInput {
+  const config = spec.plugins.find((plugin) => plugin.use === '@faber/store')?.config as DeploymentStore.ConfigInput | undefined
+  if (!config || typeof config !== 'object' || !['path', 'url', 'urlEnv'].some((key) => typeof config[key as keyof DeploymentStore.ConfigInput] === 'string')) {
+    throw new DeploymentError(`${spec.source}: plugins: no '@faber/store' plugin with a path, url or urlEnv, so ${missing}`)
+  }
+  return config
 }
 
 /**

@@ -3,8 +3,8 @@
 
 import { readFile, writeFile } from 'node:fs/promises'
 import { GrantStore } from '@faber/plugin-approval'
-import { Store, StoreError } from '@faber/store'
-import { DeploymentError, loadDeploymentFile } from './deployment.ts'
+import { openStore, type Store, StoreError, type StoreLocation } from '@faber/store'
+import { deploymentStore, loadDeploymentFile } from './deployment.ts'
 
 export class GrantsUsageError extends Error {}
 
@@ -19,33 +19,27 @@ export interface GrantsOptions {
 export const GRANTS_HELP = `faber grants — list, revoke, export and import the approval grants kept in a deployment's store
 
 Usage:
-  faber grants list   (--store FILE | --deployment FILE) [--json]
-  faber grants revoke <id>... (--store FILE | --deployment FILE)
-  faber grants export (--store FILE | --deployment FILE) [--output FILE]
-  faber grants import <file.json | -> (--store FILE | --deployment FILE) [--replace]
+  faber grants list   (--store FILE|URL | --deployment FILE) [--json]
+  faber grants revoke <id>... (--store FILE|URL | --deployment FILE)
+  faber grants export (--store FILE|URL | --deployment FILE) [--output FILE]
+  faber grants import <file.json | -> (--store FILE|URL | --deployment FILE) [--replace]
 
 "Always" answers of @faber/plugin-approval are kept in the deployment's store (@faber/store). Running agents see
-changes made here on their next call. export writes { "version": 1, "grants": [...] }; import reads the same
+changes made here on their next call, on every host that shares the store. export writes { "version": 1, "grants": [...] }; import reads the same
 (an entry with an id already stored replaces it; --replace drops the stored grants that are not in the file).
 
 Options:
-  --store FILE        the SQLite store
-  -d, --deployment FILE  a deployment file: its '@faber/store' plugin's path is the store
+  --store FILE|URL    the SQLite store, or a postgres:// URL
+  -d, --deployment FILE  a deployment file: its '@faber/store' plugin's path, url or urlEnv is the store
   --json              list as JSON (the export format)
   --output FILE       export to FILE instead of stdout
   --replace           import: the file becomes the whole set of grants`
 
-async function storePath(options: GrantsOptions): Promise<string> {
+async function storeLocation(options: GrantsOptions): Promise<StoreLocation> {
   if (options.store && options.deployment) throw new GrantsUsageError('faber grants: give --store or --deployment, not both')
-  if (options.store) return options.store
-  if (!options.deployment) throw new GrantsUsageError('faber grants: which store? pass --store FILE or --deployment FILE')
-  const spec = await loadDeploymentFile(options.deployment)
-  const entry = spec.plugins.find((plugin) => plugin.use === '@faber/store')
-  const path = (entry?.config as { path?: unknown } | undefined)?.path
-  if (typeof path !== 'string' || !path) {
-    throw new DeploymentError(`${options.deployment}: plugins: no '@faber/store' plugin with a path, so this deployment keeps no grants`)
-  }
-  return path
+  if (options.store) return /^postgres(ql)?:\/\//.test(options.store) ? { url: options.store } : { path: options.store }
+  if (!options.deployment) throw new GrantsUsageError('faber grants: which store? pass --store FILE|URL or --deployment FILE')
+  return deploymentStore(await loadDeploymentFile(options.deployment), 'this deployment keeps no grants')
 }
 
 function table(rows: string[][]): string {
@@ -70,7 +64,7 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
     const wanted = action === 'revoke' ? 'one or more grant ids' : action === 'import' ? 'one file (or - for stdin)' : 'no arguments'
     throw new GrantsUsageError(`faber grants ${action}: expected ${wanted}\nRun faber grants --help for usage.`)
   }
-  const path = await storePath(options)
+  const location = await storeLocation(options)
   let data: unknown
   if (action === 'import') {
     const source = rest[0]
@@ -88,10 +82,10 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
   }
   let store: Store
   try {
-    store = new Store(path, { mustExist: action !== 'import' })
+    store = await openStore({ ...location, mustExist: action !== 'import' })
   } catch (error) {
     if (StoreError.isInstance(error) && action !== 'import' && /does not exist|unable to open/i.test(error.message)) {
-      throw new GrantsUsageError(`faber grants: there is no store at ${path} (nothing has been granted there yet?)`)
+      throw new GrantsUsageError(`faber grants: there is no store at ${error.path} (nothing has been granted there yet?)`)
     }
     throw error
   }
@@ -100,10 +94,10 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
     switch (action) {
       case 'list': {
         if (options.json) {
-          out.write(`${JSON.stringify(saved.export(), null, 2)}\n`)
+          out.write(`${JSON.stringify(await saved.export(), null, 2)}\n`)
           return 0
         }
-        const list = saved.read()
+        const list = await saved.read()
         if (!list.length) {
           out.write(`no grants in ${store.path}\n`)
           return 0
@@ -126,7 +120,7 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
       case 'revoke': {
         let missing = 0
         for (const id of rest) {
-          if (saved.remove(id)) out.write(`revoked ${id}\n`)
+          if (await saved.remove(id)) out.write(`revoked ${id}\n`)
           else {
             process.stderr.write(`faber grants revoke: no grant with id "${id}" in ${store.path}\n`)
             missing++
@@ -135,7 +129,7 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
         return missing ? 1 : 0
       }
       case 'export': {
-        const text = `${JSON.stringify(saved.export(), null, 2)}\n`
+        const text = `${JSON.stringify(await saved.export(), null, 2)}\n`
         if (options.output) await writeFile(options.output, text)
         else out.write(text)
         return 0
@@ -143,7 +137,7 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
       default: {
         let count: number
         try {
-          count = saved.import(data, { replace: options.replace })
+          count = await saved.import(data, { replace: options.replace })
         } catch (error) {
           if (error instanceof TypeError) throw new GrantsUsageError(`faber grants import: ${error.message}; nothing was imported`)
           throw error
@@ -153,7 +147,7 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
       }
     }
   } finally {
-    store.close()
+    await store.close()
   }
 }
 

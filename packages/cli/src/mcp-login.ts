@@ -3,7 +3,7 @@
 // deployment's store; logout forgets them. Tokens are never printed, only masked.
 
 import type { McpClientServer } from '@faber/plugin-mcp'
-import { DeploymentError, type DeploymentSpec, loadDeploymentFile } from './deployment.ts'
+import { type DeploymentSpec, deploymentStore, loadDeploymentFile } from './deployment.ts'
 
 export class McpLoginUsageError extends Error {}
 
@@ -13,15 +13,6 @@ function importedServers(spec: DeploymentSpec): McpClientServer[] {
   return entries
     .filter((entry) => entry.use === '@faber/plugin-mcp')
     .flatMap((entry) => ((entry.config as { servers?: McpClientServer[] } | undefined)?.servers ?? []).filter((s) => s && typeof s.name === 'string'))
-}
-
-function storeOf(spec: DeploymentSpec): string {
-  const entry = spec.plugins.find((plugin) => plugin.use === '@faber/store')
-  const path = (entry?.config as { path?: unknown } | undefined)?.path
-  if (typeof path !== 'string' || !path) {
-    throw new DeploymentError(`${spec.source}: plugins: no '@faber/store' plugin with a path, so there is nowhere to keep the tokens; add one`)
-  }
-  return path
 }
 
 export async function mcpLogin(
@@ -42,17 +33,17 @@ export async function mcpLogin(
     )
   }
   if (!server.url) throw new McpLoginUsageError(`faber mcp ${action}: "${name}" is a stdio server; only streamable HTTP (url) servers use OAuth`)
-  const store = storeOf(spec)
+  const store = deploymentStore(spec, 'there is nowhere to keep the tokens; add one')
   const mcp = await import('@faber/plugin-mcp')
   if (action === 'logout') {
-    const { Store } = await import('@faber/store')
-    const opened = new Store(store)
+    const { openStore } = await import('@faber/store')
+    const opened = await openStore(store)
     try {
-      const removed = new mcp.OAuthTable(opened).remove(name)
+      const removed = await new mcp.OAuthTable(opened).remove(name)
       out.write(removed ? `forgot the OAuth client and tokens of "${name}" kept in ${opened.path}\n` : `nothing was kept for "${name}" in ${opened.path}\n`)
       return 0
     } finally {
-      opened.close()
+      await opened.close()
     }
   }
   const result = await mcp.login({
@@ -69,6 +60,6 @@ export async function mcpLogin(
   const detail = saved?.accessToken
     ? `access token ${saved.accessToken}${saved.scope ? `, scope "${saved.scope}"` : ''}${saved.refreshToken ? ', refreshable' : ''}${saved.expiresAt ? `, expires ${new Date(saved.expiresAt).toISOString()}` : ''}`
     : 'the server asked for no authorization'
-  out.write(`logged in to "${name}" (${result.tools.length} tools): ${detail}; kept in ${store}\n`)
+  out.write(`logged in to "${name}" (${result.tools.length} tools): ${detail}; kept in ${result.where}\n`)
   return 0
 }

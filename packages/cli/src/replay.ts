@@ -20,7 +20,7 @@ import {
   RUN_CODE,
   type ToolResult,
 } from '@faber/core'
-import DeploymentStore, { Store } from '@faber/store'
+import DeploymentStore, { SqliteStore, type Store } from '@faber/store'
 import { type Context, Service } from 'cordis'
 import { compose, type Deployed, type DeploymentSpec, type PluginSpec } from './deployment.ts'
 
@@ -153,7 +153,10 @@ class SnapshotStore extends Service {
 
   constructor(ctx: Context, config: DeploymentStore.Config) {
     super(ctx, 'store', true)
-    this.connection = Store.snapshot(config.path)
+    if (config.path === undefined) {
+      throw new TypeError('faber replay holds a SQLite store (path) as an in-memory copy; a PostgreSQL store (url, urlEnv) cannot be replayed read-only')
+    }
+    this.connection = SqliteStore.snapshot(config.path)
     ctx.on('dispose', () => this.connection.close())
   }
 
@@ -286,8 +289,9 @@ class Replayer {
     // ahead of every answerer: rules and grants answer, a question for a person is counted as asked, never shown
     ctx.on(
       'approval/request',
-      (query) => {
-        const verdict = (ctx.get('approval') as { match?(q: unknown): { decision: 'allow' | 'reject'; by: string } | undefined } | undefined)?.match?.(query)
+      async (query) => {
+        const approval = ctx.get('approval') as { match?(q: unknown): Promise<{ decision: 'allow' | 'reject'; by: string } | undefined> } | undefined
+        const verdict = await approval?.match?.(query)
         if (verdict) return { decision: verdict.decision, note: `decided by ${verdict.by}` }
         this.asked.set(query.callId, query.reason)
         return { decision: 'reject', note: 'faber replay: a person would be asked' }

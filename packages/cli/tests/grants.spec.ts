@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { GrantStore } from '@faber/plugin-approval'
-import { Store } from '@faber/store'
+import { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 import { faber } from './helpers.ts'
 
@@ -49,22 +49,22 @@ describe('faber grants', function () {
     expect(data.grants.map((g: { id: string }) => g.id)).to.deep.equal(['src-writes'])
 
     // what the command wrote is what the approval plugin reads
-    const opened = new Store(store)
+    const opened = new SqliteStore(store)
     try {
-      expect(new GrantStore(opened).list().map((g) => [g.id, g.tool, g.arguments])).to.deep.equal([['src-writes', 'write', { '$.path': '^src/' }]])
+      expect((await new GrantStore(opened).list()).map((g) => [g.id, g.tool, g.arguments])).to.deep.equal([['src-writes', 'write', { '$.path': '^src/' }]])
     } finally {
-      opened.close()
+      await opened.close()
     }
   })
 
   it('lists a row another writer left that is not a grant, so it can be revoked', async () => {
     const store = join(dir, 'faber.db')
-    const opened = new Store(store)
+    const opened = new SqliteStore(store)
     try {
-      new GrantStore(opened).import({ version: 1, grants: [{ id: 'fine', tool: 'read', decision: 'allow' }] })
+      await new GrantStore(opened).import({ version: 1, grants: [{ id: 'fine', tool: 'read', decision: 'allow' }] })
       opened.db.prepare("INSERT INTO approval_grants (id, tool, arguments, decision, created_at) VALUES ('garbled', 'deploy', '{x', 'reject', 'now')").run()
     } finally {
-      opened.close()
+      await opened.close()
     }
     const listed = await faber(['grants', 'list', '--store', store])
     expect(listed.code, listed.stderr).to.equal(0)
@@ -89,7 +89,7 @@ describe('faber grants', function () {
   it('exits 2 with what is wrong: no store named, a bad import', async () => {
     const none = await faber(['grants', 'list'])
     expect(none.code).to.equal(2)
-    expect(none.stderr).to.include('pass --store FILE or --deployment FILE')
+    expect(none.stderr).to.include('pass --store FILE|URL or --deployment FILE')
     const store = join(dir, 'faber.db')
     await writeFile(join(dir, 'bad.json'), '{ "version": 1, "grants": [{ "tool": "x", "decision": "maybe" }] }')
     const bad = await faber(['grants', 'import', join(dir, 'bad.json'), '--store', store])

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
 import { defineTool, t } from '@faber/core'
-import { Store } from '@faber/store'
+import { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
@@ -251,11 +251,11 @@ describe('faber replay', function () {
         ),
       )
       // a persisted grant the replay should honour, and must not touch
-      const grants = new Store(store)
+      const grants = new SqliteStore(store)
       grants.db
         .prepare('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)')
         .run('g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z')
-      grants.close()
+      await grants.close()
       const before = await tree(dir)
       const changed = deployment({
         '@faber/store': { path: store },

@@ -1,18 +1,13 @@
-// one SQLite database that several plugins and several processes share: WAL (readers never block the writer), a
-// busy timeout (a writer waits for another process's transaction instead of failing), synchronous=FULL (a commit
-// that returned is on disk), and immediate transactions (the write lock is taken up front, so two writers never
-// deadlock upgrading a read). each user owns its tables and versions them with `migrate`.
-
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
-import Database from 'better-sqlite3'
+// the contract both drivers keep: one async API over SQL written once (`?` placeholders), migrations versioned per
+// owner in `faber_schema`, and a change mark a reader checks before trusting what it cached.
 
 export class StoreError extends Error {
   constructor(
     readonly path: string,
     problem: string,
+    options?: { cause?: unknown },
   ) {
-    super(`the store ${path} cannot be used: ${problem}`)
+    super(`the store ${path} cannot be used: ${problem}`, options)
     this.name = 'StoreError'
   }
 
@@ -21,107 +16,61 @@ export class StoreError extends Error {
   }
 }
 
-export interface StoreOptions {
-  /** how long a write waits for another connection's transaction before failing, in ms (default 5000) */
-  busyTimeout?: number
-  /** open an existing store only; never create one */
-  mustExist?: boolean
-  /** the bytes of a database to hold in memory instead of opening `path` (see Store.snapshot) */
-  image?: Buffer
+export type Param = string | number | null
+/** a row as a driver returns it; on PostgreSQL a BIGINT column comes back as a string */
+export type Row = Record<string, unknown>
+
+/** statements, in the SQL both drivers accept, with `?` placeholders */
+export interface Queryable {
+  all<T = Row>(sql: string, params?: readonly Param[]): Promise<T[]>
+  get<T = Row>(sql: string, params?: readonly Param[]): Promise<T | undefined>
+  /** runs a statement; resolves with the number of rows it changed */
+  run(sql: string, params?: readonly Param[]): Promise<number>
 }
 
-/** a migration step: SQL to run, or a function given the database */
-export type Migration = string | ((db: Database.Database) => void)
+/** a migration step: SQL both drivers run, or the SQL of each ('' where a driver has nothing to do) */
+export type Migration = string | { sqlite: string; postgres: string }
 
-export class Store {
+export interface Store extends Queryable {
+  readonly driver: 'sqlite' | 'postgres'
+  /** the file, or the URL with its password masked: for messages */
   readonly path: string
-  readonly db: Database.Database
-  private versionQuery?: Database.Statement
-
-  constructor(path: string, options: StoreOptions = {}) {
-    this.path = path === ':memory:' ? path : resolve(path)
-    const { image } = options
-    try {
-      if (image) this.db = new Database(image)
-      else {
-        if (this.path !== ':memory:' && !options.mustExist) mkdirSync(dirname(this.path), { recursive: true })
-        this.db = new Database(this.path, { fileMustExist: options.mustExist === true })
-      }
-    } catch (error) {
-      throw new StoreError(this.path, (error as Error).message)
-    }
-    try {
-      this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeout ?? 5000))}`)
-      if (this.path !== ':memory:' && !image) this.db.pragma('journal_mode = WAL')
-      this.db.pragma('synchronous = FULL')
-      // a process killed mid-write leaves a WAL that SQLite replays or discards on open; check what it left
-      const check = this.db.pragma('quick_check', { simple: true })
-      if (check !== 'ok') throw new Error(`quick_check says ${JSON.stringify(check)}; restore it from a backup or move it away`)
-      this.db.exec('CREATE TABLE IF NOT EXISTS faber_schema (owner TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT')
-    } catch (error) {
-      this.db.close()
-      throw new StoreError(this.path, (error as Error).message)
-    }
-  }
-
+  readonly open: boolean
+  /** runs fn in one transaction (holding the write lock on SQLite from the start); commits when fn resolves */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>
   /**
-   * an in-memory copy of the store at `path` as it is now, for a dry run (a replay): what is written to it stays in
-   * memory. the file is only read; SQLite opens it (read-only) only when a write-ahead log lies beside it, which it
-   * would otherwise create. a file that does not exist gives an empty store
+   * fn in a transaction that holds `key` against every other connection (an advisory lock on PostgreSQL, the write
+   * lock on SQLite) until it commits: what one process does at a time across all of them
    */
-  static snapshot(path: string): Store {
-    const file = resolve(path)
-    if (!existsSync(file)) return new Store(file, { image: Buffer.alloc(0) })
-    let image: Buffer
-    try {
-      if (existsSync(`${file}-wal`)) {
-        const db = new Database(file, { readonly: true, fileMustExist: true })
-        try {
-          image = db.serialize()
-        } finally {
-          db.close()
-        }
-      } else image = readFileSync(file)
-    } catch (error) {
-      throw new StoreError(file, (error as Error).message)
-    }
-    // bytes 18 and 19 are the format's write and read versions: 2 (WAL) cannot be held in memory, 1 (rollback) can
-    if (image.length >= 20) image[18] = image[19] = 1
-    return new Store(file, { image })
-  }
-
-  /** runs `fn` in an immediate transaction (the write lock is held from the start); it commits when fn returns */
-  transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate()
-  }
-
+  exclusive<T>(key: string, fn: (tx: Queryable) => Promise<T>): Promise<T>
   /**
-   * brings `owner`'s tables to the latest version: steps[i] upgrades version i to i + 1, all in one transaction.
-   * a store written by a newer version of the owner is refused rather than misread.
+   * brings `owner`'s tables to the latest version: steps[i] upgrades version i to i + 1, all in one transaction. a
+   * store written by a newer version of the owner is refused rather than misread.
    */
-  migrate(owner: string, steps: readonly Migration[]): void {
-    this.transaction(() => {
-      const row = this.db.prepare('SELECT version FROM faber_schema WHERE owner = ?').get(owner) as { version: number } | undefined
-      const version = row?.version ?? 0
-      if (version > steps.length) {
-        throw new StoreError(this.path, `its ${owner} tables are at version ${version}, newer than this Faber knows (${steps.length}); upgrade Faber`)
-      }
-      for (const step of steps.slice(version)) typeof step === 'string' ? this.db.exec(step) : step(this.db)
-      if (version < steps.length) this.db.prepare('INSERT OR REPLACE INTO faber_schema (owner, version) VALUES (?, ?)').run(owner, steps.length)
-    })
-  }
+  migrate(owner: string, steps: readonly Migration[]): Promise<void>
+  /**
+   * a number that changes when another connection may have changed `table`; undefined when the store cannot tell
+   * (PostgreSQL while its listening connection is down): read again then. cheap and synchronous.
+   */
+  changeMark(table: string): number | undefined
+  close(): Promise<void>
+}
 
-  /** a number that changes whenever another connection (another process) commits; cheap to ask */
-  get dataVersion(): number {
-    this.versionQuery ??= this.db.prepare('PRAGMA data_version').pluck()
-    return this.versionQuery.get() as number
-  }
+/** the version of the store's own tables (`faber_schema`, PostgreSQL's change trigger) this Faber writes */
+export const STORE_OWNER = 'faber-store'
 
-  get open(): boolean {
-    return this.db.open
+/** shared by both drivers: the steps of `owner` not yet applied, inside the caller's transaction */
+export async function applyMigrations(tx: Queryable, path: string, driver: Store['driver'], owner: string, steps: readonly Migration[]) {
+  const row = await tx.get<{ version: number | string }>('SELECT version FROM faber_schema WHERE owner = ?', [owner])
+  const version = Number(row?.version ?? 0)
+  if (version > steps.length) {
+    throw new StoreError(path, `its ${owner} tables are at version ${version}, newer than this Faber knows (${steps.length}); upgrade Faber`)
   }
-
-  close(): void {
-    if (this.db.open) this.db.close()
+  for (const step of steps.slice(version)) {
+    const sql = typeof step === 'string' ? step : step[driver]
+    if (sql) await tx.run(sql)
+  }
+  if (version < steps.length) {
+    await tx.run('INSERT INTO faber_schema (owner, version) VALUES (?, ?) ON CONFLICT (owner) DO UPDATE SET version = excluded.version', [owner, steps.length])
   }
 }

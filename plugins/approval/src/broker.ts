@@ -90,8 +90,10 @@ export class Broker {
   private memory: { grant: Grant; matches: Matcher }[] = []
   private persisted: { grant: Grant; matches: Matcher }[] = []
   private saved?: GrantStore
-  /** the store's data version when `persisted` was read: another process's commit changes it */
-  private seen = -1
+  /** the store's change mark when `persisted` was read: another process's or host's commit moves it */
+  private seen?: number
+  /** the read under way, and the mark it was started at: checks at the same mark share it */
+  private loading?: { mark: number; done: Promise<void> }
 
   /** the names in `answerers` that named a loaded plugin, or were warned about: each is checked once */
   private checkedAnswerers = new Set<string>()
@@ -121,7 +123,9 @@ export class Broker {
     if (store === this.saved?.store) return
     this.saved = store && new GrantStore(store)
     this.persisted = []
-    this.seen = -1
+    this.seen = undefined
+    // migrated now, not at the first call: a failure here is said at once, and every read waits for it anyway
+    this.saved?.ready().catch((error) => this.logger.warn('the grants kept in %s cannot be used: %s', store?.path, messageOf(error)))
   }
 
   /** true when `always` grants can be kept */
@@ -129,19 +133,40 @@ export class Broker {
     return this.saved?.store.open === true
   }
 
-  /** the persisted grants as of now: read again only when another connection committed since the last read */
-  private current() {
+  /**
+   * the persisted grants as of now: read again only when another connection committed since the last read, or when
+   * the store cannot tell (PostgreSQL's listening connection is down). a read that fails rejects, naming the store:
+   * a grant that cannot be read never allows a call
+   */
+  private async current() {
     const saved = this.saved
     if (!saved?.store.open) return []
-    const version = saved.store.dataVersion
-    if (version !== this.seen) this.reload(saved, version)
+    const mark = saved.store.changeMark('approval_grants')
+    if (mark !== undefined && mark === this.seen) return this.persisted
+    if (mark !== undefined && this.loading?.mark === mark) {
+      await this.loading.done
+      return this.persisted
+    }
+    const done = this.reload(saved, mark)
+    if (mark !== undefined) this.loading = { mark, done }
+    try {
+      await done
+    } finally {
+      if (this.loading?.done === done) this.loading = undefined
+    }
     return this.persisted
   }
 
-  private reload(saved: GrantStore, version = saved.store.dataVersion) {
+  private async reload(saved: GrantStore, mark: number | undefined) {
+    let rows: Awaited<ReturnType<GrantStore['read']>>
+    try {
+      rows = await saved.read()
+    } catch (error) {
+      throw new Error(`the grants kept in the store cannot be read, so this call is denied until it can (${messageOf(error)})`, { cause: error })
+    }
     const persisted: { grant: Grant; matches: Matcher }[] = []
     const unreadable: string[] = []
-    for (const row of saved.read()) {
+    for (const row of rows) {
       if ('grant' in row) {
         persisted.push(row)
         continue
@@ -156,16 +181,18 @@ export class Broker {
         persisted.push({ grant, matches: () => true })
       }
     }
-    if (unreadable.length) {
+    if (unreadable.length && mark !== this.seen) {
       this.logger.warn('the store %s holds grants that cannot be read: %s (faber grants revoke <id>)', saved.store.path, unreadable.join('; '))
     }
+    if (this.saved !== saved) return
     this.persisted = persisted
-    this.seen = version
+    this.seen = mark
   }
 
   /** every remembered grant: once and session ones in memory, always ones from the store */
-  grants(): Grant[] {
-    return [...this.memory, ...this.current()].map((entry) => entry.grant)
+  async grants(): Promise<Grant[]> {
+    const persisted = await this.current()
+    return [...this.memory, ...persisted].map((entry) => entry.grant)
   }
 
   /** records a grant; an `always` grant is committed to the store before this resolves, and fails without one */
@@ -185,9 +212,10 @@ export class Broker {
     }
     const saved = this.saved
     if (!saved?.store.open) throw new TypeError('approval.grant: "always" grants need a store; load @faber/store (its path is where they are kept)')
-    saved.add(grant)
-    // our own commit leaves data_version as it was: add it to what was read; another's commit still triggers a reload
-    this.persisted = [...this.persisted, { grant, matches }]
+    await saved.add(grant)
+    // SQLite: our own commit leaves data_version as it was, so add it to what was read; another's commit (and, on
+    // PostgreSQL, this one's notification) still triggers a reload
+    if (this.saved === saved && !this.persisted.some((entry) => entry.grant.id === grant.id)) this.persisted = [...this.persisted, { grant, matches }]
     return grant
   }
 
@@ -199,7 +227,7 @@ export class Broker {
       return true
     }
     const saved = this.saved
-    if (!saved?.store.open || !saved.remove(id)) return false
+    if (!saved?.store.open || !(await saved.remove(id))) return false
     this.persisted = this.persisted.filter((entry) => entry.grant.id !== id)
     return true
   }
@@ -208,12 +236,15 @@ export class Broker {
    * what the configured rules and the remembered grants say about a request: reject wins over allow, and a once grant
    * is used up only when nothing longer-lived allows the call. the rules answerer answers with it.
    */
-  match(query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'> & { exec?: { session?: string } }): { decision: Decision; by: string } | undefined {
+  async match(
+    query: Pick<ApprovalRequest, 'tool' | 'agent' | 'arguments'> & { exec?: { session?: string } },
+  ): Promise<{ decision: Decision; by: string } | undefined> {
     const agent = query.agent?.name
     const session = query.exec?.session
+    const persisted = await this.current()
     const hits: { decision: Decision; by: string; grant?: Grant }[] = [
       ...this.rules.filter((rule) => rule.matches(query.tool, agent, query.arguments)).map((rule) => ({ decision: rule.decision, by: `rule ${rule.name}` })),
-      ...[...this.current(), ...this.memory]
+      ...[...persisted, ...this.memory]
         .filter((entry) => (entry.grant.session === undefined || entry.grant.session === session) && entry.matches(query.tool, agent, query.arguments))
         .map((entry) => ({ decision: entry.grant.decision, by: `grant ${entry.grant.id}`, grant: entry.grant })),
     ]

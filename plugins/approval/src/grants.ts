@@ -2,7 +2,7 @@
 
 import { createHash, randomUUID } from 'node:crypto'
 import { canonicalJson, type Json, messageOf } from '@faber/core'
-import type { Store } from '@faber/store'
+import { changeTrigger, type Migration, type Store } from '@faber/store'
 import { compileCommandPattern } from './commands.ts'
 
 export type Decision = 'allow' | 'reject'
@@ -162,19 +162,28 @@ export interface GrantExport {
   }[]
 }
 
-const MIGRATIONS = [
-  `CREATE TABLE approval_grants (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    tool TEXT NOT NULL,
-    arguments TEXT,
-    command TEXT,
-    agent TEXT,
-    decision TEXT NOT NULL CHECK (decision IN ('allow', 'reject')),
-    created_at TEXT NOT NULL,
-    by TEXT
-  ) STRICT`,
+const GRANT_COLUMNS = `id TEXT NOT NULL UNIQUE,
+  tool TEXT NOT NULL,
+  arguments TEXT,
+  command TEXT,
+  agent TEXT,
+  decision TEXT NOT NULL CHECK (decision IN ('allow', 'reject')),
+  created_at TEXT NOT NULL,
+  by TEXT`
+
+const MIGRATIONS: Migration[] = [
+  {
+    sqlite: `CREATE TABLE approval_grants (seq INTEGER PRIMARY KEY AUTOINCREMENT, ${GRANT_COLUMNS}) STRICT`,
+    postgres: `CREATE TABLE approval_grants (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, ${GRANT_COLUMNS})`,
+  },
+  // readers on other hosts cache the grants until this trigger says they changed (SQLite: data_version)
+  { sqlite: '', postgres: changeTrigger('approval_grants') },
 ]
+
+const LIST = 'SELECT id, tool, arguments, command, agent, decision, created_at, by FROM approval_grants ORDER BY seq'
+const ADD = 'INSERT INTO approval_grants (id, tool, arguments, command, agent, decision, created_at, by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'
+const UPSERT = `${ADD} ON CONFLICT (id) DO UPDATE SET tool = excluded.tool, arguments = excluded.arguments, command = excluded.command,
+  agent = excluded.agent, decision = excluded.decision, created_at = excluded.created_at, by = excluded.by`
 
 interface Row {
   id: string
@@ -203,30 +212,26 @@ function fromRow(row: Row): Grant {
 
 /**
  * the persisted (`always`) grants, in the deployment's store (table `approval_grants`). every change is one
- * transaction, so processes sharing the store never lose each other's grants.
+ * transaction, so processes and hosts sharing the store never lose each other's grants. the table is brought to
+ * its version on first use; a store a newer Faber wrote makes every call reject, naming it.
  */
 export class GrantStore {
-  private readonly statements
+  private migrated?: Promise<void>
 
-  constructor(readonly store: Store) {
-    store.migrate('approval', MIGRATIONS)
-    const { db } = store
-    this.statements = {
-      list: db.prepare('SELECT id, tool, arguments, command, agent, decision, created_at, by FROM approval_grants ORDER BY seq'),
-      add: db.prepare('INSERT INTO approval_grants (id, tool, arguments, command, agent, decision, created_at, by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
-      upsert: db.prepare(
-        'INSERT INTO approval_grants (id, tool, arguments, command, agent, decision, created_at, by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ' +
-          'ON CONFLICT (id) DO UPDATE SET tool = excluded.tool, arguments = excluded.arguments, command = excluded.command, agent = excluded.agent, ' +
-          'decision = excluded.decision, created_at = excluded.created_at, by = excluded.by',
-      ),
-      remove: db.prepare('DELETE FROM approval_grants WHERE id = ?'),
-      clear: db.prepare('DELETE FROM approval_grants'),
-    }
+  constructor(readonly store: Store) {}
+
+  /** brings the table to its version (once; again after a failure) */
+  ready(): Promise<void> {
+    this.migrated ??= this.store.migrate('approval', MIGRATIONS).catch((error) => {
+      this.migrated = undefined
+      throw error
+    })
+    return this.migrated
   }
 
-  /** every persisted grant, oldest first; throws, naming it, on a row that is not a grant (see `read`) */
-  list(): Grant[] {
-    return this.read().map((row) => {
+  /** every persisted grant, oldest first; rejects, naming it, on a row that is not a grant (see `read`) */
+  async list(): Promise<Grant[]> {
+    return (await this.read()).map((row) => {
       if ('grant' in row) return row.grant
       const { id, problem } = row.unreadable
       throw new TypeError(`the grant "${id}" in ${this.store.path} cannot be read (${problem}); revoke it (faber grants revoke ${id}) or fix it`)
@@ -237,8 +242,9 @@ export class GrantStore {
    * every persisted row, oldest first, each as its grant or, when another writer left one that is not a grant (its
    * arguments not JSON, a pattern that does not compile), as its id and decision and what is wrong with it
    */
-  read(): ({ grant: Grant; matches: Matcher } | { unreadable: { id: string; tool: string; decision: Decision; problem: string } })[] {
-    return (this.statements.list.all() as Row[]).map((row) => {
+  async read(): Promise<({ grant: Grant; matches: Matcher } | { unreadable: { id: string; tool: string; decision: Decision; problem: string } })[]> {
+    await this.ready()
+    return (await this.store.all<Row>(LIST)).map((row) => {
       try {
         const grant = fromRow(row)
         return { grant, matches: compileMatcher(grant) }
@@ -250,39 +256,42 @@ export class GrantStore {
     })
   }
 
-  /** adds a grant; committed (on disk) when this returns */
-  add(grant: Grant): void {
-    this.write(this.statements.add, grant)
+  /** adds a grant; committed (on disk, on the server) when this resolves */
+  async add(grant: Grant): Promise<void> {
+    await this.ready()
+    await this.store.run(ADD, values(grant))
   }
 
   /** removes a grant by id; true when there was one */
-  remove(id: string): boolean {
-    return this.statements.remove.run(id).changes > 0
+  async remove(id: string): Promise<boolean> {
+    await this.ready()
+    return (await this.store.run('DELETE FROM approval_grants WHERE id = ?', [id])) > 0
   }
 
-  export(): GrantExport {
-    return { version: 1, grants: this.list().map(({ scope: _, ...grant }) => JSON.parse(JSON.stringify(grant))) }
+  async export(): Promise<GrantExport> {
+    return { version: 1, grants: (await this.list()).map(({ scope: _, ...grant }) => JSON.parse(JSON.stringify(grant))) }
   }
 
   /**
    * adds the grants of an export (an entry with the id of a stored grant replaces it), all or nothing; with
-   * `replace`, the stored grants not in it are removed. throws a TypeError naming the first bad entry.
+   * `replace`, the stored grants not in it are removed. rejects with a TypeError naming the first bad entry.
    */
-  import(data: unknown, options: { replace?: boolean } = {}): number {
+  async import(data: unknown, options: { replace?: boolean } = {}): Promise<number> {
     const grants = (data as { grants?: unknown })?.grants
     if ((data as { version?: unknown })?.version !== 1 || !Array.isArray(grants)) {
       throw new TypeError('grants to import must be { "version": 1, "grants": [...] } (what `faber grants export` writes)')
     }
     const checked = grants.map(readGrant)
-    this.store.transaction(() => {
-      if (options.replace) this.statements.clear.run()
-      for (const grant of checked) this.write(this.statements.upsert, grant)
+    await this.ready()
+    await this.store.transaction(async (tx) => {
+      if (options.replace) await tx.run('DELETE FROM approval_grants')
+      for (const grant of checked) await tx.run(UPSERT, values(grant))
     })
     return checked.length
   }
+}
 
-  private write(statement: { run(...args: unknown[]): unknown }, grant: Grant) {
-    const args = grant.arguments === undefined ? null : JSON.stringify(grant.arguments)
-    statement.run(grant.id, grant.tool, args, grant.command ?? null, grant.agent ?? null, grant.decision, grant.createdAt, grant.by ?? null)
-  }
+function values(grant: Grant) {
+  const args = grant.arguments === undefined ? null : JSON.stringify(grant.arguments)
+  return [grant.id, grant.tool, args, grant.command ?? null, grant.agent ?? null, grant.decision, grant.createdAt, grant.by ?? null]
 }

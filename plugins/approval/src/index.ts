@@ -114,7 +114,7 @@ class Approval extends Service implements ApprovalService {
   }
 
   /** every remembered grant: once and session ones in memory, always ones from the store (as other processes left them) */
-  grants(): Grant[] {
+  grants(): Promise<Grant[]> {
     return this.broker.grants()
   }
 

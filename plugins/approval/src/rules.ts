@@ -8,15 +8,15 @@ import type { ApprovalQuery } from './index.ts'
 export const name = 'approval-rules'
 
 export interface Config {
-  match(query: ApprovalQuery): { decision: 'allow' | 'reject'; by: string } | undefined
+  match(query: ApprovalQuery): Promise<{ decision: 'allow' | 'reject'; by: string } | undefined>
 }
 
 export function apply(ctx: Context, config: Config) {
   const { match } = config
   ctx.on(
     'approval/request',
-    (query) => {
-      const verdict = match(query)
+    async (query) => {
+      const verdict = await match(query)
       if (verdict) return { decision: verdict.decision, note: `decided by ${verdict.by}` }
     },
     { prepend: true },

@@ -243,7 +243,7 @@ describe('approval: command rules and grants on a shell tool', () => {
     expect(outcome(await call('make lint'))).to.equal('ran')
     expect(outcome(await call('make lint'))).to.equal('ran')
     expect(answers).to.equal(1)
-    const grants = (ctx.approval as Approval).grants()
+    const grants = await (ctx.approval as Approval).grants()
     expect(grants).to.have.length(1)
     expect(grants[0]).to.include({ tool: 'bash', command: 'make lint', agent: 'main' })
     expect(outcome(await call('make lint; rm -rf .'))).to.equal('DENIED') // the reject rule

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { GrantStore } from '@faber/plugin-approval'
-import { Store } from '@faber/store'
+import { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 
 const CHILD = fileURLToPath(new URL('./grant-child.ts', import.meta.url))
@@ -67,14 +67,14 @@ describe('approval: grants in a store shared by processes', function () {
     expect(codes, a.stderr() + b.stderr()).to.deep.equal([0, 0])
     expect(a.acked).to.have.length(300)
     expect(b.acked).to.have.length(300)
-    const store = new Store(path)
+    const store = new SqliteStore(path)
     try {
-      const kept = new Set(new GrantStore(store).list().map((g) => g.id))
+      const kept = new Set((await new GrantStore(store).list()).map((g) => g.id))
       expect(kept.size).to.equal(600)
       const lost = [...a.acked, ...b.acked].filter((id) => !kept.has(id))
       expect(lost).to.deep.equal([])
     } finally {
-      store.close()
+      await store.close()
     }
   })
 
@@ -94,16 +94,16 @@ describe('approval: grants in a store shared by processes', function () {
     expect(killed).to.equal(true)
     // the killed writer's write-ahead log is still there: opening must replay or discard it
     expect(existsSync(`${path}-wal`)).to.equal(true)
-    const store = new Store(path)
+    const store = new SqliteStore(path)
     try {
       expect(store.db.pragma('integrity_check', { simple: true })).to.equal('ok')
-      const kept = new Set(new GrantStore(store).list().map((g) => g.id))
+      const kept = new Set((await new GrantStore(store).list()).map((g) => g.id))
       expect(child.acked.filter((id) => !kept.has(id))).to.deep.equal([])
       // and it takes new writes
-      new GrantStore(store).import({ version: 1, grants: [{ id: 'after', tool: 'x', decision: 'allow' }] })
-      expect(new GrantStore(store).list().some((g) => g.id === 'after')).to.equal(true)
+      await new GrantStore(store).import({ version: 1, grants: [{ id: 'after', tool: 'x', decision: 'allow' }] })
+      expect((await new GrantStore(store).list()).some((g) => g.id === 'after')).to.equal(true)
     } finally {
-      store.close()
+      await store.close()
     }
   })
 })

@@ -76,7 +76,7 @@ describe('the web answerer', () => {
     pending = deployTo(ctx)
     ctx.approvalWeb.answer(await held, { decision: 'allow', remember: 'session' })
     expect((await pending).isError).to.equal(false)
-    expect((ctx.approval as Approval).grants().map((grant) => [grant.tool, grant.scope, grant.by])).to.deep.equal([['deploy', 'session', WEB_ANSWERER]])
+    expect((await (ctx.approval as Approval).grants()).map((grant) => [grant.tool, grant.scope, grant.by])).to.deep.equal([['deploy', 'session', WEB_ANSWERER]])
   })
 
   it('lets go of a cancelled request, and refuses what it does not offer', async () => {

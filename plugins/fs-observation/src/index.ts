@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto'
 import { readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
-import { type Agent, agentOf, defineConfig, type Execution, type PreDecision } from '@faber/core'
+import { type Agent, agentOf, defineConfig, type Execution, messageOf, type PreDecision } from '@faber/core'
 import { type Context, Schema } from 'cordis'
 import { ABSENT, Observations, pathKey } from './observations.ts'
 import { SavedObservations } from './saved.ts'
@@ -87,6 +87,8 @@ export function apply(ctx: Context, config: Config) {
   const sessions = new WeakMap<Agent, string>()
   let agentlessSession: string | undefined
   let saved: SavedObservations | undefined
+  /** a resumed session's observations being read back: a write waits for them */
+  const restoring = new Set<Promise<void>>()
   const useStore = () => {
     saved?.flush()
     const store = ctx.get('store')?.connection
@@ -127,7 +129,25 @@ export function apply(ctx: Context, config: Config) {
     if (scope !== undefined && agent?.isWithin(scope) !== true) return
     if (agent) sessions.set(agent, id)
     else agentlessSession = id
-    for (const row of saved?.read(id, agent?.name ?? '') ?? []) observations.set(agent, row.root || undefined, row.path, row.version)
+    if (!saved) return
+    const from = saved
+    const epoch = observations.epoch
+    const done = from
+      .read(id, agent?.name ?? '')
+      .then((rows) => {
+        // what the agent saw since (or a command that ran since) is newer than what was saved
+        if (observations.epoch !== epoch) return
+        for (const row of rows) {
+          if (observations.lookup(agent, row.root || undefined, row.path) === undefined) observations.set(agent, row.root || undefined, row.path, row.version)
+        }
+      })
+      .catch((error) =>
+        ctx
+          .logger('fs-observation')
+          .warn('the observations of session %s could not be read from %s (files are read again): %s', id, from.store.path, messageOf(error)),
+      )
+      .finally(() => restoring.delete(done))
+    restoring.add(done)
   })
   // the disk as it is now, unless a listener answers for it (a replay answers from the recorded calls)
   const versionOf = (file: string) => {
@@ -176,6 +196,7 @@ export function apply(ctx: Context, config: Config) {
     if ((role !== 'write' && role !== 'edit') || !governs(exec)) return
     const input = (exec.arguments as Record<string, unknown>)[config.pathArgument]
     if (typeof input !== 'string') return
+    if (restoring.size) await Promise.all(restoring)
     const root = rootOf(exec)
     const key = pathKey(root, input)
     // fail closed: a path this policy cannot place is one it cannot vouch for

@@ -7,7 +7,7 @@ import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber
 import { createAgent, defineTool, t } from '@faber/core'
 import { call, deployment } from '@faber/core/testing'
 import * as ToolsFs from '@faber/plugin-tools-fs'
-import DeploymentStore, { Store } from '@faber/store'
+import DeploymentStore, { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import * as FsObservation from '../src/index.ts'
@@ -127,18 +127,23 @@ describe('fs-observation: a resumed session keeps what its agent read', () => {
     try {
       await said('held')
       expect((await call(ctx, 'read', { path: 'notes.txt' }, { agent })).isError).to.equal(false)
-      expect(await warning).to.match(/^1 observation\(s\) were not saved to .*faber\.db \(a resumed session reads those files again\): database is locked$/)
+      expect(await warning).to.match(
+        /^1 observation\(s\) were not saved to .*faber\.db \(a resumed session reads those files again\): the store .*faber\.db cannot be used: database is locked$/,
+      )
       const released = said('released')
       holder.stdin.end()
       await released
       // the process went on, and what it reads now is kept
       expect((await call(ctx, 'read', { path: 'notes.txt' }, { agent })).isError).to.equal(false)
+      const connection = ctx.store.connection
       await ctx.stop()
-      const kept = new Store(store)
+      // cordis disposes plugins without waiting for them: the store closes once the last flush committed
+      while (connection.open) await new Promise((resolve) => setTimeout(resolve, 5))
+      const kept = new SqliteStore(store)
       try {
         expect(kept.db.prepare("SELECT path FROM fs_observations WHERE session = 'held'").pluck().all()).to.deep.equal(['notes.txt'])
       } finally {
-        kept.close()
+        await kept.close()
       }
     } finally {
       Logger.targets.splice(Logger.targets.indexOf(target as never), 1)

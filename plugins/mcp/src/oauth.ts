@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
-import type { Store } from '@faber/store'
+import type { Migration, Store } from '@faber/store'
 import type { AddClientAuthentication, OAuthClientProvider, OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
 import { extractWWWAuthenticateParams } from '@modelcontextprotocol/sdk/client/auth.js'
 import { createPrivateKeyJwtAuth } from '@modelcontextprotocol/sdk/client/auth-extensions.js'
@@ -50,55 +50,64 @@ export interface SavedOAuth {
 
 /** one server's saved authorization: read afresh each time, so another process's login is seen */
 export interface OAuthRecord {
-  read(): SavedOAuth
-  write(patch: Partial<Record<keyof SavedOAuth, unknown>>): void
+  read(): Promise<SavedOAuth>
+  write(patch: Partial<Record<keyof SavedOAuth, unknown>>): Promise<void>
 }
 
-const MIGRATIONS = [
-  `CREATE TABLE mcp_oauth (
-    server TEXT NOT NULL,
-    url TEXT NOT NULL,
-    client TEXT,
-    tokens TEXT,
-    discovery TEXT,
-    updated_at INTEGER NOT NULL,
-    PRIMARY KEY (server, url)
-  ) STRICT`,
-  'ALTER TABLE mcp_oauth ADD COLUMN wanted TEXT',
-]
+// updated_at is ms since the epoch: BIGINT on PostgreSQL, where INTEGER is 32-bit
+const oauthTable = (integer: string) => `CREATE TABLE mcp_oauth (
+  server TEXT NOT NULL,
+  url TEXT NOT NULL,
+  client TEXT,
+  tokens TEXT,
+  discovery TEXT,
+  updated_at ${integer} NOT NULL,
+  PRIMARY KEY (server, url)
+)`
+
+const MIGRATIONS: Migration[] = [{ sqlite: `${oauthTable('INTEGER')} STRICT`, postgres: oauthTable('BIGINT') }, 'ALTER TABLE mcp_oauth ADD COLUMN wanted TEXT']
 
 const COLUMNS = ['client', 'tokens', 'discovery', 'wanted'] as const
 
 /** the table `mcp_oauth` of the deployment's store: a row per (server name, URL), so a moved server starts afresh */
 export class OAuthTable {
-  private readonly statements
+  private migrated?: Promise<void>
 
-  constructor(readonly store: Store) {
-    store.migrate('mcp', MIGRATIONS)
-    const { db } = store
-    this.statements = {
-      get: db.prepare(`SELECT ${COLUMNS.join(', ')} FROM mcp_oauth WHERE server = ? AND url = ?`),
-      ensure: db.prepare('INSERT OR IGNORE INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?)'),
-      list: db.prepare('SELECT server, url, client, tokens, updated_at FROM mcp_oauth ORDER BY server, url'),
-      remove: db.prepare('DELETE FROM mcp_oauth WHERE server = ?'),
-      set: Object.fromEntries(COLUMNS.map((column) => [column, db.prepare(`UPDATE mcp_oauth SET ${column} = ?, updated_at = ? WHERE server = ? AND url = ?`)])),
-    }
+  constructor(readonly store: Store) {}
+
+  private ready(): Promise<void> {
+    this.migrated ??= this.store.migrate('mcp', MIGRATIONS).catch((error) => {
+      this.migrated = undefined
+      throw error
+    })
+    return this.migrated
   }
 
   record(server: string, url: string): OAuthRecord {
     return {
-      read: () => {
-        const row = this.statements.get.get(server, url) as Record<(typeof COLUMNS)[number], string | null> | undefined
+      read: async () => {
+        await this.ready()
+        const row = await this.store.get<Record<(typeof COLUMNS)[number], string | null>>(
+          `SELECT ${COLUMNS.join(', ')} FROM mcp_oauth WHERE server = ? AND url = ?`,
+          [server, url],
+        )
         const saved: SavedOAuth = {}
         for (const column of COLUMNS) if (row?.[column]) saved[column] = JSON.parse(row[column])
         return saved
       },
-      write: (patch) => {
-        this.store.transaction(() => {
+      write: async (patch) => {
+        await this.ready()
+        await this.store.transaction(async (tx) => {
           const now = Date.now()
-          this.statements.ensure.run(server, url, now)
+          await tx.run('INSERT INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?) ON CONFLICT (server, url) DO NOTHING', [server, url, now])
           for (const [column, value] of Object.entries(patch)) {
-            this.statements.set[column].run(value === undefined ? null : JSON.stringify(value), now, server, url)
+            if (!(COLUMNS as readonly string[]).includes(column)) throw new TypeError(`mcp_oauth has no column ${column}`)
+            await tx.run(`UPDATE mcp_oauth SET ${column} = ?, updated_at = ? WHERE server = ? AND url = ?`, [
+              value === undefined ? null : JSON.stringify(value),
+              now,
+              server,
+              url,
+            ])
           }
         })
       },
@@ -106,8 +115,12 @@ export class OAuthTable {
   }
 
   /** what is kept, secrets masked: for `faber mcp logout`, status lines and tests */
-  list(): { server: string; url: string; client?: string; accessToken?: string; refreshToken: boolean; expiresAt?: number; scope?: string }[] {
-    return (this.statements.list.all() as { server: string; url: string; client: string | null; tokens: string | null }[]).map((row) => {
+  async list(): Promise<{ server: string; url: string; client?: string; accessToken?: string; refreshToken: boolean; expiresAt?: number; scope?: string }[]> {
+    await this.ready()
+    const rows = await this.store.all<{ server: string; url: string; client: string | null; tokens: string | null }>(
+      'SELECT server, url, client, tokens FROM mcp_oauth ORDER BY server, url',
+    )
+    return rows.map((row) => {
       const client = row.client ? (JSON.parse(row.client) as OAuthClientInformationMixed) : undefined
       const tokens = row.tokens ? (JSON.parse(row.tokens) as SavedOAuth['tokens']) : undefined
       return {
@@ -123,8 +136,9 @@ export class OAuthTable {
   }
 
   /** forgets a server's client and tokens; true when there were any */
-  remove(server: string): boolean {
-    return this.statements.remove.run(server).changes > 0
+  async remove(server: string): Promise<boolean> {
+    await this.ready()
+    return (await this.store.run('DELETE FROM mcp_oauth WHERE server = ?', [server])) > 0
   }
 }
 
@@ -132,8 +146,8 @@ export class OAuthTable {
 export function memoryRecord(): OAuthRecord {
   let saved: SavedOAuth = {}
   return {
-    read: () => structuredClone(saved),
-    write: (patch) => {
+    read: async () => structuredClone(saved),
+    write: async (patch) => {
       saved = { ...saved, ...structuredClone(patch) } as SavedOAuth
     },
   }
@@ -231,9 +245,9 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     return randomBytes(16).toString('base64url')
   }
 
-  clientInformation(): OAuthClientInformationMixed | undefined {
+  async clientInformation(): Promise<OAuthClientInformationMixed | undefined> {
     if (this.config.clientId) return { client_id: this.config.clientId, ...(this.secret ? { client_secret: this.secret } : {}) }
-    const client = this.record.read().client
+    const { client } = await this.record.read()
     // a registration made for another callback URL cannot receive this one's code: register again
     const uris = (client as { redirect_uris?: string[] } | undefined)?.redirect_uris
     const redirect = this.redirectUrl
@@ -241,13 +255,13 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     return client
   }
 
-  saveClientInformation(client: OAuthClientInformationMixed) {
+  async saveClientInformation(client: OAuthClientInformationMixed) {
     if (this.config.clientId) return
-    this.record.write({ client })
+    await this.record.write({ client })
   }
 
-  tokens(): OAuthTokens | undefined {
-    const tokens = this.record.read().tokens
+  async tokens(): Promise<OAuthTokens | undefined> {
+    const { tokens } = await this.record.read()
     if (!tokens) return undefined
     const { obtained_at: _, ...plain } = tokens
     // a step-up needs a new grant with the larger scope; a refresh would only renew the smaller one
@@ -255,27 +269,26 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     return plain
   }
 
-  saveTokens(tokens: OAuthTokens) {
-    const previous = this.record.read().tokens
+  async saveTokens(tokens: OAuthTokens) {
+    const { tokens: previous, wanted } = await this.record.read()
     // a refresh response may leave the refresh token out: the old one stays valid
     const refresh = tokens.refresh_token ?? (this.stepUp === undefined ? previous?.refresh_token : undefined)
     const saved = { ...tokens, ...(refresh ? { refresh_token: refresh } : {}), obtained_at: Date.now() }
-    const wanted = this.record.read().wanted
     const granted = tokens.scope === undefined || wanted?.split(' ').every((scope) => tokens.scope?.split(' ').includes(scope))
-    this.record.write({ tokens: saved, ...(wanted && granted ? { wanted: undefined } : {}) })
+    await this.record.write({ tokens: saved, ...(wanted && granted ? { wanted: undefined } : {}) })
     this.stepUp = undefined
   }
 
   async redirectToAuthorization(url: URL) {
     // a step-up that found nobody to sign in earlier (another process, say) is asked for now
-    const wanted = this.record.read().wanted
+    const { wanted } = await this.record.read()
     if (wanted) url.searchParams.set('scope', union(url.searchParams.get('scope') ?? '', wanted))
     try {
       await this.redirect(url)
     } catch (error) {
       // nobody will sign in for the larger scope now: remember it for the next sign-in, and let the refresh token
       // serve the smaller one again
-      if (this.stepUp) this.record.write({ wanted: union(wanted ?? '', this.stepUp) })
+      if (this.stepUp) await this.record.write({ wanted: union(wanted ?? '', this.stepUp) })
       this.stepUp = undefined
       throw error
     }
@@ -290,7 +303,7 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     return this.verifier
   }
 
-  invalidateCredentials(scope: 'all' | 'client' | 'tokens' | 'verifier' | 'discovery') {
+  async invalidateCredentials(scope: 'all' | 'client' | 'tokens' | 'verifier' | 'discovery') {
     if (scope === 'verifier') {
       this.verifier = undefined
       return
@@ -299,15 +312,15 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     if (scope === 'all' || scope === 'tokens') patch.tokens = undefined
     if ((scope === 'all' || scope === 'client') && !this.config.clientId) patch.client = undefined
     if (scope === 'all' || scope === 'discovery') patch.discovery = undefined
-    this.record.write(patch)
+    await this.record.write(patch)
   }
 
-  discoveryState() {
-    return this.record.read().discovery
+  async discoveryState() {
+    return (await this.record.read()).discovery
   }
 
-  saveDiscoveryState(discovery: OAuthDiscoveryState) {
-    this.record.write({ discovery })
+  async saveDiscoveryState(discovery: OAuthDiscoveryState) {
+    await this.record.write({ discovery })
   }
 
   prepareTokenRequest(scope?: string): URLSearchParams | undefined {

@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { call, deployment, disposeAll } from '@faber/core/testing'
-import DeploymentStore, { Store } from '@faber/store'
+import DeploymentStore, { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import * as mcp from '../src/index.ts'
@@ -30,12 +30,12 @@ async function deploy(server: Fixture, store: string | undefined, auth: Partial<
   return { ctx, seen, call: (name: string) => call(ctx, `secure__${name}`, {}) }
 }
 
-function saved(path: string) {
-  const store = new Store(path)
+async function saved(path: string) {
+  const store = new SqliteStore(path)
   try {
-    return new mcp.OAuthTable(store).list()
+    return await new mcp.OAuthTable(store).list()
   } finally {
-    store.close()
+    await store.close()
   }
 }
 
@@ -61,7 +61,7 @@ describe('mcp client: OAuth for imported servers', function () {
     const result = await call('whoami')
     expect(result.isError).to.equal(false)
     expect(JSON.parse(result.content).scopes).to.deep.equal(['mcp:read'])
-    const [row] = saved(store)
+    const [row] = await saved(store)
     expect(row).to.deep.include({ server: 'secure', url: server.url, refreshToken: true, scope: 'mcp:read' })
     expect(row.accessToken).to.match(/^at-\w… \(\d+ chars\)$/)
   })
@@ -128,7 +128,7 @@ describe('mcp client: OAuth for imported servers', function () {
     expect(refused.content).to.include('needs authorization (scope "mcp:read mcp:write"): run `faber mcp login secure`')
     expect((await call('whoami')).isError, 'the smaller grant still serves').to.equal(false)
     await disposeAll()
-    const login = await mcp.login({ server: { name: 'secure', url: server.url, auth: {} }, store, open: (url) => void fetch(url) })
+    const login = await mcp.login({ server: { name: 'secure', url: server.url, auth: {} }, store: { path: store }, open: (url) => void fetch(url) })
     expect(login.ok, login.error).to.equal(true)
     expect(server.seen.authorizations.map((a) => a.scope)).to.deep.equal(['mcp:read', 'mcp:read mcp:write'])
     const after = await deploy(server, store, {}, false)
