@@ -77,6 +77,7 @@ export function renderReplay(report: ReplayReport, style: Style): string {
   const detail = counts(summary)
   out.push(`${style.paint('Summary:', 'bold')} ${headline}${detail ? ` (${detail})` : ''}`)
   if (summary.unknown) out.push(`  ${style.paint(`${summary.unknown} call(s) of tools or agents this deployment does not have`, 'magenta')}`)
+  if (summary.unrecorded) out.push(`  ${summary.unrecorded} call(s) without a recorded result (the session stopped mid-step): not replayed`)
   if (summary.notReached) out.push(`  ${summary.notReached} nested call(s) not reached (their run_code is refused)`)
   const tools = Object.entries(summary.byTool).filter(([, t]) => t.changed)
   if (tools.length) out.push(`  by tool: ${tools.map(([name, t]) => `${name} ${counts(t) || `${t.changed} changed`}`).join('; ')}`)

@@ -69,6 +69,8 @@ export interface ReplayReport {
     unknown: number
     /** nested calls of a run_code the new deployment refuses: never reached */
     notReached: number
+    /** calls the log holds no result for (a session that stopped mid-step): not replayed */
+    unrecorded: number
     byTool: Record<string, Tally>
     byPlugin: Record<string, { denied: number; asked: number }>
   }
@@ -271,6 +273,9 @@ class Replayer {
   private agent?: Agent
   private missingAgent = false
   private answeredBy = new Map<string, string>()
+  // keyed by names a log or a deployment chose: maps, never object keys (a tool named __proto__ or constructor)
+  private readonly byTool = new Map<string, Tally>()
+  private readonly byPlugin = new Map<string, { denied: number; asked: number }>()
 
   constructor(
     private deployed: Deployed,
@@ -279,7 +284,19 @@ class Replayer {
     this.report = {
       deployment: source,
       logs: [],
-      summary: { replayed: 0, unchanged: 0, changed: 0, newlyDenied: 0, newlyAllowed: 0, newlyAsked: 0, unknown: 0, notReached: 0, byTool: {}, byPlugin: {} },
+      summary: {
+        replayed: 0,
+        unchanged: 0,
+        changed: 0,
+        newlyDenied: 0,
+        newlyAllowed: 0,
+        newlyAsked: 0,
+        unknown: 0,
+        notReached: 0,
+        unrecorded: 0,
+        byTool: {},
+        byPlugin: {},
+      },
       changes: [],
       morePermissive: false,
     }
@@ -335,8 +352,11 @@ class Replayer {
     how: { parent?: Execution['token'] },
     within?: ReplayedCall['within'],
   ) {
-    const old = recorded ? oldDecision(recorded, this.answeredBy.get(callId)) : undefined
-    if (!old) return
+    if (!recorded) {
+      this.report.summary.unrecorded++
+      return
+    }
+    const old = oldDecision(recorded, this.answeredBy.get(callId))
     const entry = { name, result: recorded, nested, reached: false }
     let now: Decision
     if (this.missingAgent) {
@@ -360,7 +380,7 @@ class Replayer {
       now = newDecision(result, entry.reached, this.asked.get(callId))
       this.asked.delete(callId)
     }
-    if (recorded) this.learn(name, args, recorded)
+    this.learn(name, args, recorded)
     this.tally(callId, name, args, old, now, within, nested && !entry.reached ? nested.length : undefined)
   }
 
@@ -388,7 +408,8 @@ class Replayer {
   private tally(callId: string, name: string, args: unknown, old: Decision, now: Decision, within: ReplayedCall['within'], notReached?: number) {
     const { summary } = this.report
     summary.replayed++
-    const tool = (summary.byTool[name] ??= { replayed: 0, changed: 0, newlyDenied: 0, newlyAllowed: 0, newlyAsked: 0 })
+    let tool = this.byTool.get(name)
+    if (!tool) this.byTool.set(name, (tool = { replayed: 0, changed: 0, newlyDenied: 0, newlyAllowed: 0, newlyAsked: 0 }))
     tool.replayed++
     if (now.verdict === 'unknown') summary.unknown++
     if (notReached) summary.notReached += notReached
@@ -404,7 +425,8 @@ class Replayer {
       tool[key]++
     }
     if ((now.verdict === 'deny' || now.verdict === 'ask') && now.plugin) {
-      const plugin = (summary.byPlugin[now.plugin] ??= { denied: 0, asked: 0 })
+      let plugin = this.byPlugin.get(now.plugin)
+      if (!plugin) this.byPlugin.set(now.plugin, (plugin = { denied: 0, asked: 0 }))
       if (now.verdict === 'deny') plugin.denied++
       else plugin.asked++
     }
@@ -592,21 +614,22 @@ class Replayer {
     }
     if (!sawSession) throw new ReplayInputError(`${path}: no session record; is it a Faber session log (faber run/chat/demo --log)?`)
     await flush()
-    summary.unknownRecords = Object.fromEntries([...unknown].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    summary.unknownRecords = sorted(unknown)
     if (!summary.truncated) delete summary.truncated
     this.report.logs.push(summary as ReplayReport['logs'][number])
   }
 
   finish(): ReplayReport {
     const { summary } = this.report
-    summary.byTool = sorted(summary.byTool)
-    summary.byPlugin = sorted(summary.byPlugin)
+    summary.byTool = sorted(this.byTool)
+    summary.byPlugin = sorted(this.byPlugin)
     return this.report
   }
 }
 
-function sorted<T>(record: Record<string, T>): Record<string, T> {
-  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+/** a map as an object with its keys in order (fromEntries defines each key as data, __proto__ included) */
+function sorted<T>(map: ReadonlyMap<string, T>): Record<string, T> {
+  return Object.fromEntries([...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
 }
 
 /**

@@ -14,6 +14,8 @@ Logger.levels.base = 0
 
 let dir: string
 let bodies: string[]
+/** how many questions the person below was asked */
+let asked: number
 
 /** a tool whose body leaves a trace in the workspace (and in `bodies`) every time it runs */
 const Stamp = {
@@ -33,6 +35,20 @@ const Stamp = {
       }),
     )
   },
+}
+
+/** `spec` with an answerer standing for a person at a terminal: it allows whatever it is asked, and counts */
+function withPerson(spec: DeploymentSpec): DeploymentSpec {
+  const Person = {
+    name: 'person',
+    apply: (ctx: Context) =>
+      ctx.on('approval/request', () => {
+        asked++
+        return { decision: 'allow' as const }
+      }),
+  }
+  spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+  return spec
 }
 
 /** a deployment over `${dir}/ws`: tools-fs, fs-observation, the stamp tool, and what `extra` adds */
@@ -90,6 +106,7 @@ describe('faber replay', function () {
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
     bodies = []
+    asked = 0
   })
   afterEach(() => rm(dir, { recursive: true, force: true }))
 
@@ -134,17 +151,7 @@ describe('faber replay', function () {
     it('approval: rules and grants answer; a question for a person is reported as ask, never asked', async () => {
       const rules = { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] }
       const log = await record(deployment({ '@faber/plugin-approval': rules }), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
-      let asked = 0
-      const Person = {
-        name: 'person',
-        apply: (ctx: Context) =>
-          ctx.on('approval/request', () => {
-            asked++
-            return { decision: 'allow' as const }
-          }),
-      }
-      const spec = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } })
-      spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+      const spec = withPerson(deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } }))
       const report = await replay([log], spec)
       expect(changes(report)).to.deep.equal([['stamp', 'allow', 'ask', 'approval']])
       expect(report.summary).to.include({ newlyAsked: 1 })
@@ -153,17 +160,7 @@ describe('faber replay', function () {
     })
 
     it('a call a person answered in the recording is an ask on both sides: unchanged', async () => {
-      let asked = 0
-      const Person = {
-        name: 'person',
-        apply: (ctx: Context) =>
-          ctx.on('approval/request', () => {
-            asked++
-            return { decision: 'allow' as const }
-          }),
-      }
-      const spec = deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } })
-      spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+      const spec = withPerson(deployment({ '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] } }))
       const log = await record(spec, calls([{ name: 'stamp', arguments: { text: 'x' } }]))
       expect(asked).to.equal(1)
       const report = await replay([log], spec)
@@ -327,6 +324,33 @@ describe('faber replay', function () {
       // the recorded call ran; now its arguments are refused before any policy: reported, not a crash
       expect(changes(report)).to.deep.equal([['stamp', 'allow', 'error', 'core']])
       expect(report.changes[0].new.code).to.equal('INVALID_ARGUMENTS')
+    })
+
+    it('tools named __proto__ or constructor are counted as data; a call left without a result is counted, not replayed', async () => {
+      const named = (name: string) => (record: Record<string, unknown>) => {
+        if (record.type === 'call') return { ...record, call: { ...(record.call as object), name } }
+        if (record.type === 'result') return { ...record, name }
+        return record
+      }
+      const text = await readFile(log, 'utf8')
+      await rewrite(log, named('__proto__'))
+      const other = join(dir, 'other.jsonl')
+      await writeFile(other, text)
+      await rewrite(other, named('constructor'))
+      const report = await replay([log, other], deployment())
+      expect(changes(report)).to.deep.equal([
+        ['__proto__', 'allow', 'unknown', 'core'],
+        ['constructor', 'allow', 'unknown', 'core'],
+      ])
+      expect(Object.keys(report.summary.byTool)).to.deep.equal(['__proto__', 'constructor'])
+      expect(report.summary.byTool.constructor).to.include({ replayed: 1, changed: 1 })
+      expect(Object.getOwnPropertyNames(Object.prototype)).to.not.include('replayed')
+      expect(Object.hasOwn(Object, 'replayed')).to.equal(false)
+      // the session stopped before the call's result was written
+      await writeFile(log, text)
+      await rewrite(log, (record) => (record.type === 'result' ? undefined : record))
+      const cut = await replay([log], deployment())
+      expect(cut.summary).to.include({ replayed: 0, unrecorded: 1 })
     })
   })
 
