@@ -1,7 +1,7 @@
 // per-call cost of @faber/plugin-otel: ctx.tools.execute of a trivial tool with the plugin loaded, with no SDK (the
 // API's no-op tracer) and with a real BasicTracerProvider exporting to memory, against execute without the plugin.
 
-import ToolRuntime, { untraced } from '@faber/core'
+import ToolRuntime from '@faber/core'
 import * as Otel from '@faber/plugin-otel'
 import { trace } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
@@ -30,12 +30,12 @@ export async function benchOtel() {
 
   trace.disable()
   const plain = await deployment(false)
-  const plainTools = untraced(plain.tools)
+  const plainTools = plain.tools.executor
   const base = await timeOp(() => plainTools.execute(input), ITERATIONS)
 
   // no SDK registered: the plugin's tracer is the API's no-op
   const noop = await deployment(true)
-  const noopTools = untraced(noop.tools)
+  const noopTools = noop.tools.executor
   const withNoop = await timeOp(() => noopTools.execute(input), ITERATIONS)
 
   // a real SDK; the exporter is emptied every 1,000 spans so memory stays flat
@@ -43,7 +43,7 @@ export async function benchOtel() {
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
   trace.setGlobalTracerProvider(provider)
   const real = await deployment(true)
-  const realTools = untraced(real.tools)
+  const realTools = real.tools.executor
   let calls = 0
   let exported = 0
   const withSdk = await timeOp(() => {
@@ -55,7 +55,7 @@ export async function benchOtel() {
   }, ITERATIONS)
   exported += exporter.getFinishedSpans().length
 
-  console.log('otel: untraced(ctx.tools).execute of a trivial tool, per call')
+  console.log('otel: ctx.tools.executor.execute of a trivial tool, per call')
   row('baseline: execute without the plugin', base, base)
   row('with plugin-otel, no SDK (no-op tracer)', withNoop, base)
   row('with plugin-otel, BasicTracerProvider + memory', withSdk, base)

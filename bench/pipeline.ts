@@ -1,6 +1,6 @@
 // per-call cost of ctx.tools.execute for a trivial tool, against calling the tool body directly in the same process.
 
-import ToolRuntime, { createAgent, listenersFor, untraced } from '@faber/core'
+import ToolRuntime, { createAgent, listenersFor } from '@faber/core'
 import { Context, Logger } from 'cordis'
 import { addTool, isMain, row, timeOp } from './harness.ts'
 
@@ -67,34 +67,37 @@ export async function benchPipeline() {
   const withPolicy = await timeOp(() => policedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   // the step itself: the listeners of one event that hear the agent (each call takes this for five events)
   const selection = await timeOp(() => listenersFor(scoped, 'tools/pre-execute', worker), ITERATIONS)
-  const scopedTools = untraced(scoped.tools)
+  const scopedTools = scoped.tools.executor
   const onAgent = await timeOp(() => scopedTools.execute({ callId: 'c', name: 'add', arguments: args, agent: worker, signal }), ITERATIONS)
   const codeTools = code.tools
   const collapsed = await timeOp(() => codeTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
-  // what core's own hot callers hold (the run_code bridge, the agent loop, the MCP server): no proxy per call
-  const rawNone = await timeOp(() => untraced(tools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const rawPolicy = await timeOp(() => untraced(policedTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  // what hot callers hold (the agent loop, a benchmark): the executor, no proxy per call
+  const executor = tools.executor
+  const policedExecutor = policedTools.executor
+  const codeExecutor = codeTools.executor
+  const rawNone = await timeOp(() => executor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const rawPolicy = await timeOp(() => policedExecutor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   const listenedHeld = listened.tools
   const heldListened = await timeOp(() => listenedHeld.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const listenedTools = untraced(listened.tools)
+  const listenedTools = listened.tools.executor
   const rawListened = await timeOp(() => listenedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const rawCollapsed = await timeOp(() => untraced(codeTools).execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const rawCollapsed = await timeOp(() => codeExecutor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
   console.log('pipeline: ctx.tools.execute for a trivial tool')
   row('baseline: the tool body called directly', direct, direct)
-  row('floor: reading ctx.tools (a view built once per context)', accessFloor, direct)
+  row('floor: reading ctx.tools (a proxy cordis builds per read)', accessFloor, direct)
   row('floor: a trivial method call on a held ctx.tools (modeFor)', proxyFloor, direct)
   row('floor: invoking one cordis-bound listener', listenerFloor, direct)
   row('execute, no listeners', none, direct, '≤ 3 µs')
   row('execute, one pre-execute listener + one guard', withPolicy, direct, '≤ 5 µs')
   row('execute, one tools.listen listener + one guard', heldListened, direct, '≤ 5 µs')
   row('execute, a collapsed call (code mode)', collapsed, direct, '≤ 1 µs')
-  row('untraced(ctx.tools).execute, no listeners', rawNone, direct, '≤ 3 µs')
-  row('untraced, one pre-execute listener + one guard', rawPolicy, direct, '≤ 5 µs')
-  row('untraced, one tools.listen listener + one guard', rawListened, direct, '≤ 5 µs')
-  row('untraced, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
-  row('untraced, an agent, 12 tools.listen on 4 events', onAgent, direct)
+  row('ctx.tools.executor.execute, no listeners', rawNone, direct, '≤ 3 µs')
+  row('executor, one pre-execute listener + one guard', rawPolicy, direct, '≤ 5 µs')
+  row('executor, one tools.listen listener + one guard', rawListened, direct, '≤ 5 µs')
+  row('executor, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
+  row('executor, an agent, 12 tools.listen on 4 events', onAgent, direct)
   row("that agent's listeners of one event (listenersFor)", selection, direct)
   return {
     directUs: direct,
@@ -104,11 +107,11 @@ export async function benchPipeline() {
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,
     listenedAndGuardUs: heldListened,
-    untracedNoListenersUs: rawNone,
-    untracedListenerAndGuardUs: rawPolicy,
-    untracedListenedAndGuardUs: rawListened,
-    untracedCollapsedUs: rawCollapsed,
-    untracedAgentScopedListenersUs: onAgent,
+    executorNoListenersUs: rawNone,
+    executorListenerAndGuardUs: rawPolicy,
+    executorListenedAndGuardUs: rawListened,
+    executorCollapsedUs: rawCollapsed,
+    executorAgentScopedListenersUs: onAgent,
     listenerSelectionUs: selection,
     collapsedUs: collapsed,
   }

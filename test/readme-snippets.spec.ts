@@ -137,6 +137,7 @@ const PLAN: Record<string, Plan> = {
   },
   'packages/cli/README.md: faber replay: 10 call(s) from 1 log(s) through examples/replay/stricter.yml': { run: true },
   "packages/core/README.md: import { readFile } from 'node:fs/promises'": { typecheck: true },
+  "packages/core/README.md: import { emitEach, listenersFor } from '@faber/core'": { typecheck: true },
   "packages/sandbox-isolate/README.md: import { Context } from 'cordis'": { typecheck: true },
   "packages/sandbox/README.md: import { Context } from 'cordis'": { typecheck: true },
   "packages/sandbox/README.md: import { WorkerSandbox } from '@faber/sandbox'": { typecheck: true },
@@ -184,6 +185,7 @@ const PLAN: Record<string, Plan> = {
 const RUNS: Record<string, 'exit 0' | 'comment lines' | 'trailing comments'> = {
   "README.md: import { Context } from 'cordis'": 'exit 0',
   "packages/core/README.md: import { readFile } from 'node:fs/promises'": 'exit 0',
+  "packages/core/README.md: import { emitEach, listenersFor } from '@faber/core'": 'comment lines',
   "packages/agent/README.md: import { Context } from 'cordis'": 'exit 0',
   "packages/sandbox/README.md: import { Context } from 'cordis'": 'exit 0',
   "packages/sandbox/README.md: import { WorkerSandbox } from '@faber/sandbox'": 'exit 0',

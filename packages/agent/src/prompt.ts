@@ -2,7 +2,7 @@
 // the SDK (200); the session the persona (0) and runtime context (300); plugins add per-tool guidance (100-199)
 // by listening on `prompt/sections`.
 
-import { type Agent, listenersFor, type Mode, messageOf, type PromptSection, type ToolSchema } from '@faber/core'
+import { type Agent, dispatch, listenersFor, type Mode, messageOf, type PromptSection, type ToolSchema } from '@faber/core'
 import type { Context } from 'cordis'
 
 export interface PromptInfo {
@@ -46,17 +46,16 @@ export function assemblePrompt(ctx: Context, agent: Agent | undefined, options: 
   if (options.persona) sections.push({ id: 'persona', order: PERSONA_ORDER, text: options.persona })
   sections.push(...wire.sections)
   const info: PromptInfo = { agent, mode: wire.mode, visible: ctx.tools.schemas(agent) }
-  for (const hook of listenersFor(ctx, 'prompt/sections', agent)) {
-    let contributed: unknown
-    try {
-      contributed = hook.callback(info)
-    } catch (error) {
-      ctx.root.logger('agent').warn('a prompt/sections listener threw (its sections were left out): %s', messageOf(error))
+  for (const answer of dispatch(listenersFor(ctx, 'prompt/sections', agent), [info])) {
+    if (answer.failed) {
+      ctx.root.logger('agent').warn('a prompt/sections listener of plugin "%s" threw (its sections were left out): %s', answer.plugin, messageOf(answer.error))
       continue
     }
+    const contributed = answer.value
     for (const section of Array.isArray(contributed) ? contributed : contributed ? [contributed] : []) {
       if (isSection(section)) sections.push(section)
-      else ctx.root.logger('agent').warn('a prompt/sections listener returned something that is not { id, order, text } (left out)')
+      else
+        ctx.root.logger('agent').warn('a prompt/sections listener of plugin "%s" returned something that is not { id, order, text } (left out)', answer.plugin)
     }
   }
   if (options.sections) sections.push(...options.sections)

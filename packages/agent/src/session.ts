@@ -5,6 +5,7 @@
 import {
   type Agent,
   type ExecutionMode,
+  emitEach,
   errorResult,
   listenersFor,
   messageOf,
@@ -224,17 +225,14 @@ export class AgentSession {
   }
 
   /**
-   * tells the listeners of the session's agent chain (and global ones); a listener that throws is logged and ignored.
-   * here and below, what a listener threw is read with messageOf: the logger's %s of a value with no prototype throws
+   * tells the listeners of the session's agent chain (and global ones), each isolated from the others: one that throws
+   * or rejects is logged and ignored. here and below, what a listener threw is read with messageOf: the logger's %s of a
+   * value with no prototype throws
    */
-  private observe<K extends 'agent/model-request' | 'agent/model-response'>(event: K, payload: Parameters<Events[K]>[0]) {
-    for (const hook of listenersFor(this.ctx, event, this.agent)) {
-      try {
-        hook.callback(payload)
-      } catch (error) {
-        this.ctx.root.logger('agent').warn('an %s listener threw (ignored): %s', event, messageOf(error))
-      }
-    }
+  private observe<K extends 'agent/model-request' | 'agent/model-response' | 'agent/turn'>(event: K, payload: Parameters<Events[K]>[0]) {
+    const failed = (plugin: string, error: unknown) =>
+      this.ctx.root.logger('agent').warn('an %s listener of plugin "%s" threw (ignored): %s', event, plugin, messageOf(error))
+    emitEach(listenersFor(this.ctx, event, this.agent), [payload], failed)
   }
 
   private emit(event: SessionEvent) {
@@ -265,13 +263,7 @@ export class AgentSession {
     let steps = 0
     let reason: StopReason = 'max-steps'
     try {
-      for (const hook of listenersFor(this.ctx, 'agent/turn', this.agent)) {
-        try {
-          hook.callback({ agent: this.agent, turn })
-        } catch (error) {
-          this.ctx.root.logger('agent').warn('an agent/turn listener threw (ignored): %s', messageOf(error))
-        }
-      }
+      this.observe('agent/turn', { agent: this.agent, turn })
       this.record({ type: 'turn', turn })
       this.emit({ type: 'turn-start', turn, user })
       this.push({ role: 'user', content: user })

@@ -5,8 +5,9 @@
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
 import { collapses, type Mode } from './collapse.ts'
-import { callEach, type EventListeners, isThenable, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
+import { type EventListeners, isThenable, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
+import { dispatch, emitEach } from './dispatch.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
 import { messageOf } from './message.ts'
@@ -158,6 +159,8 @@ export class Pipeline {
 
   /** the listeners of each stage's event, global ones and those of an agent's chain, read when the stage is reached */
   private readonly stages: Record<'preExecute' | 'execute' | 'postExecute' | 'result', EventListeners>
+  /** the listeners of the nested-call notices */
+  private readonly notices: Record<'code/call-start' | 'code/call-settle', EventListeners>
 
   constructor(private host: PipelineHost) {
     const { listeners } = host
@@ -167,6 +170,7 @@ export class Pipeline {
       postExecute: listeners.event('tools/post-execute'),
       result: listeners.event('tools/result'),
     }
+    this.notices = { 'code/call-start': listeners.event('code/call-start'), 'code/call-settle': listeners.event('code/call-settle') }
   }
 
   /** what `agent` can see now */
@@ -404,11 +408,11 @@ export class Pipeline {
   /** 3. tools/pre-execute: decisions only tighten (deny over ask over allow); the first ask goes on to approval */
   private async preExecute(exec: Execution, hooks: readonly Listener[], trace: StageRecord[]): Promise<ToolFailure | Ask | undefined> {
     let ask: Ask | undefined
-    for (const hook of hooks) {
-      const plugin = ownerOf(hook).plugin
-      let decision: unknown
+    for (const answer of dispatch(hooks, [exec])) {
+      const { plugin } = answer
+      if (answer.failed) return this.failedClosed(exec, trace, 'pre-execute', plugin, `a tools/pre-execute listener of plugin "${plugin}"`, answer.error)
+      let decision = answer.value
       try {
-        decision = hook.callback(exec)
         if (isThenable(decision)) {
           const { limit, answer } = this.within('preExecuteMs', decision)
           decision = await answer
@@ -728,12 +732,14 @@ export class Pipeline {
 
   /** 8. tools/post-execute: each listener sees the result as amended so far; block ends the chain */
   private async postExecute(exec: Execution, hooks: readonly Listener[], result: ToolResult, trace: StageRecord[]): Promise<ToolResult> {
-    for (const hook of hooks) {
-      const plugin = ownerOf(hook).plugin
+    // each listener sees the result as amended so far: the dispatch reads its arguments as it calls each listener
+    const args: [Execution, ToolResult] = [exec, Object.freeze(result)]
+    for (const answer of dispatch(hooks, args)) {
+      const { plugin } = answer
       const what = `a tools/post-execute listener of plugin "${plugin}"`
-      let decision: unknown
+      if (answer.failed) return this.failedClosed(exec, trace, 'post-execute', plugin, what, answer.error)
+      let decision = answer.value
       try {
-        decision = hook.callback(exec, Object.freeze(result))
         if (isThenable(decision)) {
           const { limit, answer } = this.within('postExecuteMs', decision)
           decision = await answer
@@ -774,6 +780,7 @@ export class Pipeline {
         result = { ...result, content: content as string }
         trace.push({ stage: 'post-execute', decision: 'replace-content', by: plugin })
       }
+      args[1] = Object.freeze(result)
     }
     return result
   }
@@ -786,19 +793,13 @@ export class Pipeline {
         ? { isError: true, error: Object.freeze(result.error), content: result.content, meta: result.meta, trace: stages }
         : { isError: false, value: result.value, content: result.content, meta: result.meta, trace: stages },
     )
-    for (const hook of this.stages.result.for(exec.agent)) {
-      try {
-        const returned = hook.callback(exec, final)
-        if (isThenable(returned)) returned.then(undefined, (error) => this.observerFailed(hook, exec, error))
-      } catch (error) {
-        this.observerFailed(hook, exec, error)
-      }
-    }
+    const observers = this.stages.result.for(exec.agent)
+    if (observers.length) emitEach(observers, [exec, final], (plugin, error) => this.observerFailed(plugin, exec, error))
     return final
   }
 
-  private observerFailed(hook: Listener, exec: Execution, error: unknown) {
-    this.host.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', ownerOf(hook).plugin, exec.name, messageOf(error))
+  private observerFailed(plugin: string, exec: Execution, error: unknown) {
+    this.host.log().warn('a tools/result observer of plugin "%s" threw on "%s" (ignored): %s', plugin, exec.name, messageOf(error))
   }
 
   /**
@@ -815,8 +816,7 @@ export class Pipeline {
 
   /** notifies observers of a core event, each isolated from the others */
   notify<K extends 'code/call-start' | 'code/call-settle'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
-    const failed = (hook: Listener, error: unknown) =>
-      this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
-    callEach(this.host.listeners.for(event, agent), payload, failed)
+    const failed = (plugin: string, error: unknown) => this.host.log().warn('a %s observer of plugin "%s" threw (ignored): %s', event, plugin, messageOf(error))
+    emitEach(this.notices[event].for(agent), [payload], failed)
   }
 }

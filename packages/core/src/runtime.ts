@@ -8,7 +8,8 @@ import { type CodeMode, createRunCode } from './code-mode.ts'
 import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRuntime } from './code-runtime.ts'
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
-import { addListener, callEach, hookTable, type Listener, listenerIndex, ownerOf, pluginName, serviceView, traceCallerAs, untraced } from './cordis.ts'
+import { EVERY_AGENT, ListenerIndex, pluginName, traceCallerAs } from './cordis.ts'
+import { emitEach } from './dispatch.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { messageOf } from './message.ts'
 import { type WaitingPrograms, WaitTally } from './person-wait.ts'
@@ -117,10 +118,6 @@ const SDK_ORDER = 200
 const PIPELINE_EVENTS = ['tools/pre-execute', 'tools/execute', 'tools/post-execute', 'tools/result', 'code/call-start', 'code/call-settle'] as const
 export type PipelineEvent = (typeof PIPELINE_EVENTS)[number]
 
-// cordis hands callers a traced proxy of a service, and every property read through it builds a shadow context;
-// read-only and execution methods hop to the raw instance at once so the hot path pays that price once per call
-const kRaw = Symbol('faber.tools.raw')
-
 class ToolRuntime extends Service {
   declare ctx: Context
 
@@ -137,7 +134,8 @@ class ToolRuntime extends Service {
   private codeMode: CodeMode
   /** the executing half of this registry, for hot callers: hold it, and calls skip cordis' contexts altogether */
   readonly executor: Executor
-  private [kRaw]: ToolRuntime
+  /** the deployment's listeners, per event and agent, as the pipeline and change notices read them */
+  private listeners: ListenerIndex
   private services = new Map<string, unknown>()
   /** the calling plugin's context, when a method is reached through `someCtx.tools` */
   declare protected caller?: Context
@@ -155,18 +153,15 @@ class ToolRuntime extends Service {
       postExecuteMs: this.config.postExecuteTimeoutMs,
       approvalMs: this.config.approvalTimeoutMs,
     }
-    this[kRaw] = this
     // read the caller's context under its own name: tracing it as `ctx` would build a shadow context on every access
     traceCallerAs(this, 'caller')
-    const listeners = listenerIndex(ctx)
+    const listeners = (this.listeners = new ListenerIndex(ctx))
     // read on every nested call: the lists the index keeps per event and agent, not the hook table, a dictionary whose
     // keyed lookups V8 does not cache (two a call, 330 of a nested call's ~9,500 instructions under callgrind)
     const callStart = listeners.event('code/call-start')
     const callSettle = listeners.event('code/call-settle')
-    // a service lookup through a cordis context costs tens of µs; remember it until that service changes. through
-    // addListener, not ctx.on: cordis' on dispatches internal/listener for each listener added, 160-200 µs of every
-    // context setup here against 20-35 µs (a name is plain data: nothing to trace)
-    addListener(ctx, 'internal/service', (name: string) => void this.services.delete(name))
+    // a service lookup through a cordis context costs tens of µs; remember it until that service changes
+    ctx.on('internal/service', (name: string) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
     this.codeMode = createRunCode({
       config: this.config,
@@ -203,8 +198,7 @@ class ToolRuntime extends Service {
 
   /** increases whenever what any agent sees may have changed */
   get generation() {
-    const self = this[kRaw]
-    return self._generation
+    return this._generation
   }
 
   private log() {
@@ -237,13 +231,11 @@ class ToolRuntime extends Service {
 
   /** every live agent, in creation order */
   agents(): Agent[] {
-    const self = this[kRaw]
-    return [...self.agentsByName.values()]
+    return [...this.agentsByName.values()]
   }
 
   agent(name: string): Agent | undefined {
-    const self = this[kRaw]
-    return self.agentsByName.get(name)
+    return this.agentsByName.get(name)
   }
 
   private layerOf(agent: Agent | undefined, method: string): Layer {
@@ -253,22 +245,21 @@ class ToolRuntime extends Service {
   }
 
   private changed() {
-    const self = this[kRaw]
-    self._generation++
+    this._generation++
     this.views.clear()
-    self.globalView = undefined
+    this.globalView = undefined
     // each listener isolated from the others, as observers of calls are: cordis' emit stops at the first that throws,
     // so the listeners after it never heard of the change (an MCP server's tool list, the inspector's view), and the
     // throw left register's effect before it returned its disposer: the tool stayed, and nothing could dispose it
-    // (every listener of the deployment, unfiltered, as cordis' emit without a scope; a copy, since one may add or remove
-    // listeners while it is called)
-    callEach([...(hookTable(this.ctx)['tools/changed'] ?? [])], self._generation, (hook, error) => this.changeFailed(hook, error))
+    // (every listener of the deployment, unfiltered, as cordis' emit without a scope)
+    const listeners = this.listeners.event('tools/changed').for(EVERY_AGENT)
+    emitEach(listeners, [this._generation], (plugin, error) => this.changeFailed(plugin, error))
   }
 
-  private changeFailed(hook: Listener, error: unknown) {
+  private changeFailed(plugin: string, error: unknown) {
     // a change made while the deployment stops may find its logger gone: the warning is lost, never thrown in its place
     try {
-      this.log().warn('a tools/changed listener of plugin "%s" threw (ignored): %s', ownerOf(hook).plugin, messageOf(error))
+      this.log().warn('a tools/changed listener of plugin "%s" threw (ignored): %s', plugin, messageOf(error))
     } catch {}
   }
 
@@ -367,15 +358,12 @@ class ToolRuntime extends Service {
     return this.addToLayer(caller, agent, 'restrict', 'masks', entry)
   }
 
-  /**
-   * the same as `ctx.on(event, listener)` for the pipeline's events, scoped and disposed the same way, without the
-   * argument tracing cordis wraps around every `ctx.on` listener (about 4.5 µs per call, see bench/pipeline.ts):
-   * the pipeline's arguments are plain frozen data, so there is nothing to trace.
-   */
+  /** `ctx.on(event, listener, options)` for the pipeline's events, checked: a listener function and a pipeline event */
   listen<K extends PipelineEvent>(event: K, listener: Events[K], options: { prepend?: boolean } = {}): () => void {
     if (typeof listener !== 'function') throw new TypeError(`tools.listen: pass a listener function for "${event}"`)
     if (!PIPELINE_EVENTS.includes(event)) throw new TypeError(`tools.listen: "${event}" is not a pipeline event; use ctx.on for it`)
-    return addListener(this.caller ?? this.ctx, event, listener as Listener['callback'], options)
+    const dispose = (this.caller ?? this.ctx).on(event, listener, options)
+    return () => void dispose()
   }
 
   /** a synchronous, monotonic guard on the caller's layer (global or agent) */
@@ -383,7 +371,7 @@ class ToolRuntime extends Service {
     const caller = this.caller ?? this.ctx
     if (typeof guard !== 'function') throw new TypeError('tools.guard: pass a function (exec) => reason | undefined')
     const agent = agentOf(caller)
-    const entry = { value: untraced(guard), plugin: pluginName(caller) }
+    const entry = { value: guard, plugin: pluginName(caller) }
     // guards are read per call, not through views: adding one changes nothing a view holds
     return this.addToLayer(caller, agent, 'guard', 'guards', entry, false)
   }
@@ -391,9 +379,7 @@ class ToolRuntime extends Service {
   // ---- views (computed once per generation and agent)
 
   private view(agent: Agent | undefined): View {
-    // written on the service itself: a method reached through a context's view has that view as `this`
-    const self = this[kRaw]
-    let view = agent ? this.views.get(agent) : self.globalView
+    let view = agent ? this.views.get(agent) : this.globalView
     if (view) return view
     const chain = agent?.lineage ?? []
     const tools = new Map<string, CompiledTool>()
@@ -434,20 +420,18 @@ class ToolRuntime extends Service {
     if (mode !== 'native') tools.set(RUN_CODE, this.runCode)
     view = { mode, modeFrom, tools, masked, shadows, sdkPresentation }
     if (agent) this.views.set(agent, view)
-    else self.globalView = view
+    else this.globalView = view
     return view
   }
 
   get(name: string, agent?: Agent): ToolInfo | undefined {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'get')
-    return self.view(agent).tools.get(name)?.info
+    this.checkAgent(agent, 'get')
+    return this.view(agent).tools.get(name)?.info
   }
 
   schemas(agent?: Agent): readonly ToolSchema[] {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'schemas')
-    const view = self.view(agent)
+    this.checkAgent(agent, 'schemas')
+    const view = this.view(agent)
     view.schemas ??= Object.freeze(
       [...view.tools.values()]
         .map((tool) => Object.freeze({ name: tool.info.name, description: tool.info.description, parameters: tool.parameters }))
@@ -457,51 +441,46 @@ class ToolRuntime extends Service {
   }
 
   modeFor(agent?: Agent): Mode {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'modeFor')
-    return self.view(agent).mode
+    this.checkAgent(agent, 'modeFor')
+    return this.view(agent).mode
   }
 
   /** the effective mode and the agent whose presentAs set it (none: the deployment default) */
   modeOrigin(agent?: Agent): ModeOrigin {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'modeOrigin')
-    const view = self.view(agent)
+    this.checkAgent(agent, 'modeOrigin')
+    const view = this.view(agent)
     return { mode: view.mode, from: view.modeFrom }
   }
 
   /** what masks and shadows did to this agent's view, for inspection */
   visibility(agent?: Agent) {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'visibility')
-    const view = self.view(agent)
+    this.checkAgent(agent, 'visibility')
+    const view = this.view(agent)
     return {
       masked: [...view.masked].map(([name, by]) => ({ name, by: by.name })),
       shadows: [...view.shadows].map(([name, s]) => ({ name, by: s.by?.name, hidden: s.hidden?.name ?? 'global' })),
-      masks: (agent?.chain() ?? []).flatMap((level) => (self.layers.get(level)?.masks ?? []).map((m) => ({ agent: level.name, ...m.value, plugin: m.plugin }))),
+      masks: (agent?.chain() ?? []).flatMap((level) => (this.layers.get(level)?.masks ?? []).map((m) => ({ agent: level.name, ...m.value, plugin: m.plugin }))),
     }
   }
 
   /** names that a model-direct call from this agent would have collapsed */
   collapsedNames(agent?: Agent): string[] {
-    const self = this[kRaw]
-    const view = self.view(agent)
+    const view = this.view(agent)
     return [...view.tools.keys()].filter((name) => collapses(name, view.mode, false)).sort()
   }
 
   /** what the model is shown: the wire schemas and the registry's prompt sections */
   wire(agent?: Agent): Wire {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'wire')
-    const view = self.view(agent)
+    this.checkAgent(agent, 'wire')
+    const view = this.view(agent)
     if (view.wire) return view.wire
-    const schemas = self.schemas(agent)
+    const schemas = this.schemas(agent)
     const tools = schemas.filter((s) => !collapses(s.name, view.mode, false))
     const sections: PromptSection[] = []
     const collapsed = schemas.filter((s) => collapses(s.name, view.mode, false)).map((s) => s.name)
-    const sdk = view.mode !== 'native' ? self.codeMode.sdkSection(agent, collapsed.length > 0) : undefined
+    const sdk = view.mode !== 'native' ? this.codeMode.sdkSection(agent, collapsed.length > 0) : undefined
     const rule = collapsed.length
-      ? self.codeMode.codeOnlyRule(
+      ? this.codeMode.codeOnlyRule(
           collapsed.map((name) => view.tools.get(name)!),
           sdk?.indexed ?? false,
         )
@@ -516,7 +495,7 @@ class ToolRuntime extends Service {
 
   executionMode(input: Pick<ExecutionInput, 'name' | 'arguments' | 'agent' | 'parent'>): ExecutionMode {
     try {
-      return this[kRaw].pipeline.prepare(input).mode
+      return this.pipeline.prepare(input).mode
     } catch {
       return 'exclusive'
     }
@@ -524,14 +503,13 @@ class ToolRuntime extends Service {
 
   /** runs one call through the whole pipeline; resolves with exactly one result and never rejects for a tool's failure */
   execute(input: ExecutionInput): Promise<ToolResult> {
-    return this[kRaw].pipeline.execute(input)
+    return this.pipeline.execute(input)
   }
 
   /** the services the pipeline consults (approval, codeRuntime), looked up on the root context */
   private service<K extends 'approval' | 'codeRuntime'>(name: K): Context[K] | undefined {
-    const self = this[kRaw]
-    if (!self.services.has(name)) self.services.set(name, self.ctx.root.get(name))
-    return self.services.get(name) as Context[K] | undefined
+    if (!this.services.has(name)) this.services.set(name, this.ctx.root.get(name))
+    return this.services.get(name) as Context[K] | undefined
   }
 
   /** the binding names a program of this agent gets: everything it can see but run_code, and the helpers */
@@ -564,10 +542,9 @@ class ToolRuntime extends Service {
 
   /** the complete TypeScript declarations of the SDK this agent's programs get; rendered once per generation */
   sdkDeclarations(agent?: Agent): string {
-    const self = this[kRaw]
-    self.checkAgent(agent, 'sdkDeclarations')
-    const view = self.view(agent)
-    view.sdk ??= renderSdk(self.sdkTools(agent))
+    this.checkAgent(agent, 'sdkDeclarations')
+    const view = this.view(agent)
+    view.sdk ??= renderSdk(this.sdkTools(agent))
     return view.sdk
   }
 }
@@ -653,9 +630,6 @@ namespace ToolRuntime {
     }),
   )
 }
-
-// `ctx.tools` reads a view built once per context, instead of the proxy cordis would build on every read
-serviceView('tools', 'caller')
 
 // the config schema's first resolve in a process walks cold code (schemastery's and the strict checks): 1.3-2 ms, where
 // a later one takes 0.2 ms. done once here as the module loads (importing the core takes some 250 ms under tsx), the

@@ -21,13 +21,12 @@ describe('listeners kept per event and agent', () => {
     }
   }
 
-  it('hands out the same frozen list until the table changes', async () => {
+  it('hands out a frozen list that later changes leave as it was', async () => {
     const ctx = await started()
     ctx.on('tools/result', () => undefined)
     const first = listenersFor(ctx, 'tools/result', undefined)
     expect(first).to.have.length(1)
     expect(Object.isFrozen(first)).to.equal(true)
-    expect(listenersFor(ctx, 'tools/result', undefined)).to.equal(first)
     const dispose = ctx.on('tools/result', () => undefined)
     const second = listenersFor(ctx, 'tools/result', undefined)
     expect(second).to.have.length(2)

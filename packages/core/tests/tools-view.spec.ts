@@ -8,14 +8,15 @@ const started = () => deployment({ mode: 'native' })
 describe('ctx.tools, read plainly', () => {
   afterEach(disposeAll)
 
-  it('is one view per context, built once', async () => {
+  it('hands every context the one executor, whichever way it reads the service', async () => {
     const ctx = await started()
-    expect(ctx.tools).to.equal(ctx.tools)
     let inner: Context | undefined
     ctx.plugin({ name: 'reader', inject: ['tools'], apply: (c: Context) => void (inner = c) })
     await ctx.lifecycle.flush()
-    expect(inner!.tools).to.equal(inner!.tools)
-    expect(inner!.tools).to.not.equal(ctx.tools)
+    const executor = ctx.tools.executor
+    expect(Object.isFrozen(executor)).to.equal(true)
+    expect(inner!.tools.executor).to.equal(executor)
+    expect(ctx.get('tools')!.executor).to.equal(executor)
   })
 
   it('keeps what a plugin registers through it tied to that plugin, held or not', async () => {

@@ -6,12 +6,13 @@ import {
   type Agent,
   type ApprovalOutcome,
   type ApprovalRequest,
+  emitEach,
+  firstAnswer,
   formatDuration,
   type Json,
   type Listener,
   messageOf,
   nearestKey,
-  ownerOf,
   TIMED_OUT,
   withDeadline,
 } from '@faber/core'
@@ -349,26 +350,23 @@ export class Broker {
   /** the answerers in order; the first answer counts */
   private async ask(query: ApprovalQuery, asking: { plugin: string }): Promise<Verdict> {
     this.checkAnswererNames()
-    for (const hook of this.listeners('approval/request', query.agent)) {
-      const plugin = ownerOf(hook).plugin
-      asking.plugin = plugin
-      const limit = this.config.answerers[plugin]?.timeoutMs
-      let answer: unknown
-      try {
-        answer = limit ? await withDeadline(hook.callback(query), limit) : await hook.callback(query)
-      } catch (error) {
-        this.logger.warn('the answerer of plugin "%s" threw on "%s" (denied): %s', plugin, query.tool, messageOf(error))
-        return { outcome: 'unavailable', answeredBy: plugin, note: `the answerer threw: ${messageOf(error)}` }
-      }
-      if (answer === TIMED_OUT)
-        return { outcome: 'timed-out', answeredBy: plugin, note: `no answer came within ${formatDuration(limit!)} (the deadline of ${plugin})` }
-      if (answer === undefined || answer === null) continue
-      const problem = malformed(answer)
-      if (problem) return { outcome: 'unavailable', answeredBy: plugin, note: `the answer was malformed: ${problem}` }
-      if (query.signal.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
-      return this.answered(query, answer as ApprovalAnswer, plugin)
+    const deadline = (plugin: string) => this.config.answerers[plugin]?.timeoutMs
+    const answer = await firstAnswer(this.listeners('approval/request', query.agent), [query], {
+      deadline,
+      asking: (plugin) => void (asking.plugin = plugin),
+    })
+    if (!answer) return { outcome: 'unavailable', answeredBy: 'none', note: 'no answerer answered' }
+    const { plugin } = answer
+    if (answer.failed) {
+      this.logger.warn('the answerer of plugin "%s" threw on "%s" (denied): %s', plugin, query.tool, messageOf(answer.error))
+      return { outcome: 'unavailable', answeredBy: plugin, note: `the answerer threw: ${messageOf(answer.error)}` }
     }
-    return { outcome: 'unavailable', answeredBy: 'none', note: 'no answerer answered' }
+    if (answer.value === TIMED_OUT)
+      return { outcome: 'timed-out', answeredBy: plugin, note: `no answer came within ${formatDuration(deadline(plugin)!)} (the deadline of ${plugin})` }
+    const problem = malformed(answer.value)
+    if (problem) return { outcome: 'unavailable', answeredBy: plugin, note: `the answer was malformed: ${problem}` }
+    if (query.signal.aborted) return { outcome: 'cancelled', answeredBy: 'caller' }
+    return this.answered(query, answer.value as ApprovalAnswer, plugin)
   }
 
   private async answered(query: ApprovalQuery, answer: ApprovalAnswer, plugin: string): Promise<Verdict> {
@@ -400,12 +398,7 @@ export class Broker {
   }
 
   private audit<K extends 'approval/asked' | 'approval/decided'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
-    for (const hook of this.listeners(event, agent)) {
-      try {
-        hook.callback(payload)
-      } catch (error) {
-        this.logger.warn('an %s observer of plugin "%s" threw (ignored): %s', event, ownerOf(hook).plugin, messageOf(error))
-      }
-    }
+    const failed = (plugin: string, error: unknown) => this.logger.warn('an %s observer of plugin "%s" threw (ignored): %s', event, plugin, messageOf(error))
+    emitEach(this.listeners(event, agent), [payload], failed)
   }
 }

@@ -2,7 +2,7 @@
 // same answerers as approvals (listeners on `approval/elicit`, in order, agent-scoped), under a deadline, and end in
 // an audit event. The answer is MCP's: accept with content, decline, or cancel.
 
-import { type Agent, type Execution, type Json, messageOf, ownerOf } from '@faber/core'
+import { type Agent, emitEach, type Execution, firstAnswer, type Json, messageOf } from '@faber/core'
 import type { Events, Logger } from 'cordis'
 import type { ListenersFor } from './broker.ts'
 
@@ -182,34 +182,26 @@ export class Elicitor {
   }
 
   private async ask(query: ElicitationQuery): Promise<Verdict> {
-    for (const hook of this.listeners('approval/elicit', query.agent)) {
-      const plugin = ownerOf(hook).plugin
-      let answer: ElicitationAnswer | undefined
-      try {
-        answer = await hook.callback(query)
-      } catch (error) {
-        this.logger.warn('the form answerer of plugin "%s" threw (cancelled): %s', plugin, messageOf(error))
-        return { result: { action: 'cancel' }, answeredBy: plugin, note: `the answerer threw: ${messageOf(error)}` }
-      }
-      if (answer === undefined || answer === null) continue
-      if (answer.action === 'decline' || answer.action === 'cancel') return { result: { action: answer.action }, answeredBy: plugin, note: answer.note }
-      if (answer.action !== 'accept')
-        return { result: { action: 'cancel' }, answeredBy: plugin, note: `the answer was malformed: ${JSON.stringify(answer as Json)}` }
-      const { content, defaulted, problem } = completeContent(query.schema, answer.content)
-      if (!content) return { result: { action: 'cancel' }, answeredBy: plugin, defaulted, note: `the answer was not accepted: ${problem}` }
-      return { result: { action: 'accept', content }, answeredBy: plugin, defaulted, note: answer.note }
+    const found = await firstAnswer(this.listeners('approval/elicit', query.agent), [query])
+    if (!found) return { result: { action: 'cancel' }, answeredBy: 'none', note: 'no answerer answered' }
+    const { plugin } = found
+    if (found.failed) {
+      this.logger.warn('the form answerer of plugin "%s" threw (cancelled): %s', plugin, messageOf(found.error))
+      return { result: { action: 'cancel' }, answeredBy: plugin, note: `the answerer threw: ${messageOf(found.error)}` }
     }
-    return { result: { action: 'cancel' }, answeredBy: 'none', note: 'no answerer answered' }
+    const answer = found.value as ElicitationAnswer
+    if (answer.action === 'decline' || answer.action === 'cancel') return { result: { action: answer.action }, answeredBy: plugin, note: answer.note }
+    if (answer.action !== 'accept')
+      return { result: { action: 'cancel' }, answeredBy: plugin, note: `the answer was malformed: ${JSON.stringify(answer as Json)}` }
+    const { content, defaulted, problem } = completeContent(query.schema, answer.content)
+    if (!content) return { result: { action: 'cancel' }, answeredBy: plugin, defaulted, note: `the answer was not accepted: ${problem}` }
+    return { result: { action: 'accept', content }, answeredBy: plugin, defaulted, note: answer.note }
   }
 
   private audit(agent: Agent | undefined, payload: Parameters<Events['approval/elicited']>[0]) {
-    for (const hook of this.listeners('approval/elicited', agent)) {
-      try {
-        hook.callback(payload)
-      } catch (error) {
-        this.logger.warn('an approval/elicited observer of plugin "%s" threw (ignored): %s', ownerOf(hook).plugin, messageOf(error))
-      }
-    }
+    const failed = (plugin: string, error: unknown) =>
+      this.logger.warn('an approval/elicited observer of plugin "%s" threw (ignored): %s', plugin, messageOf(error))
+    emitEach(this.listeners('approval/elicited', agent), [payload], failed)
   }
 }
 

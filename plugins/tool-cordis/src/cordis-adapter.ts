@@ -180,6 +180,3 @@ export function onDisposed(ctx: Context, callback: (scope: DisposedScope) => voi
     if (scope.uid === null) callback({ name: runtimeName(scope.runtime), context: scope.parent })
   })
 }
-
-// core owns the unwrapping of a service proxy
-export { untraced } from '@faber/core'

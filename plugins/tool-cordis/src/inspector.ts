@@ -3,7 +3,7 @@
 
 import { type Agent, agentOf, defineConfig, defineTool, type Execution, type Json, pluginName, type ToolResult, type ToolRuntime, t } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
-import { onDisposed, untraced } from './cordis-adapter.ts'
+import { onDisposed } from './cordis-adapter.ts'
 import { capText, SECTIONS, type Selection, select, type What } from './render.ts'
 import { buildReport, type DisposedPluginReport, type Report, type ToolsReport, toolsOf } from './report.ts'
 import { CallTrace, type Clock, type TraceObserver } from './trace.ts'
@@ -82,7 +82,7 @@ class Inspector extends Service {
   ) {
     super(ctx, 'inspector', true)
     this.config = Inspector.Config(config ?? {})
-    const records = new Records(ctx.root, untraced(ctx.tools), this.config)
+    const records = new Records(ctx.root, ctx.tools, this.config)
     this.records = records
     const { trace } = records
 

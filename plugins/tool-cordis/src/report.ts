@@ -15,7 +15,7 @@ import {
   type WaitingPrograms,
 } from '@faber/core'
 import type { Context } from 'cordis'
-import { listeners, type PluginState, pluginTree, type ScopeNode, serviceSlots, untraced } from './cordis-adapter.ts'
+import { listeners, type PluginState, pluginTree, type ScopeNode, serviceSlots } from './cordis-adapter.ts'
 import { maskConfig } from './mask.ts'
 import type { CallRecord } from './trace.ts'
 
@@ -230,7 +230,7 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
     if (!list) events.set(entry.event, (list = new Map()))
     list.set(entry.listener, listener)
   }
-  const tools = untraced(root.get('tools'))
+  const tools = root.get('tools')
   if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
   const agents = tools.agents()
   const plugins = plugin(pluginTree(root), sources.configs)
@@ -243,7 +243,7 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
       const agent = slot.context && agentOf(slot.context)
       if (agent) service.agent = agent.name
       if (slot.name === 'codeRuntime') {
-        const runtime = untraced(root.get('codeRuntime')) as CodeRuntime | undefined
+        const runtime = root.get('codeRuntime') as CodeRuntime | undefined
         const load = runtime?.load?.()
         if (runtime && load) service.load = { backend: runtime.backend, ...load, waiting: tools.waitingPrograms() }
       }

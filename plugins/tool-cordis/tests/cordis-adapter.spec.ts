@@ -1,7 +1,7 @@
 import { pluginName } from '@faber/core'
 import { expect } from 'chai'
-import { Context, Logger, Service } from 'cordis'
-import { listeners, onDisposed, pluginTree, type ScopeNode, serviceSlots, untraced } from '../src/cordis-adapter.ts'
+import { Context, Logger } from 'cordis'
+import { listeners, onDisposed, pluginTree, type ScopeNode, serviceSlots } from '../src/cordis-adapter.ts'
 
 Logger.levels.base = 0
 
@@ -148,24 +148,5 @@ describe('cordis adapter: listeners', () => {
     await ctx.start()
     fork.dispose()
     expect(listeners(ctx).filter((entry) => entry.event === 'custom/event')).to.deep.equal([])
-  })
-})
-
-describe('cordis adapter: services', () => {
-  it('reaches the object behind a service proxy', async () => {
-    class Thing extends Service {
-      constructor(ctx: Context) {
-        super(ctx, 'thing', true)
-      }
-    }
-    const ctx = new Context()
-    ctx.plugin(Thing)
-    await ctx.start()
-    const traced = ctx.get('thing')
-    expect(traced).to.not.equal(ctx.get('thing'))
-    expect(untraced(traced)).to.equal(untraced(ctx.get('thing')))
-    expect(untraced(traced)).to.be.instanceOf(Thing)
-    const plain = { count: 1 }
-    expect(untraced(plain)).to.equal(plain)
   })
 })

@@ -2,7 +2,7 @@
 // masked), and per layer the texts the report only names: the tool schemas on the wire and the prompt sections
 // (the code-only rule, the SDK).
 
-import { type Json, type ToolRuntime, untraced } from '@faber/core'
+import type { Json, ToolRuntime } from '@faber/core'
 import type { Context } from 'cordis'
 import type Inspector from '../inspector.ts'
 import type { Report } from '../report.ts'
@@ -24,7 +24,7 @@ export interface WebReport {
 
 export function webReport(ctx: Context, inspector: Inspector): WebReport {
   const report = inspector.report({ configs: true })
-  const tools = untraced(ctx.root.get('tools')) as ToolRuntime
+  const tools = ctx.root.get('tools') as ToolRuntime
   const layers: Record<string, LayerText> = {}
   for (const agent of [undefined, ...tools.agents()]) {
     const wire = tools.wire(agent)
