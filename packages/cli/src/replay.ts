@@ -13,6 +13,7 @@ import {
   ERROR_CODES,
   type ErrorCode,
   type Execution,
+  emitEach,
   errorResult,
   type Json,
   listenersFor,
@@ -386,11 +387,7 @@ class Replayer {
 
   /** a user turn begins, as the agent loop tells it (the guards' repeat breaker and per-turn limits reset on it) */
   private turnStarts(turn: number) {
-    for (const hook of listenersFor(this.deployed.ctx, 'agent/turn', this.agent)) {
-      try {
-        hook.callback({ agent: this.agent, turn })
-      } catch {}
-    }
+    emitEach(listenersFor(this.deployed.ctx, 'agent/turn', this.agent), [{ agent: this.agent, turn }], () => undefined)
   }
 
   /** the recorded world moves on: what a recorded read, write or edit saw of a file */

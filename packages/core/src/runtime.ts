@@ -226,7 +226,7 @@ class ToolRuntime extends Service {
 
   /** the run_code programs whose wall clock is stopped now, a nested call of each waiting on a person, for the inspector */
   waitingPrograms(): WaitingPrograms {
-    return this[kRaw].waits.snapshot()
+    return this.waits.snapshot()
   }
 
   /** every live agent, in creation order */

@@ -2,7 +2,7 @@
 // same answerers as approvals (listeners on `approval/elicit`, in order, agent-scoped), under a deadline, and end in
 // an audit event. The answer is MCP's: accept with content, decline, or cancel.
 
-import { type Agent, emitEach, type Execution, firstAnswer, type Json, messageOf } from '@faber/core'
+import { type Agent, type Execution, emitEach, firstAnswer, type Json, messageOf } from '@faber/core'
 import type { Events, Logger } from 'cordis'
 import type { ListenersFor } from './broker.ts'
 
