@@ -1,5 +1,5 @@
 // warming the host's run_code path once per process. the first run_code in a process otherwise finds it cold — the type
-// stripper (amaro's wasm, compiled function by function as a program first needs it: ~10 ms for the first program), the
+// stripper (swc's wasm, compiled function by function as a program first needs it: ~10 ms for the first program), the
 // pipeline, the bridge, the scheduler and the json snapshots (bytecode compiled on first call) — and costs several warm
 // runs. here one program that reads like a model's takes the whole path in a private context: no listener, guard,
 // observer, logger or inspector of a deployment is in it, so none of them sees the run or its calls. its code runtime
@@ -46,7 +46,7 @@ const scripted: CodeRuntime = {
 }
 
 // programs of other shapes, only stripped: a short one, and the two ways a program fails to strip (a syntax error, an
-// enum). amaro compiles its wasm function by function as a program first needs them: after the program above alone, the
+// enum). swc compiles its wasm function by function as a program first needs them: after the program above alone, the
 // first trivial program still took 3-5 ms to strip (5 ms the median in fresh processes), against 0.2 ms
 const shapes = ['return 1', 'const n = (await tools.count({})) as number\nreturn n + 1', 'const = 1', 'enum E { A }\nreturn E.A']
 

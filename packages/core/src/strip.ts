@@ -1,7 +1,8 @@
-// type stripping for run_code programs: amaro in strip-only mode replaces types with spaces, so every line and
-// column of the program stays where the model wrote it.
+// type stripping for run_code programs: swc's strip-only mode replaces types with spaces, so every line and column of
+// the program stays where the model wrote it. @swc/wasm-typescript is the engine amaro (node's own stripper) wraps, the
+// same version, without amaro's engines field of node >= 22 (bench/strip.ts compares them, and ts-blank-space).
 
-import { transformSync } from 'amaro'
+import { transformSync } from '@swc/wasm-typescript'
 
 const HEAD = 'async function __faber_program(tools, console) {'
 
