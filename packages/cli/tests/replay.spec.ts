@@ -8,7 +8,7 @@ import { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
-import { BIN, faber } from './helpers.ts'
+import { BIN, faber, faberPty } from './helpers.ts'
 
 Logger.levels.base = 0
 
@@ -388,6 +388,30 @@ describe('faber replay', function () {
         child.kill('SIGINT')
       }
       expect(await exited).to.equal(0)
+    })
+
+    it('a long log shows a progress line on a terminal, none when piped', async () => {
+      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
+      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const one = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
+      // the recorded turn, 1,200 times, each with call ids of its own
+      const [head, ...turn] = (await readFile(one, 'utf8')).split('\n').filter(Boolean)
+      const lines = [head]
+      for (let n = 1; n <= 1200; n++) for (const line of turn) lines.push(line.replaceAll('"turn":1', `"turn":${n}`).replaceAll('call_1_0', `call_${n}`))
+      const log = join(dir, 'long.jsonl')
+      await writeFile(log, `${lines.join('\n')}\n`)
+      const pty = faberPty(['replay', log, '--with', join(dir, 'open.yml')])
+      try {
+        expect(await pty.exited).to.equal(0)
+      } finally {
+        pty.kill()
+      }
+      expect(pty.output).to.match(/replaying: 1000 calls, \d+% of the log\(s\)/)
+      expect(pty.output).to.contain('1200 replayed, 1200 unchanged')
+      const piped = await faber(['replay', log, '--with', join(dir, 'open.yml')])
+      expect(piped.code).to.equal(0)
+      expect(piped.stderr).to.not.contain('replaying:')
+      expect(piped.stdout).to.contain('1200 replayed, 1200 unchanged')
     })
 
     it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
