@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { GrantStore } from '@faber/plugin-approval'
-import { SqliteStore } from '@faber/store'
+import { openStore, SqliteStore, type Store } from '@faber/store'
+import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import { faber } from './helpers.ts'
 
@@ -12,8 +13,8 @@ describe('faber grants', function () {
   beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-grants-cli-'))))
   afterEach(() => rm(dir, { recursive: true, force: true }))
 
-  it('imports, lists, revokes and exports the grants of a store', async () => {
-    const store = join(dir, 'state', 'faber.db')
+  /** the whole round on one store: `store` is what --store gets, `open` opens it as the approval plugin would */
+  async function round(store: string, open: () => Promise<Store>) {
     const input = join(dir, 'grants.json')
     await writeFile(
       input,
@@ -49,12 +50,30 @@ describe('faber grants', function () {
     expect(data.grants.map((g: { id: string }) => g.id)).to.deep.equal(['src-writes'])
 
     // what the command wrote is what the approval plugin reads
-    const opened = new SqliteStore(store)
+    const opened = await open()
     try {
       expect((await new GrantStore(opened).list()).map((g) => [g.id, g.tool, g.arguments])).to.deep.equal([['src-writes', 'write', { '$.path': '^src/' }]])
     } finally {
       await opened.close()
     }
+  }
+
+  it('imports, lists, revokes and exports the grants of a store', async () => {
+    const store = join(dir, 'state', 'faber.db')
+    await round(store, async () => new SqliteStore(store))
+  })
+
+  it('does the same on PostgreSQL, named by URL or by a deployment file whose store is urlEnv', async function () {
+    const cluster = await requirePostgres(this)
+    const url = await cluster.database()
+    await round(url, () => openStore({ url }))
+    await writeFile(join(dir, 'deploy.yml'), "plugins:\n  '@faber/store': { urlEnv: FABER_TEST_STORE_URL }\n")
+    const listed = await faber(['grants', 'list', '-d', join(dir, 'deploy.yml'), '--json'], { env: { FABER_TEST_STORE_URL: url } })
+    expect(listed.stderr).to.equal('')
+    expect(JSON.parse(listed.stdout).grants.map((g: { id: string }) => g.id)).to.deep.equal(['src-writes'])
+    const unset = await faber(['grants', 'list', '-d', join(dir, 'deploy.yml')], { env: { FABER_TEST_STORE_URL: undefined } })
+    expect(unset.code).to.not.equal(0)
+    expect(unset.stderr).to.include('urlEnv names FABER_TEST_STORE_URL, which is not set')
   })
 
   it('lists a row another writer left that is not a grant, so it can be revoked', async () => {

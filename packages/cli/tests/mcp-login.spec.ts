@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { call, deployment } from '@faber/core/testing'
 import * as mcp from '@faber/plugin-mcp'
 import DeploymentStore from '@faber/store'
+import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import { startOAuthServer } from '../../../plugins/mcp/tests/fixtures/oauth-server.ts'
 import { BIN, faber } from './helpers.ts'
@@ -45,15 +46,16 @@ describe('faber mcp login', function () {
   })
   afterEach(() => server.close())
 
-  it('signs in through the printed URL and keeps the tokens for the next process, which asks no one', async () => {
-    const ran = await login(['secure', join(dir, 'deploy.yml')])
+  /** login, a deployment using what it kept, logout, on the store `deploy` names (`store`: the same, for this process) */
+  async function round(deploy: string, store: DeploymentStore.ConfigInput) {
+    const ran = await login(['secure', deploy])
     expect(ran.code, ran.stderr).to.equal(0)
     expect(ran.opened).to.equal(1)
     expect(ran.stdout).to.match(/logged in to "secure" \(2 tools\): access token at-\w… \(\d+ chars\), scope "mcp:read", refreshable/)
     expect(ran.stdout).to.not.match(/at-[0-9a-f]{24}/)
     // another process (this one) with the same store: connected at once, no new registration or authorization
     const ctx = await deployment({}, (ctx) => {
-      ctx.plugin(DeploymentStore, { path: join(dir, 'faber.db') })
+      ctx.plugin(DeploymentStore, store)
       ctx.plugin(mcp, { servers: [{ name: 'secure', url: server.url, auth: {} }] })
     })
     try {
@@ -64,8 +66,33 @@ describe('faber mcp login', function () {
     } finally {
       await ctx.stop()
     }
-    const out = await faber(['mcp', 'logout', 'secure', join(dir, 'deploy.yml')])
+    const out = await faber(['mcp', 'logout', 'secure', deploy])
     expect(out.stdout).to.include('forgot the OAuth client and tokens of "secure"')
+  }
+
+  it('signs in through the printed URL and keeps the tokens for the next process, which asks no one', async () => {
+    await round(join(dir, 'deploy.yml'), { path: join(dir, 'faber.db') })
+  })
+
+  it('does the same with a PostgreSQL store (urlEnv)', async function () {
+    const cluster = await requirePostgres(this)
+    const url = await cluster.database()
+    const deploy = join(dir, 'deploy-pg.yml')
+    writeFileSync(
+      deploy,
+      [
+        'plugins:',
+        "  '@faber/store': { urlEnv: FABER_TEST_STORE_URL }",
+        "  '@faber/plugin-mcp': { servers: [{ name: secure, url: '" + server.url + "', auth: {} }] }",
+        '',
+      ].join('\n'),
+    )
+    process.env.FABER_TEST_STORE_URL = url
+    try {
+      await round(deploy, { url })
+    } finally {
+      delete process.env.FABER_TEST_STORE_URL
+    }
   })
 
   it('names the servers it knows when asked for another', async () => {

@@ -1,5 +1,6 @@
 // run by store.spec.ts as a separate process: records `always` grants in a shared store and prints `ack <id>` once
-// each is committed. usage: grant-child.ts <store> <prefix> <count | forever>; waits for a line on stdin before starting.
+// each is committed. usage: grant-child.ts <store file | postgres:// URL> <prefix> <count | forever>; waits for a line on
+// stdin before starting.
 import ToolRuntime, { assertStarted } from '@faber/core'
 import Approval from '@faber/plugin-approval'
 import DeploymentStore from '@faber/store'
@@ -9,7 +10,7 @@ Logger.levels.base = 0
 const [path, prefix, count] = process.argv.slice(2)
 const ctx = new Context()
 ctx.plugin(ToolRuntime)
-ctx.plugin(DeploymentStore, { path })
+ctx.plugin(DeploymentStore, path.startsWith('postgres://') ? { url: path } : { path })
 ctx.plugin(Approval, {})
 await ctx.start()
 await assertStarted(ctx)

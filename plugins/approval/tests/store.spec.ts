@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { GrantStore } from '@faber/plugin-approval'
-import { SqliteStore } from '@faber/store'
+import { openStore, SqliteStore, type Store } from '@faber/store'
+import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 
 const CHILD = fileURLToPath(new URL('./grant-child.ts', import.meta.url))
@@ -55,10 +56,10 @@ describe('approval: grants in a store shared by processes', function () {
     await rm(dir, { recursive: true, force: true })
   })
 
-  it('two processes × 300 grants at the same time: every acknowledged grant is kept', async () => {
-    const path = join(dir, 'faber.db')
-    const a = granter(path, 'a', 300)
-    const b = granter(path, 'b', 300)
+  /** two processes record 300 grants each at once into `location`; every one they acknowledged must be kept */
+  async function race(location: string, open: () => Promise<Store>) {
+    const a = granter(location, 'a', 300)
+    const b = granter(location, 'b', 300)
     children.push(a, b)
     await Promise.all([a.ready, b.ready])
     a.proc.stdin.write('go\n')
@@ -67,7 +68,7 @@ describe('approval: grants in a store shared by processes', function () {
     expect(codes, a.stderr() + b.stderr()).to.deep.equal([0, 0])
     expect(a.acked).to.have.length(300)
     expect(b.acked).to.have.length(300)
-    const store = new SqliteStore(path)
+    const store = await open()
     try {
       const kept = new Set((await new GrantStore(store).list()).map((g) => g.id))
       expect(kept.size).to.equal(600)
@@ -76,6 +77,17 @@ describe('approval: grants in a store shared by processes', function () {
     } finally {
       await store.close()
     }
+  }
+
+  it('two processes × 300 grants at the same time: every acknowledged grant is kept', async () => {
+    const path = join(dir, 'faber.db')
+    await race(path, async () => new SqliteStore(path))
+  })
+
+  it('on PostgreSQL too: two processes × 300 grants at the same time, every acknowledged grant kept', async function () {
+    const cluster = await requirePostgres(this)
+    const url = await cluster.database()
+    await race(url, () => openStore({ url }))
   })
 
   it('a store left by a process killed mid-write opens cleanly and keeps every acknowledged grant', async () => {
