@@ -207,6 +207,11 @@ function styleFor(values: Values, stream: NodeJS.WriteStream = process.stdout): 
   return createStyle(values['no-color'] ? false : colorEnabled(stream))
 }
 
+/** what `faber run` and `faber chat` tell the chat from their flags */
+function chatOptions(command: string, values: Values) {
+  return { command: `faber ${command}`, style: styleFor(values), json: Boolean(values.json), verbose: Boolean(values.verbose) }
+}
+
 /** the file named, else ./faber.yml, else ./faber.yaml */
 function deploymentArg(command: string, positionals: string[]) {
   if (positionals.length === 1) return positionals[0]
@@ -411,13 +416,7 @@ export async function main(argv: string[]): Promise<number> {
       try {
         await serveWeb(command, deployed, values, values.json ? process.stderr : process.stdout)
         const model = createModel(overrideModel(spec, values), spec.source)
-        return await chat(deployed, {
-          model,
-          command: `faber ${command}`,
-          style: styleFor(values),
-          json: Boolean(values.json),
-          verbose: Boolean(values.verbose),
-        })
+        return await chat(deployed, { model, ...chatOptions(command, values) })
       } finally {
         await deployed.stop()
       }
@@ -477,13 +476,7 @@ export async function main(argv: string[]): Promise<number> {
           : provider === 'anthropic'
             ? new AnthropicModel({ model: modelName, apiKey, ...given({ baseURL }) })
             : new OpenAIChatModel({ baseURL: baseURL ?? 'https://api.openai.com/v1', model: modelName, apiKey })
-        return await chat(deployed, {
-          model,
-          command: `faber ${command}`,
-          style: styleFor(values),
-          json: Boolean(values.json),
-          verbose: Boolean(values.verbose),
-        })
+        return await chat(deployed, { model, ...chatOptions(command, values) })
       } finally {
         await deployed.stop()
       }
