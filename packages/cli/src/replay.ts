@@ -147,29 +147,37 @@ interface DirectEntry {
 
 // ---- the read-only deployment
 
-/** `ctx.store` as an in-memory snapshot of the configured file: the replay's writes never reach it */
-class SnapshotStore extends Service {
-  static name = 'store'
-  static Config = DeploymentStore.Config
-  declare ctx: Context
-  readonly connection: Store
+/**
+ * `ctx.store` as an in-memory snapshot of the configured file: the replay's writes never reach it. one copy per file
+ * for the whole replay, shared by the deployments it composes (one per process the recording ran in), so a resumed
+ * session finds what the replay wrote before, as the recorded one found the store
+ */
+function snapshotStore(copies: Map<string, Store>) {
+  return class SnapshotStore extends Service {
+    static name = 'store'
+    static Config = DeploymentStore.Config
+    declare ctx: Context
+    readonly connection: Store
 
-  constructor(ctx: Context, config: DeploymentStore.Config) {
-    super(ctx, 'store', true)
-    if (config.path === undefined) {
-      throw new TypeError('faber replay holds a SQLite store (path) as an in-memory copy; a PostgreSQL store (url, urlEnv) cannot be replayed read-only')
+    constructor(ctx: Context, config: DeploymentStore.Config) {
+      super(ctx, 'store', true)
+      if (config.path === undefined) {
+        throw new TypeError('faber replay holds a SQLite store (path) as an in-memory copy; a PostgreSQL store (url, urlEnv) cannot be replayed read-only')
+      }
+      const file = resolvePath(config.path)
+      let copy = copies.get(file)
+      if (!copy) copies.set(file, (copy = SqliteStore.snapshot(file)))
+      this.connection = copy
     }
-    this.connection = SqliteStore.snapshot(config.path)
-    ctx.on('dispose', () => this.connection.close())
-  }
 
-  get path() {
-    return this.connection.path
+    get path() {
+      return this.connection.path
+    }
   }
 }
 
-function readOnly(plugins: PluginSpec[]): PluginSpec[] {
-  return plugins.map((entry) => (entry.use.split('#')[0] === '@faber/store' && !entry.plugin ? { ...entry, plugin: SnapshotStore } : entry))
+function readOnly(plugins: PluginSpec[], store: unknown): PluginSpec[] {
+  return plugins.map((entry) => (entry.use.split('#')[0] === '@faber/store' && !entry.plugin ? { ...entry, plugin: store } : entry))
 }
 
 // ---- reading records
@@ -278,8 +286,13 @@ class Replayer {
   private readonly byTool = new Map<string, Tally>()
   private readonly byPlugin = new Map<string, { denied: number; asked: number }>()
 
+  /** the deployment of the process being replayed: composed anew for each process the recording ran in */
+  deployed!: Deployed
+  /** processes replayed so far (each session record and each resume starts one) */
+  private processes = 0
+
   constructor(
-    private deployed: Deployed,
+    private composeOne: () => Promise<Deployed>,
     source: string,
   ) {
     this.report = {
@@ -301,6 +314,26 @@ class Replayer {
       changes: [],
       morePermissive: false,
     }
+  }
+
+  /**
+   * a recorded process starts (a session, or a resume of one): the first uses the deployment composed up front, each
+   * later one a fresh composition, so what plugins held in memory is gone as it was, and what they kept in the store
+   * (the in-memory copy) is still there. the session is announced under an id of the replay's own, so a plugin that
+   * keeps per-session state in the store (fs-observation) starts from what this replay kept, never the recording's rows
+   */
+  async startProcess(resumed: boolean) {
+    if (this.processes++ > 0) {
+      await this.deployed.stop()
+      this.attach(await this.composeOne())
+    }
+    this.agent = this.agentName === undefined ? undefined : this.deployed.agents.get(this.agentName)
+    this.missingAgent = this.agentName !== undefined && !this.agent
+    if (!this.missingAgent) this.deployed.ctx.emit('agent/session', { agent: this.agent, id: `faber-replay:${this.session}`, resumed })
+  }
+
+  attach(deployed: Deployed) {
+    this.deployed = deployed
     const { ctx } = deployed
     // outermost: no other wrapper and no body runs
     ctx.tools.listen('tools/execute', (exec: Execution) => this.answer(exec), { prepend: true })
@@ -516,8 +549,7 @@ class Replayer {
         summary.sessions++
         this.session = typeof record.id === 'string' ? record.id : ''
         this.agentName = typeof record.agent === 'string' ? record.agent : undefined
-        this.agent = this.agentName === undefined ? undefined : this.deployed.agents.get(this.agentName)
-        this.missingAgent = this.agentName !== undefined && !this.agent
+        await this.startProcess(false)
         return
       }
       if (!sawSession) throw new ReplayInputError(`${where}: a "${type}" record before the log's session record; the log is not one Faber wrote`)
@@ -526,9 +558,12 @@ class Replayer {
           await flush()
           if (!this.missingAgent) this.turnStarts(Number(record.turn) || 0)
           return
+        case 'resume':
+          await flush()
+          await this.startProcess(true)
+          return
         case 'model':
         case 'turn-end':
-        case 'resume':
           await flush()
           return
         case 'call': {
@@ -647,15 +682,17 @@ export async function replay(logs: string[], deployment: DeploymentSpec, options
       throw new ReplayInputError(`${log}: cannot read the log (${(error as NodeJS.ErrnoException).code ?? messageOf(error)})`)
     }
   }
+  const copies = new Map<string, Store>()
+  const store = snapshotStore(copies)
   const spec: DeploymentSpec = {
     ...deployment,
-    plugins: readOnly(deployment.plugins),
-    agents: deployment.agents.map((agent) => ({ ...agent, plugins: readOnly(agent.plugins) })),
+    plugins: readOnly(deployment.plugins, store),
+    agents: deployment.agents.map((agent) => ({ ...agent, plugins: readOnly(agent.plugins, store) })),
     session: { ...deployment.session, log: undefined },
   }
-  const deployed = await compose(spec)
+  const replayer = new Replayer(() => compose(spec), deployment.source)
   try {
-    const replayer = new Replayer(deployed, deployment.source)
+    replayer.attach(await compose(spec))
     const totalBytes = sizes.reduce((a, b) => a + b, 0)
     let before = 0
     for (const [index, log] of logs.entries()) {
@@ -663,10 +700,11 @@ export async function replay(logs: string[], deployment: DeploymentSpec, options
       before += sizes[index]
     }
     const report = replayer.finish()
-    await options.hold?.(deployed, report)
+    await options.hold?.(replayer.deployed, report)
     return report
   } finally {
-    await deployed.stop()
+    await replayer.deployed?.stop()
+    for (const copy of copies.values()) await copy.close()
   }
 }
 

@@ -231,6 +231,35 @@ describe('faber replay', function () {
     })
   })
 
+  describe('processes', () => {
+    const edit = calls([{ name: 'edit', arguments: { path: 'notes.txt', oldString: 'hello', newString: 'bye' } }])
+    const read = calls([{ name: 'read', arguments: { path: 'notes.txt' } }])
+
+    it('a resumed log replays each process afresh: what a plugin held in memory is gone after the resume', async () => {
+      const spec = deployment({ '@faber/plugin-fs-observation': {} })
+      await record(spec, read)
+      // a new process continues the log: its fs-observation has seen no read, so the edit is refused
+      const log = await record(spec, edit)
+      expect((await readFile(log, 'utf8')).match(/"type":"resume"/g)).to.have.length(1)
+      const report = await replay([log], spec)
+      expect(report.summary).to.include({ replayed: 2, unchanged: 2, changed: 0 })
+    })
+
+    it('and what it kept in the store is still there, as it was for the recorded session', async () => {
+      const spec = deployment({ '@faber/store': { path: join(dir, 'state', 'faber.db') }, '@faber/plugin-fs-observation': {} })
+      await record(spec, read)
+      // the store gave the resumed session back its read: the edit went through
+      const log = await record(spec, edit)
+      expect(bodies).to.deep.equal([])
+      const report = await replay([log], spec)
+      expect(report.summary).to.include({ replayed: 2, unchanged: 2, changed: 0 })
+      // without the read in the log, the replay's own store copy has nothing for the session: the edit is refused
+      await rewrite(log, (record) => ((record.call as { name?: string })?.name === 'read' || record.name === 'read' ? undefined : record))
+      const unread = await replay([log], spec)
+      expect(changes(unread)).to.deep.equal([['edit', 'allow', 'deny', 'fs-observation']])
+    })
+  })
+
   describe('read-only', () => {
     it('writes nothing: no file, no store row, no grant, whatever the tools and stores would write', async () => {
       const store = join(dir, 'state', 'faber.db')
