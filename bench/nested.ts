@@ -221,13 +221,14 @@ async function workerSideAlone() {
       maxPendingCalls: 1024,
     })
     let outcome: { t: string; message?: string } | undefined
-    // a call: `id:call:name length:name json`; the reply `id:call:json`
+    // a call: `id:call:site:name length:name json`; the reply `id:call:json`
     const onMessage = (message: unknown) => {
       if (typeof message !== 'string') return void (outcome = message as { t: string })
       const first = message.indexOf(':')
       const second = message.indexOf(':', first + 1)
       const third = message.indexOf(':', second + 1)
-      const end = third + 1 + Number(message.slice(second + 1, third))
+      const fourth = message.indexOf(':', third + 1)
+      const end = fourth + 1 + Number(message.slice(third + 1, fourth))
       inbox.watch()
       replies.send(`${run}:${message.slice(first + 1, second)}:${message.slice(end)}`)
     }

@@ -79,6 +79,24 @@ describe('faber demo', () => {
     ])
   })
 
+  it('says where in the program each nested call was made', () => {
+    const program: string = JSON.parse(find('call-start').find((r) => r.call.name === 'run_code')?.call.arguments).code
+    const lines = program.split('\n')
+    const starts = find('nested-start')
+    expect(starts).to.have.length(8)
+    // each call's line holds the call, its column the tool's name
+    for (const { name, site } of starts) expect(lines[site.line - 1].slice(site.column - 1)).to.match(new RegExp(`^${name}\\(`))
+    // the edit the policy refused and the one after the read are the same text, on lines of their own
+    const ticks = starts.filter((r) => r.name === 'edit' && r.arguments.path === 'TODO.md').map((r) => r.site.line)
+    expect(ticks).to.have.length(2)
+    expect(ticks[0]).to.be.below(ticks[1])
+    expect(lines[ticks[0] - 1].trim())
+      .to.equal(lines[ticks[1] - 1].trim())
+      .and.equal('await tools.edit(tick)')
+    const logged = log.filter((r) => r.type === 'nested-call').map((r) => r.site)
+    expect(logged).to.deep.equal(starts.map((r) => r.site))
+  })
+
   it('asks approval for the write, granted by the rules answerer', () => {
     const approvals = find('approval').map((r) => ({ event: r.event, tool: r.detail.tool, outcome: r.detail.outcome, by: r.detail.answeredBy }))
     expect(approvals).to.deep.equal([

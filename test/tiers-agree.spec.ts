@@ -44,6 +44,10 @@ const programs: Record<string, [code: string, kind: string]> = {
   ],
   'a getter of an argument that calls a tool': ['return await tools.echo({ get a() { tools.echo({ inner: 1 }); return 1 } })', 'ok'],
   'a log of a value whose getter throws': ['console.log({ get x() { throw new Error("no") } }); console.log([1, { a: [2, { b: 3 }] }]); return 1', 'ok'],
+  'Error.stackTraceLimit and prepareStackTrace of its own, kept across calls': [
+    'Error.stackTraceLimit = 3; await tools.echo({}); const before = "prepareStackTrace" in Error; Error.prepareStackTrace = () => "mine"; await tools.echo({}); return [Error.stackTraceLimit, before, new Error().stack]',
+    'ok',
+  ],
   'an argument of 5,000 keys': ['const o = {}; for (let i = 0; i < 5000; i++) o["k" + i] = i; return Object.keys(await tools.echo(o)).length', 'ok'],
 }
 
@@ -100,5 +104,50 @@ describe('the four tiers agree on what a hostile program is told', function () {
         for (const [tier, text] of Object.entries(byTier)) expect(text, tier).to.equal(first)
       })
     }
+  }
+})
+
+describe('the four tiers agree on where each call was made', function () {
+  this.timeout(60_000)
+  // the lines and columns of the program as written: a call awaited at once, calls in a map's callback, through a
+  // helper, split over lines, after a comment that names a tool, by a computed name, from an argument's getter, and by
+  // a builtin (no frame of the program's: no site)
+  const program = [
+    'await tools.echo({ n: 1 })',
+    'await Promise.all([2, 3].map((n) => tools.echo({ n })))',
+    'const helper = (n) => tools.echo({ n })',
+    'await helper(4)',
+    'await tools',
+    '  .echo({ n: 5 })',
+    ';[6].forEach(tools.echo)',
+    "/* tools.echo */ await   tools.echo({ n: 7 }); await tools['echo']({ n: 8 })",
+    'return await tools.echo({ get n() { tools.echo({ n: 9 }); return 10 } })',
+  ].join('\n')
+  const expected = ['1@1:13', '2@2:43', '3@2:43', '4@3:29', '5@6:4', '6@-', '7@8:32', '8@8:67', '9@9:43', '10@9:20']
+
+  for (const [tier, make] of tiers) {
+    it(`${tier}: each call's line and column`, async () => {
+      const sandbox = make()
+      try {
+        await sandbox.ready?.()
+        for (const [variant, lines] of [
+          ['', 0],
+          ['await tools.echo({ n: 0 })\n', 1],
+        ] as const) {
+          const sites: string[] = []
+          const record = async (_: string, json: string, site?: { line: number; column: number }) => {
+            const n = JSON.parse(json)
+            sites.push(`${typeof n === 'number' ? n : n.n}@${site ? `${site.line}:${site.column}` : '-'}`)
+            return { ok: true as const, value: json }
+          }
+          const outcome = await sandbox.run({ code: variant + program, tools: ['echo'], call: record, signal: new AbortController().signal, limits })
+          expect(outcome.ok, told(outcome)).to.equal(true)
+          const shifted = expected.map((entry) => entry.replace(/@(\d+)/, (_, line) => `@${+line + lines}`))
+          expect(sites).to.deep.equal(lines ? ['0@1:13', ...shifted] : shifted)
+        }
+      } finally {
+        await sandbox.close()
+      }
+    })
   }
 })

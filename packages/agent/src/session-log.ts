@@ -3,7 +3,7 @@
 // and cut off on open, never fatal. a broken line anywhere else is corruption and refuses to load.
 
 import { type FileHandle, open, readFile } from 'node:fs/promises'
-import type { Json } from '@faber/core'
+import type { CallSite, Json } from '@faber/core'
 import type { Message, ToolCall, Usage } from './model.ts'
 
 /** 2: a success's result records carry its JSON value (what a replay hands the pipeline back); 1 recorded none */
@@ -43,7 +43,7 @@ export type LogRecord = Base &
     | { type: 'model'; turn: number; step: number; model: string; usage?: Usage; finishReason?: string; durationMs: number }
     | { type: 'call'; turn: number; step: number; call: ToolCall; mode: 'parallel' | 'exclusive' | 'none' }
     | ({ type: 'result'; turn: number; callId: string; name: string } & CallOutcome)
-    | { type: 'nested-call'; turn: number; outerCallId: string; callId: string; name: string; arguments: unknown }
+    | { type: 'nested-call'; turn: number; outerCallId: string; callId: string; name: string; arguments: unknown; site?: CallSite }
     | ({ type: 'nested-result'; turn: number; outerCallId: string; callId: string; name: string; content: string } & CallOutcome)
     | { type: 'approval'; turn: number; event: string; callId?: string; tool?: string; detail: Record<string, unknown> }
     | { type: 'turn-end'; turn: number; reason: string; steps: number; usage?: Usage; error?: string; partial?: string }

@@ -180,6 +180,7 @@ export class AgentSession {
           callId: event.callId,
           name: event.name,
           arguments: event.arguments,
+          ...(event.site ? { site: { line: event.site.line, column: event.site.column } } : {}),
         })
         this.emit({ type: 'nested-start', turn: this.turn, event })
       }),

@@ -108,6 +108,11 @@ describe('session log', () => {
       ['nested-result', 'run1', 'note'],
     ])
     expect(nested.flatMap((r) => (r.type === 'nested-result' ? [r.value] : []))).to.have.members(['X', 'Y'])
+    // where each call was made: line 1, at the column of each \`note\`
+    expect(nested.flatMap((r) => (r.type === 'nested-call' ? [r.site] : []))).to.have.deep.members([
+      { line: 1, column: 41 },
+      { line: 1, column: 68 },
+    ])
     const tool = session.messages.find((m) => m.role === 'tool')!
     expect(tool.content).to.equal('XY')
   })

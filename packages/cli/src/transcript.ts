@@ -176,8 +176,9 @@ export class Transcript {
           if (program && !this.spinner.active) this.spinner.start(this.progress)
           break
         }
+        const site = event.event.site ? paint(`  line ${event.event.site.line}`, 'gray') : ''
         this.line(
-          `${paint('    ↳', 'cyan')} ${paint(`tools.${event.event.name}`, 'cyan')}${paint(`(${args(JSON.stringify(event.event.arguments), 90)})`, 'gray')}`,
+          `${paint('    ↳', 'cyan')} ${paint(`tools.${event.event.name}`, 'cyan')}${paint(`(${args(JSON.stringify(event.event.arguments), 90)})`, 'gray')}${site}`,
         )
         break
       }

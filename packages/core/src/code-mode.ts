@@ -5,7 +5,7 @@ import { setMaxListeners } from 'node:events'
 import type { Agent } from './agent.ts'
 import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
 import { CallJournal } from './code-replay.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
+import type { BridgeReply, CallSite, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
 import { messageOf } from './message.ts'
@@ -26,6 +26,8 @@ export interface NestedCallStart {
   name: string
   arguments: Json
   agent?: Agent
+  /** where in the program the call was made, when the code runtime said */
+  site?: CallSite
   startedAt: number
 }
 
@@ -86,6 +88,14 @@ export interface CodeModeHost {
 }
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
+
+/** a call site a code runtime reported, as a frozen copy of its own; undefined unless both are whole numbers from 1 */
+function siteOf(site: CallSite | undefined): CallSite | undefined {
+  if (typeof site !== 'object' || site === null) return undefined
+  const { line, column } = site
+  if (!Number.isSafeInteger(line) || !Number.isSafeInteger(column) || line < 1 || column < 1) return undefined
+  return Object.freeze({ line, column })
+}
 
 // how a program finds and reads the tools an index leaves out, with the shapes of both answers
 const DISCOVERY =
@@ -225,12 +235,12 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     // the calls the program made, to answer them again when it runs again after a checkpoint (code-replay.ts)
     const { checkpointAfterMs } = runtime.config
     const journal = checkpointAfterMs > 0 ? new CallJournal(runtime.config.maxCheckpointBytes, callText) : undefined
-    const live = (name: string, argumentsJson: string) => nestedCall(++sequence, name, argumentsJson)
+    const live = (name: string, argumentsJson: string, site: CallSite | undefined) => nestedCall(++sequence, name, argumentsJson, site)
 
     // the bridge answers every call and never rejects: whatever a nested call does, the program gets a reply
     // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled. a reply that needed
     // no waiting comes back as it is (callNow); `call` wraps it for backends that take only promises
-    const callNow = (name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
+    const callNow = (name: string, argumentsJson: string, site?: CallSite): BridgeReply | Promise<BridgeReply> => {
       if (typeof name !== 'string' || typeof argumentsJson !== 'string') {
         return { ok: false, message: 'the call reached the host without a tool name and JSON text; it was refused', code: 'INVALID_ARGUMENTS' }
       }
@@ -242,14 +252,15 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
           return failedOnHost(name, error)
         }
       }
-      if (!journal) return live(name, argumentsJson)
-      const reply = journal.call(name, argumentsJson, () => live(name, argumentsJson))
+      const at = siteOf(site)
+      if (!journal) return live(name, argumentsJson, at)
+      const reply = journal.call(name, argumentsJson, () => live(name, argumentsJson, at))
       // another path than the first run's: the run ends, on a turn of its own (not inside the backend's report of the call)
       if (journal.diverged) queueMicrotask(() => attempt.abort(new Error('the program took another path')))
       return reply
     }
     // Promise.resolve hands a pending reply (a native promise) back as it is
-    const call = (name: string, argumentsJson: string): Promise<BridgeReply> => Promise.resolve(callNow(name, argumentsJson))
+    const call = (name: string, argumentsJson: string, site?: CallSite): Promise<BridgeReply> => Promise.resolve(callNow(name, argumentsJson, site))
 
     // tools.$search and tools.$describe: answered from the agent's view, with no call through the pipeline
     const helper = (name: string, argumentsJson: string): BridgeReply => {
@@ -303,10 +314,10 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     // it is on every call a program makes, so it allocates what the reply needs and what observers are sent, no more:
     // a call that nothing on its way held up (no pending listener, scheduler slot or body) is answered without a promise,
     // and is never outstanding: only a pending one is counted among the calls the program waits on
-    const nestedCall = (id: number, name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
+    const nestedCall = (id: number, name: string, argumentsJson: string, site: CallSite | undefined): BridgeReply | Promise<BridgeReply> => {
       let reply: BridgeReply | Promise<BridgeReply>
       try {
-        reply = startNested(id, name, argumentsJson)
+        reply = startNested(id, name, argumentsJson, site)
       } catch (error) {
         return failedOnHost(name, error)
       }
@@ -330,7 +341,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     }
 
     // create's half (one snapshot of the argument), then a place in the scheduler: at once, or once one is free
-    const startNested = (id: number, name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply> => {
+    const startNested = (id: number, name: string, argumentsJson: string, site: CallSite | undefined): BridgeReply | Promise<BridgeReply> => {
       let parsed: unknown
       try {
         parsed = parseJson(argumentsJson)
@@ -338,14 +349,14 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         return { ok: false, message: `${binding(name)}: the argument did not arrive as JSON`, code: 'INVALID_ARGUMENTS' }
       }
       const callId = `${exec.callId}/${id}`
-      const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token }, true)
+      const prepared = runtime.prepare({ callId, name, arguments: parsed, agent, parent: exec.token, site }, true)
       const mode = prepared.mode
-      if (scheduler.tryAcquire(mode)) return dispatchNested(name, callId, parsed, prepared, mode)
+      if (scheduler.tryAcquire(mode)) return dispatchNested(name, callId, parsed, prepared, mode, site)
       return scheduler
         .acquire(mode)
         .then((acquired) =>
           acquired
-            ? dispatchNested(name, callId, parsed, prepared, mode)
+            ? dispatchNested(name, callId, parsed, prepared, mode, site)
             : { ok: false, message: `${binding(name)} was refused: the program finished before the call could start` },
         )
     }
@@ -357,9 +368,10 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       parsed: unknown,
       prepared: ReturnType<CodeModeHost['prepare']>,
       mode: ExecutionMode,
+      site: CallSite | undefined,
     ): BridgeReply | Promise<BridgeReply> => {
       const observed = runtime.observesNested(agent)
-      const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, startedAt: Date.now() } : undefined
+      const started = observed ? { outerCallId: exec.callId, callId, name, arguments: parsed as Json, agent, site, startedAt: Date.now() } : undefined
       if (started) runtime.notify('code/call-start', agent, started)
       const begin = started ? performance.now() : 0
       let settled: ToolResult | Promise<ToolResult>

@@ -16,6 +16,12 @@ export interface CodeRunLimits {
 
 export type CodeFailureKind = 'exception' | 'timeout' | 'memory' | 'output-limit' | 'abort' | 'crash'
 
+/** where in a program a binding call was made: the line and column (both from 1) of the program as it was written */
+export interface CallSite {
+  line: number
+  column: number
+}
+
 /** what the host answers to one binding call */
 export type BridgeReply = { ok: true; value: string } | { ok: false; message: string; code?: string }
 
@@ -29,16 +35,17 @@ export interface CodeRunRequest {
   tools: readonly string[]
   /**
    * the host bridge: called once per binding call with the tool name and the JSON text of its single argument
-   * (already checked to be lossless JSON inside the sandbox). `value` in a reply is JSON text.
+   * (already checked to be lossless JSON inside the sandbox), and where in the program the call was made, when the
+   * backend knows. `value` in a reply is JSON text.
    */
-  call(name: string, argumentsJson: string): Promise<BridgeReply>
+  call(name: string, argumentsJson: string, site?: CallSite): Promise<BridgeReply>
   /**
    * the same call as `call` (one or the other, never both, per binding call), for a backend that can take a reply at
    * once: a reply that needed no waiting (most nested calls: no policy held them up and the tool answered at once) comes
    * back as it is, not as a promise. however it comes back, the backend hands it to the program later, never from
    * inside the report of the call it answers
    */
-  callNow?(name: string, argumentsJson: string): BridgeReply | Promise<BridgeReply>
+  callNow?(name: string, argumentsJson: string, site?: CallSite): BridgeReply | Promise<BridgeReply>
   /** aborting it ends the run with kind `abort` */
   signal: AbortSignal
   /**

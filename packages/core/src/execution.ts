@@ -2,6 +2,7 @@
 // pipeline's participants. types only, shared by the registry, the pipeline and the run_code bridge.
 
 import type { Agent } from './agent.ts'
+import type { CallSite } from './code-runtime.ts'
 import type { Json } from './json.ts'
 import type { ToolResult } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
@@ -22,6 +23,8 @@ export interface ExecutionInput {
   session?: string
   /** the token of the enclosing execution; only the run_code bridge sets it */
   parent?: ExecutionToken
+  /** for a nested call: where in its program it was made (the run_code bridge sets it, when the code runtime said) */
+  site?: CallSite
 }
 
 /** a call prepared for execution: arguments snapshotted and validated once, the definition resolved */

@@ -4,6 +4,7 @@
 
 import type { Context, Events, Logger } from 'cordis'
 import type { Agent } from './agent.ts'
+import type { CallSite } from './code-runtime.ts'
 import { collapses, type Mode } from './collapse.ts'
 import { type EventListeners, isThenable, type Listener, type ListenerIndex, ownerOf } from './cordis.ts'
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
@@ -60,6 +61,7 @@ class Prepared implements PreparedCall {
     readonly parent: ExecutionToken | undefined,
     readonly agent: Agent | undefined,
     readonly session: string | undefined,
+    readonly site: CallSite | undefined,
     readonly args: Json,
     readonly notJson: ToolFailure | undefined,
   ) {
@@ -217,7 +219,7 @@ export class Pipeline {
     }
     if (input.session !== undefined && typeof input.session !== 'string') throw new TypeError('tools.execute: session must be a string')
     // a nested call belongs to its program's conversation
-    return new Prepared(this, input.callId, name, parent, agent, outer ? outer.session : input.session, args, notJson)
+    return new Prepared(this, input.callId, name, parent, agent, outer ? outer.session : input.session, outer ? input.site : undefined, args, notJson)
   }
 
   /** resolves and validates a prepared call against `view` (again, when the tool set changed since) */
@@ -232,7 +234,7 @@ export class Pipeline {
    * settled, that collapsed, names no tool or has invalid arguments ends here, before any policy observes it.
    */
   private createExecution(call: Prepared, signal: AbortSignal): { exec: ExecutionRecord; failure?: ToolFailure; trace: StageRecord[] } {
-    const { callId, name, parent, agent, session } = call
+    const { callId, name, parent, agent, session, site } = call
     if (typeof callId !== 'string') throw new TypeError('tools.execute: callId must be a string')
     if (!(signal instanceof AbortSignal)) {
       throw new TypeError('tools.execute: signal is required; pass an AbortSignal (new AbortController().signal when the call cannot be cancelled)')
@@ -253,6 +255,7 @@ export class Pipeline {
       agent,
       session,
       parent,
+      site,
       outer?.rootCallId ?? callId,
       signal,
       // the resolved definition's, or (collapsed, unknown) what the view holds under the name

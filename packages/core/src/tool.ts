@@ -1,6 +1,7 @@
 // tool definitions: what a plugin registers, and the compiled form the executor runs.
 
 import type { Agent } from './agent.ts'
+import type { CallSite } from './code-runtime.ts'
 import type { Json } from './json.ts'
 import { checkSchema, compileSchema, type Infer, type JsonSchema, SchemaError, TSchema, type Validator } from './schema.ts'
 
@@ -61,6 +62,7 @@ export class ExecutionRecord implements Execution {
   declare readonly agent: Agent | undefined
   declare readonly session: string | undefined
   declare readonly parent: ExecutionToken | undefined
+  declare readonly site: CallSite | undefined
   declare readonly rootCallId: string
   declare readonly signal: AbortSignal
   declare readonly tool: ToolInfo
@@ -77,6 +79,7 @@ export class ExecutionRecord implements Execution {
     agent: Agent | undefined,
     session: string | undefined,
     parent: ExecutionToken | undefined,
+    site: CallSite | undefined,
     rootCallId: string,
     signal: AbortSignal,
     tool: ToolInfo,
@@ -87,6 +90,7 @@ export class ExecutionRecord implements Execution {
     this.agent = agent
     this.session = session
     this.parent = parent
+    this.site = site
     this.rootCallId = rootCallId
     this.signal = signal
     this.tool = tool
@@ -145,6 +149,8 @@ export interface Execution {
   readonly session?: string
   /** the enclosing execution (a run_code program) for a nested call */
   readonly parent?: ExecutionToken
+  /** for a nested call: the line and column of its program where it was made, when the code runtime said */
+  readonly site?: CallSite
   /** the outermost call's id, the call's own for a direct call */
   readonly rootCallId: string
   readonly signal: AbortSignal

@@ -39,6 +39,7 @@ const TYPES = [
     'Audience',
     'BridgeReply',
     'CallRequest',
+    'CallSite',
     'CodeFailureKind',
   ],
   ...['CodeRunOutcome', 'CodeRunRequest', 'CodeRuntime', 'CodeRuntimeLoad', 'ConversationEndInfo', 'DeniedBy', 'DispatchNext', 'ErrorCode', 'Execution'],

@@ -129,18 +129,25 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
   for (let i = 0; i < names.length; i++) toolIndex[names[i]] = i
   let host = false
   let spilled = false
-  const queue = (id, name, json) => {
+  // a record: the id (2 units), the tool's index, the json's length, the site (4 units), the json
+  const queue = (id, name, json, site) => {
     const tool = toolIndex[name]
     let at = header[1]
     const length = typeof json === 'string' ? json.length : Infinity
-    if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 4 + length > outboxLength) {
+    if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > ${outboxRecordUnits} || at + 8 + length > outboxLength) {
       spilled = true
       return false
     }
+    const low = typeof site === 'number' && site > 0 ? site % 0x100000000 : 0
+    const high = low === 0 ? 0 : (site - low) / 0x100000000
     units[at++] = id & 0xffff
     units[at++] = id >>> 16
     units[at++] = tool
     units[at++] = length
+    units[at++] = low & 0xffff
+    units[at++] = low >>> 16
+    units[at++] = high & 0xffff
+    units[at++] = high >>> 16
     for (let i = 0; i < length; i++) units[at++] = charCodeAt(json, i)
     header[1] = at
     header[0]++
@@ -160,11 +167,11 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
   let scheduled = false
   let finished = false
 
-  // a call as \`id:name length:name json\`, into lane 0's ring when the host spins and nothing sent otherwise waits
-  const put = (id, name, json) => {
-    const length = json.length + name.length + 24
+  // a call as \`id:site:name length:name json\`, into lane 0's ring when the host spins and nothing sent otherwise waits
+  const put = (id, name, json, site) => {
+    const length = json.length + name.length + 42
     if (length > ${layout.maxUnits - 2} || load(h0, ${layout.AWAKE}) === 0 || load(h0, ${layout.SENT}) !== load(h0, ${layout.TAKEN})) return false
-    const text = \`\${id}:\${name.length}:\${name}\${json}\`
+    const text = \`\${id}:\${typeof site === 'number' ? site : 0}:\${name.length}:\${name}\${json}\`
     const size = 2 + text.length + (text.length & 1)
     const gap = write + size > ringUnits ? ringUnits - write : 0
     if (load(h0, ${layout.USED}) + gap + size > ringUnits) return false
@@ -182,9 +189,9 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
     if (load(h0, ${layout.AWAKE}) === 0 && compareExchange(h0, ${layout.RUNG}, 0, 1) === 0) offHost(0)
     return true
   }
-  const send = (kind, a, b, c) => {
+  const send = (kind, a, b, c, d) => {
     add(h0, ${layout.SENT}, 1)
-    return offHost(kind, a, b, c)
+    return offHost(kind, a, b, c, d)
   }
 
   const decode = (at, length) => {
@@ -256,11 +263,11 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
   // it), else once the callback woke it (measured at load 1: spinning after those too, 29-40 µs a call against 53)
   const spinning = () =>
     !scheduled && outstanding === 0 && spinLoops > 0 && load(runs, 0) <= 1 && load(pair, ${layout.CALLS}) + 1 >= load(pair, ${layout.UNTIL})
-  const call = (a, b, c) => {
+  const call = (a, b, c, d) => {
     const spins = spinning()
     // marked before the host can see the call: its reply takes the ring
     if (spins) store(h1, ${layout.AWAKE}, 1)
-    const answer = put(a, b, c) || send('call', a, b, c)
+    const answer = put(a, b, c, d) || send('call', a, b, c, d)
     outstanding++
     add(pair, ${layout.CALLS}, 1)
     if (spins) {
@@ -280,10 +287,10 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
 
   let ended
   const end = new Promise((resolve) => { ended = resolve })
-  const api = setup((kind, a, b, c) => {
+  const api = setup((kind, a, b, c, d) => {
     let answer
-    if (host) answer = (kind === 'call' && queue(a, b, c)) || onHost(kind, a, b, c)
-    else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') answer = call(a, b, c)
+    if (host) answer = (kind === 'call' && queue(a, b, c, d)) || onHost(kind, a, b, c, d)
+    else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') answer = call(a, b, c, d)
     else answer = send(kind, a, b, c)
     if (kind === 'done' || kind === 'throw') {
       finished = true
@@ -333,18 +340,19 @@ class Outbox {
    * hands each call the program left to `call`, in order, and empties the outbox; false when a record is malformed.
    * `call` must not enter the program (that would write the outbox while it is read)
    */
-  take(tools: readonly string[], call: (id: number, name: string, json: string) => void) {
+  take(tools: readonly string[], call: (id: number, name: string, json: string, site: number) => void) {
     const { header, units, text } = this
     const records = header[0]
     const used = Math.min(header[1], units.length)
     this.clear()
     for (let k = 0, at = 0; k < records; k++) {
-      if (at + 4 > used) return false
+      if (at + 8 > used) return false
       const id = units[at] + units[at + 1] * 0x10000
       const name = tools[units[at + 2]]
-      const end = at + 4 + units[at + 3]
+      const end = at + 8 + units[at + 3]
       if (name === undefined || end > used) return false
-      call(id, name, text.toString('utf16le', 2 * (at + 4), 2 * end))
+      const site = units[at + 4] + units[at + 5] * 0x10000 + (units[at + 6] + units[at + 7] * 0x10000) * 0x100000000
+      call(id, name, text.toString('utf16le', 2 * (at + 8), 2 * end), site)
       at = end
     }
     return true
@@ -484,7 +492,7 @@ class IsolateDriver implements SandboxDriver<Slot> {
     // since when the host drives without its event loop having turned, or -1
     let driveStart = -1
     // calls that came through the callback during a step, dispatched once it returned; replies waiting to be delivered
-    const spilled: [number, string, string][] = []
+    const spilled: [number, string, string, number | undefined][] = []
     const inbox: unknown[][] = []
     let context: ivm.Context | undefined
     let deliver: ivm.Reference | undefined
@@ -569,21 +577,22 @@ class IsolateDriver implements SandboxDriver<Slot> {
     let callsTaken = 0
     let waited = 0
     const missedBefore = handoffCounts(slot.handoff)[1].missed
-    // what the program sent: a call through the ring (`id:name length:name json`), or the callback's arguments
+    // what the program sent: a call through the ring (`id:site:name length:name json`), or the callback's arguments
     const onMessage = (message: unknown) => {
       if (settled) return
       if (Array.isArray(message)) {
         if (message[0] === 'call') took(message[1])
-        return void onBridge(message[0], message[1], message[2], message[3])
+        return void onBridge(message[0], message[1], message[2], message[3], message[4])
       }
       const text = message as string
       const first = text.indexOf(':')
       const second = first < 0 ? -1 : text.indexOf(':', first + 1)
-      const name = second + 1 + Number(text.slice(first + 1, second))
-      if (second < 0 || !(name > second && name <= text.length)) return malformed()
+      const third = second < 0 ? -1 : text.indexOf(':', second + 1)
+      const name = third + 1 + Number(text.slice(second + 1, third))
+      if (third < 0 || !(name > third && name <= text.length)) return malformed()
       const id = Number(text.slice(0, first))
       took(id)
-      onBridge('call', id, text.slice(second + 1, name), text.slice(name))
+      onBridge('call', id, text.slice(third + 1, name), text.slice(name), Number(text.slice(first + 1, second)))
     }
     const took = (id: unknown) => {
       lastCall = id as number
@@ -662,14 +671,14 @@ class IsolateDriver implements SandboxDriver<Slot> {
       if (settled) return
       if (reported) return finish()
       if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
-      for (const [call, name, json] of spilled.splice(0)) dispatch(call, name, json)
+      for (const [call, name, json, site] of spilled.splice(0)) dispatch(call, name, json, site)
     }
     // the calls forwarded and not answered yet: a reply is not worth a spin while others wait
     let waiting = 0
-    const dispatch = (call: number, name: string, json: string) => {
+    const dispatch = (call: number, name: string, json: string, site?: number) => {
       if (settled) return
       waiting++
-      reports.call(call, name, json)
+      reports.call(call, name, json, site)
     }
 
     // what the program reports, checked (contract.ts `report`); its end stands once the isolate is idle
@@ -677,10 +686,10 @@ class IsolateDriver implements SandboxDriver<Slot> {
       ...reports,
       ended: () => settled || reports.ended() || reported !== undefined,
       // the pipeline runs once the step returned, not inside it: it would spend the program's slice
-      call: (call, name, json) => (stepping ? void spilled.push([call, name, json]) : dispatch(call, name, json)),
+      call: (call, name, json, site) => (stepping ? void spilled.push([call, name, json, site]) : dispatch(call, name, json, site)),
     }
-    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-      if (kind !== 'done' && kind !== 'throw') return report(held, kind, a, b, c)
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown) => {
+      if (kind !== 'done' && kind !== 'throw') return report(held, kind, a, b, c, d)
       if (held.ended()) return false
       reported = [kind, a, b, c]
       if (!busy && !stepping) finish()
@@ -691,8 +700,8 @@ class IsolateDriver implements SandboxDriver<Slot> {
     const onHost = new ivm.Callback(onBridge, { sync: true })
     // (the hand-off's lane 0 when it is not the ring: what the ring holds came first; 0 is a doorbell for the ring)
     const offHost = new ivm.Callback(
-      (kind: unknown, a: unknown, b: unknown, c: unknown) => {
-        if (!settled) calls.port(kind === 0 ? 0 : [kind, a, b, c], onMessage)
+      (kind: unknown, a: unknown, b: unknown, c: unknown, d: unknown) => {
+        if (!settled) calls.port(kind === 0 ? 0 : [kind, a, b, c, d], onMessage)
       },
       { ignored: true },
     )

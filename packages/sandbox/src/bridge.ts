@@ -2,7 +2,7 @@
 // anything is forwarded, what waits on the host is counted against the program's memoryMb, a reply is bounded before it
 // is copied in, and output is counted. a backend supplies how a failure ends the run and how a reply enters the program.
 
-import { argumentBytes, boundReply, limitMessages, maxPendingCalls, messageOf, Output } from './outcome.ts'
+import { argumentBytes, boundReply, callSite, limitMessages, maxPendingCalls, messageOf, Output } from './outcome.ts'
 import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
 
 // the microtask that hands in the replies that came back at once is a reaction to this promise: node's queueMicrotask
@@ -36,10 +36,13 @@ export class RunBridge {
     return this.pending
   }
 
-  /** a call the program made: a run whose argument is over budget ends here, anything else is forwarded */
-  call(call: number, name: string, json: string) {
+  /**
+   * a call the program made (at `site`, the prelude's number for where): a run whose argument is over budget ends here,
+   * anything else is forwarded
+   */
+  call(call: number, name: string, json: string, site?: number) {
     if (json.length > argumentBytes(this.limits)) return this.refused('argument')
-    this.forward(call, name, json)
+    this.forward(call, name, json, site)
   }
 
   /** a line the program printed: false when it is over the output budget, and the run has failed */
@@ -72,7 +75,7 @@ export class RunBridge {
   // a call forwarded to the host: the reply that needed no waiting is queued and handed to the program on a microtask
   // (never from inside the report of the call it answers); a pending one when it settles. no promise or closure of the
   // bridge's own per call
-  private forward(call: number, name: string, json: string) {
+  private forward(call: number, name: string, json: string, site: number | undefined) {
     const { limits, request } = this
     this.pending++
     this.waitingBytes += json.length
@@ -86,7 +89,10 @@ export class RunBridge {
       if (!this.tools.has(name)) reply = { ok: false, message: `${name} is not a tool of this run` }
       else if (this.pending > maxPendingCalls) reply = { ok: false, message: `${maxPendingCalls} tool calls are already waiting` }
       // a backend's own call may answer with any thenable: only callNow's answers are taken as they are
-      else reply = request.callNow ? request.callNow(name, json) : Promise.resolve(request.call(name, json))
+      else {
+        const at = callSite(site)
+        reply = request.callNow ? request.callNow(name, json, at) : Promise.resolve(request.call(name, json, at))
+      }
     } catch (error) {
       reply = { ok: false, message: messageOf(error) }
     }

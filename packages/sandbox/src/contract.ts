@@ -31,8 +31,11 @@ export type Refusal = 'argument' | 'buffers' | 'waiting'
 export interface ProgramReports {
   /** whether the run has ended: nothing more is taken */
   ended(): boolean
-  /** a tool call; its argument is checked against the limit before it is forwarded */
-  call(call: number, name: string, json: string): void
+  /**
+   * a tool call made at `site` (where in the program, as the prelude numbers it: see outcome.ts, callSite); its argument
+   * is checked against the limit before it is forwarded
+   */
+  call(call: number, name: string, json: string, site?: number): void
   /** a line printed; false once the output budget ran out (the run has ended) */
   log(line: string): boolean
   /** the program returned (`result` the JSON text of its value, undefined for none) */
@@ -74,24 +77,25 @@ export interface SandboxDriver<U extends Unit = Unit> {
 const refusals: ReadonlySet<unknown> = new Set<Refusal>(['argument', 'buffers', 'waiting'])
 
 /**
- * the one check of what a program reports through an untyped channel, `(kind, a, b, c)` — the prelude's call, log,
- * done, throw, limit and memory — handed on to `reports` when it is well formed. `heap` is the unit's, for an end. it
- * answers as the prelude expects: true for a call taken or a line logged
+ * the one check of what a program reports through an untyped channel, `(kind, a, b, c, d)` — the prelude's call, log,
+ * done, throw, limit and memory — handed on to `reports` when it is well formed. `d` is a call's site (the prelude's),
+ * or the unit's heap for an end. it answers as the prelude expects: true for a call taken or a line logged
  */
-export function report(reports: ProgramReports, kind: unknown, a: unknown, b: unknown, c: unknown, heap?: number): boolean {
+export function report(reports: ProgramReports, kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown): boolean {
   if (reports.ended()) return false
+  const number = typeof d === 'number' ? d : undefined
   switch (kind) {
     case 'call':
       if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-      reports.call(a, b, c)
+      reports.call(a, b, c, number)
       return !reports.ended()
     case 'log':
       return typeof a === 'string' && reports.log(a)
     case 'done':
-      reports.done(typeof a === 'string' ? a : undefined, heap)
+      reports.done(typeof a === 'string' ? a : undefined, number)
       return true
     case 'throw':
-      reports.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined, heap)
+      reports.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined, number)
       return true
     case 'limit':
       reports.overOutput()

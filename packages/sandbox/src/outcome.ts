@@ -1,4 +1,4 @@
-import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome } from './types.ts'
+import type { BridgeReply, CallSite, CodeFailureKind, CodeRunLimits, CodeRunOutcome } from './types.ts'
 
 // what both backends say when a run fails, so a program's failure reads the same whichever sandbox ran it
 
@@ -17,6 +17,22 @@ export const replyBytes = argumentBytes
 export const maxPendingCalls = 1024
 /** what a sandbox may hold beyond the program's `memoryMb`: its own code, the prelude and a fresh context */
 export const overheadMb = 16
+
+/**
+ * where a call was made, as it crosses every transport between the prelude and the host: one number, line × 2^21 +
+ * column (the prelude's siteOf makes it), 0 when unknown
+ */
+export const SITE_COLUMNS = 2 ** 21
+
+export function siteNumber(site: CallSite): number {
+  return site.line * SITE_COLUMNS + site.column
+}
+
+export function callSite(site: unknown): CallSite | undefined {
+  if (typeof site !== 'number' || !(site >= SITE_COLUMNS) || !Number.isSafeInteger(site)) return undefined
+  const column = site % SITE_COLUMNS
+  return column > 0 ? { line: (site - column) / SITE_COLUMNS, column } : undefined
+}
 
 export const limitMessages = {
   cpu: (limits: CodeRunLimits) => `the program computed for more than ${limits.cpuMs} ms of CPU time (cpuMs); time spent awaiting tools does not count`,

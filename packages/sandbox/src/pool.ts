@@ -384,7 +384,7 @@ export class Run {
     this.bridge = bridge
     this.reports = {
       ended: () => this.settled,
-      call: (call, name, json) => bridge.call(call, name, json),
+      call: (call, name, json, site) => bridge.call(call, name, json, site),
       log: (line) => bridge.log(line),
       done: (result, heap) => {
         const outcome = bridge.returned(result)

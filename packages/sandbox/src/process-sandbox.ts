@@ -111,6 +111,7 @@ function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string 
       return typeof m.id === 'number' ? undefined : 'a malformed step'
     case 'call':
       if (typeof m.id !== 'number' || typeof m.call !== 'number' || typeof m.name !== 'string' || typeof m.json !== 'string') return 'a malformed call'
+      if (m.site !== undefined && typeof m.site !== 'number') return 'a malformed call site'
       return
     case 'done': {
       const outcome = m.outcome as Record<string, unknown> | null
@@ -298,7 +299,7 @@ export class ProcessSandbox extends GatedRuntime {
       case 'call': {
         const active = child.runs.get(message.id)
         if (active) active.called = true
-        return active?.bridge.call(message.call, message.name, message.json)
+        return active?.bridge.call(message.call, message.name, message.json, message.site)
       }
       case 'step':
         child.stepping = message.id

@@ -1,8 +1,8 @@
 // the inside of a sandbox process: one in-process CodeRuntime (the worker or the isolate backend), driven over the ipc
 // channel by ProcessSandbox in the host. it holds no secrets and writes nothing to stdout or stderr of its own.
 
-import { messageOf } from './outcome.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime, WaitSignal } from './types.ts'
+import { messageOf, siteNumber } from './outcome.ts'
+import type { BridgeReply, CallSite, CodeRunLimits, CodeRunOutcome, CodeRuntime, WaitSignal } from './types.ts'
 
 export type HostMessage =
   | { t: 'init'; module: string; exportName: string; options: Record<string, unknown> }
@@ -17,7 +17,8 @@ export type HostMessage =
 export type ChildMessage =
   | { t: 'ready' }
   | { t: 'failed'; message: string }
-  | { t: 'call'; id: number; call: number; name: string; json: string }
+  /** `site`: where the program made the call, as the prelude numbers it (see RunBridge.call) */
+  | { t: 'call'; id: number; call: number; name: string; json: string; site?: number }
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
   | { t: 'pong'; n: number }
   /**
@@ -86,11 +87,11 @@ async function run({ id, code, tools, limits, waiting }: Extract<HostMessage, { 
   const waits = new Waits(waiting === true)
   runs.set(id, { controller, calls: pending, waits })
   ids.set(controller.signal, id)
-  const call = (name: string, json: string) =>
+  const call = (name: string, json: string, at?: CallSite) =>
     new Promise<BridgeReply>((resolve) => {
       const call = ++calls
       pending.set(call, resolve)
-      send({ t: 'call', id, call, name, json })
+      send({ t: 'call', id, call, name, json, ...(at ? { site: siteNumber(at) } : {}) })
     })
   let outcome: CodeRunOutcome
   try {

@@ -1,5 +1,6 @@
 export type {
   BridgeReply,
+  CallSite,
   CodeFailureKind,
   CodeRunLimits,
   CodeRunOutcome,

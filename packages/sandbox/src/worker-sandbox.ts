@@ -123,13 +123,15 @@ class WorkerDriver implements SandboxDriver<Slot> {
     const onMessage = (data: unknown) => {
       const message = data as Message
       if (typeof message === 'string') {
-        // a call: `id:call:name length:name json`
+        // a call: `id:call:site:name length:name json`
         const first = message.indexOf(':')
         if (+message.slice(0, first) !== id) return
         const second = message.indexOf(':', first + 1)
         const third = message.indexOf(':', second + 1)
-        const end = third + 1 + +message.slice(second + 1, third)
-        if (report(reports, 'call', +message.slice(first + 1, second), message.slice(third + 1, end), message.slice(end))) waiting++
+        const fourth = message.indexOf(':', third + 1)
+        const end = fourth + 1 + +message.slice(third + 1, fourth)
+        const call = +message.slice(first + 1, second)
+        if (report(reports, 'call', call, message.slice(fourth + 1, end), message.slice(end), +message.slice(second + 1, third))) waiting++
         return
       }
       if (Array.isArray(message) && message[0] === id) report(reports, message[1], message[2], message[3], message[4], message[5])

@@ -98,16 +98,16 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   // may enter it with its stack all but used up: a stack overflow inside may leave this worker's own state half changed
   // (a lane's count of messages sent, a spin scheduled that never runs), which would hang a later run. the run goes on,
   // refused, and the worker serves no other
-  const bridge = (kind, a, b, c) => {
+  const bridge = (kind, a, b, c, d) => {
     try {
-      return cross(kind, a, b, c)
+      return cross(kind, a, b, c, d)
     } catch {
       run.broken = true
       return false
     }
   }
   const primitive = (value) => (typeof value === 'string' || typeof value === 'number' ? value : undefined)
-  const cross = (kind, a, b, c) => {
+  const cross = (kind, a, b, c, d) => {
     if (current !== run || run.finished) return false
     if (kind === 'call') {
       if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
@@ -117,8 +117,8 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
         post([id, 'memory', 'argument'])
         return false
       }
-      // a string, which crosses a port for less than an object: `id:call:name length:name json`
-      post(`${id}:${a}:${b.length}:${b}${c}`)
+      // a string, which crosses a port for less than an object: `id:call:site:name length:name json`
+      post(`${id}:${a}:${typeof d === 'number' ? d : 0}:${b.length}:${b}${c}`)
       run.outstanding++
       pair.called()
       spinForReplies()

@@ -60,19 +60,19 @@ const vmDriver: SandboxDriver<Unit> = {
     let stepping = false
     // what the program reported stands once a step returned: its microtasks have all run
     let reported: [kind: unknown, a: unknown, b: unknown, c: unknown] | undefined
-    const outbox: [number, string, string][] = []
+    const outbox: [number, string, string, number | undefined][] = []
     const held: ProgramReports = {
       ...reports,
       ended: () => reports.ended() || reported !== undefined,
-      call: (call, name, json) => void outbox.push([call, name, json]),
+      call: (call, name, json, site) => void outbox.push([call, name, json, site]),
     }
-    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown) => {
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown) => {
       if (kind === 'done' || kind === 'throw') {
         if (held.ended()) return false
         reported = [kind, a, b, c]
         return true
       }
-      return report(held, kind, a, b, c)
+      return report(held, kind, a, b, c, d)
     }
     const context = vm.createContext(Object.create(null), { name: 'faber-program', microtaskMode: 'afterEvaluate' })
     const setup = prelude.runInContext(context)
@@ -103,7 +103,7 @@ const vmDriver: SandboxDriver<Unit> = {
         spent += performance.now() - from
       }
       // the calls made before the program returned reach the host even when it returned in the same step
-      for (const [call, name, json] of outbox.splice(0)) if (!reports.ended()) reports.call(call, name, json)
+      for (const [call, name, json, site] of outbox.splice(0)) if (!reports.ended()) reports.call(call, name, json, site)
       if (reported) report(reports, ...reported, 0)
     }
 

@@ -48,6 +48,8 @@ export const ATTR = {
   mode: 'faber.mode',
   nested: 'faber.nested',
   rootCallId: 'faber.root_call_id',
+  line: 'faber.call.line',
+  column: 'faber.call.column',
   plugin: 'faber.tool.plugin',
   outcome: 'faber.outcome',
   errorCode: 'faber.error.code',
@@ -109,6 +111,10 @@ export function apply(ctx: Context, config: Config) {
     }
     if (exec.agent) attributes[ATTR.agent] = exec.agent.name
     if (exec.tool.plugin) attributes[ATTR.plugin] = exec.tool.plugin
+    if (exec.site) {
+      attributes[ATTR.line] = exec.site.line
+      attributes[ATTR.column] = exec.site.column
+    }
     const span = tracer.startSpan(`execute_tool ${exec.name}`, { kind: SpanKind.INTERNAL, attributes }, parent)
     if (exec.name === RUN_CODE) programs.set(exec.token, trace.setSpan(parent, span))
     return span

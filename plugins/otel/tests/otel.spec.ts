@@ -56,11 +56,13 @@ describe('@faber/plugin-otel', () => {
     expect(result.isError, result.content).to.equal(false)
     expect((result as any).value.result).to.deep.equal(['a', 'b', 'DENIED'])
     const roots = tree(recorder.exporter.getFinishedSpans())
-    expect(outline(roots, [ATTR.agent, ATTR.mode, ATTR.nested, ATTR.outcome, ATTR.errorCode, ATTR.deniedByStage, ATTR.deniedByPlugin])).to.deep.equal([
+    const keys = [ATTR.agent, ATTR.mode, ATTR.nested, ATTR.line, ATTR.column, ATTR.outcome, ATTR.errorCode, ATTR.deniedByStage, ATTR.deniedByPlugin]
+    // each nested call says where in the program it was made: the line, and the column of the tool's name
+    expect(outline(roots, keys)).to.deep.equal([
       'execute_tool run_code [agent=coder mode=code nested=false outcome=ok]',
-      '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
-      '  execute_tool echo [agent=coder mode=code nested=true outcome=ok]',
-      '  execute_tool remove [agent=coder mode=code nested=true outcome=denied error.code=DENIED denied_by.stage=pre-execute denied_by.plugin=guards]',
+      '  execute_tool echo [agent=coder mode=code nested=true call.line=1 call.column=41 outcome=ok]',
+      '  execute_tool echo [agent=coder mode=code nested=true call.line=1 call.column=68 outcome=ok]',
+      '  execute_tool remove [agent=coder mode=code nested=true call.line=3 call.column=19 outcome=denied error.code=DENIED denied_by.stage=pre-execute denied_by.plugin=guards]',
     ])
     const [program] = roots
     expect(program.attributes).to.include({ [ATTR.tool]: 'run_code', [ATTR.callId]: 'c1', [ATTR.rootCallId]: 'c1', [ATTR.operation]: 'execute_tool' })

@@ -182,7 +182,8 @@ function stageText(stage: { stage: string; decision: string; by?: string; reason
 }
 
 export function callLine(call: CallRecord) {
-  const where = call.nested ? `  ↳ in ${call.outerCallId}: ` : ''
+  const at = call.site ? ` at line ${call.site.line}, column ${call.site.column}` : ''
+  const where = call.nested ? `  ↳ in ${call.outerCallId}${at}: ` : ''
   const by = call.error?.deniedBy ?? call.error?.withheldBy
   const outcome = call.outcome === 'ok' ? 'ok' : call.error!.code + (by ? ` by ${by.stage}/${by.plugin}` : '')
   const stages = call.stages.length ? call.stages.map(stageText).join('; ') : call.reachedPolicy ? 'no policy decision (default allow)' : ''

@@ -1,7 +1,7 @@
 // the call trace: a bounded ring of recent calls per agent, filled from tools/pre-execute (when a call
 // reached policy) and tools/result (every call, collapsed ones included). it only observes.
 
-import type { Agent, Execution, ExecutionToken, Json, StageRecord, ToolResult } from '@faber/core'
+import type { Agent, CallSite, Execution, ExecutionToken, Json, StageRecord, ToolResult } from '@faber/core'
 
 export interface CallError {
   code: string
@@ -24,6 +24,8 @@ export interface CallRecord {
   nested: boolean
   /** the call id of the enclosing execution, for a nested call */
   outerCallId?: string
+  /** for a nested call: the line and column of its program where it was made */
+  site?: CallSite
   /** the outermost call's id (the call's own for a direct call) */
   rootCallId: string
   /** the arguments as JSON, cut to a preview */
@@ -155,6 +157,7 @@ export class CallTrace {
       durationMs: start ? Math.max(0, this.clock.now() - start.at) : 0,
     }
     if (exec.parent) record.outerCallId = exec.parent.callId
+    if (exec.site) record.site = { ...exec.site }
     if (!reachedPolicy) record.note = collapsed ? COLLAPSED_NOTE : BEFORE_POLICY_NOTE
     if (result.isError) {
       const { code, message, deniedBy, withheldBy, toolCode, kind } = result.error

@@ -135,16 +135,19 @@ describe('the live web view in Chromium', function () {
   })
 
   it('streams a run_code call with its nested calls, a denial and the source lines', async () => {
+    // the same call on two lines, with an argument the text does not show: only the sandbox knows which line made which
     const program = [
-      "const text = await tools.read({ path: 'a.txt' })",
+      "const file = { path: 'a.txt' }",
+      'const text = await tools.read(file)',
       "const more = await tools.read({ path: 'b.txt' })",
       'let refused = ""',
       'try {',
-      "  await tools.rm({ path: 'a.txt' })",
+      '  await tools.rm(file)',
       '} catch (error) {',
       '  refused = error.message',
       '}',
-      'return { text, more, refused }',
+      'const again = await tools.read(file)',
+      'return { text, more, refused, again }',
     ].join('\n')
     const result = await call(ctx, 'run-1', 'run_code', { code: program, description: 'read, then try to remove' })
     expect(result.isError).to.equal(false)
@@ -152,19 +155,22 @@ describe('the live web view in Chromium', function () {
     await run.waitFor({ timeout: WAIT })
     const denied = run.locator('details.call[data-call="coder/run-1/3"].error')
     await denied.waitFor({ state: 'attached', timeout: WAIT })
-    expect(await run.locator('details.call[data-call^="coder/run-1/"].ok').count()).to.equal(2)
+    expect(await run.locator('details.call[data-call^="coder/run-1/"].ok').count()).to.equal(3)
     await run.locator(':scope > summary').click()
     await denied.locator(':scope > summary').click()
     const stages = await denied.locator('table.stages').textContent()
     expect(stages).to.contain('deny').and.contain('safety').and.contain('rm is never allowed here')
+    expect(await denied.locator(':scope > summary .site').textContent()).to.equal('line 6, column 15')
+    expect(ctx.inspector.select('calls', 'run-1').text).to.contain('↳ in run-1 at line 6, column 15: rm [run-1/3] DENIED')
     // the lines that made the nested calls are highlighted in the program's source, each marked with its call
     const hits = await run
       .locator(':scope > .body ol.source li.hit')
       .evaluateAll((items) => items.map((li) => [li.getAttribute('data-line'), li.querySelector('.marks')?.textContent]))
     expect(hits).to.deep.equal([
-      ['1', '#1'],
-      ['2', '#2'],
-      ['5', '#3'],
+      ['2', '#1'],
+      ['3', '#2'],
+      ['6', '#3'],
+      ['10', '#4'],
     ])
     await page.screenshot({ path: resolve(ARTIFACTS, 'calls.png'), fullPage: true })
   })

@@ -383,64 +383,24 @@ function stagesTable(record) {
   )
 }
 
-/** the lines of a program that call a tool by name: `tools.name(`, `tools['name'](` or `tools["name"](` */
-function linesCalling(lines, name) {
-  const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-  const pattern = new RegExp(`tools\\s*(?:\\.\\s*${escaped}\\b|\\[\\s*(['"\`])${escaped}\\1\\s*\\])`)
-  const hits = []
-  lines.forEach((line, i) => {
-    if (pattern.test(line)) hits.push(i)
-  })
-  return hits
-}
-
-const ANY_CALL = /\btools\s*(\.|\[)/
-
-/** the string values of a call's arguments (its JSON preview may be cut: then none) */
-function argumentStrings(call) {
-  const found = []
-  const walk = (v) => {
-    if (typeof v === 'string') {
-      if (v.length >= 2 && !v.includes('\n')) found.push(v)
-    } else if (v && typeof v === 'object') Object.values(v).forEach(walk)
-  }
-  try {
-    walk(JSON.parse(call.arguments))
-  } catch {}
-  return found
-}
-
-/**
- * the lines that made a nested call: the lines calling its tool by name, narrowed to those whose statement (the line
- * and the few after it, up to the next line that calls a tool) holds the most of the call's string arguments. the sandbox does not
- * report call sites, so this is a best guess; with no argument to tell them apart, every candidate line.
- */
-function callLines(lines, call) {
-  const candidates = linesCalling(lines, call.name)
-  const values = argumentStrings(call)
-  if (candidates.length < 2 || values.length === 0) return candidates
-  const scores = candidates.map((line) => {
-    let until = line + 1
-    while (until < lines.length && until < line + 8 && !ANY_CALL.test(lines[until])) until++
-    const statement = lines.slice(line, until).join('\n')
-    return values.filter((value) => statement.includes(value)).length
-  })
-  const best = Math.max(...scores)
-  return best === 0 ? candidates : candidates.filter((_, k) => scores[k] === best)
+/** the index of the program's line that made a nested call: the sandbox reports where each call was made */
+function callLine(lines, call) {
+  const line = call.site?.line
+  return Number.isInteger(line) && line >= 1 && line <= lines.length ? line - 1 : undefined
 }
 
 function sourceView(program, children) {
   const lines = program.code.split('\n')
   const marks = new Map() // line -> labels
   children.forEach((child, index) => {
-    for (const line of callLines(lines, child)) {
-      if (!marks.has(line)) marks.set(line, [])
-      marks.get(line).push(`#${index + 1}`)
-    }
+    const line = callLine(lines, child)
+    if (line === undefined) return
+    if (!marks.has(line)) marks.set(line, [])
+    marks.get(line).push(`#${index + 1}`)
   })
   return h(
     'ol',
-    { class: 'source', 'aria-label': 'program source; the lines that made nested calls are highlighted (a best guess from tool names and arguments)' },
+    { class: 'source', 'aria-label': 'program source; the lines that made nested calls are highlighted' },
     lines.map((line, i) =>
       h(
         'li',
@@ -452,10 +412,11 @@ function sourceView(program, children) {
   )
 }
 
-function focusLines(el, program, call, on) {
+function focusLine(el, program, call, on) {
   const source = el.querySelector(':scope > .body ol.source')
   if (!source) return
-  for (const i of callLines(program.code.split('\n'), call)) source.children[i]?.classList.toggle('focus', on)
+  const line = callLine(program.code.split('\n'), call)
+  if (line !== undefined) source.children[line]?.classList.toggle('focus', on)
 }
 
 function callBody(e, children) {
@@ -494,10 +455,10 @@ function callBody(e, children) {
       const el = callElement(child)
       if (program) {
         const nested = info(child)
-        el.addEventListener('mouseenter', () => focusLines(e.el, program, nested, true))
-        el.addEventListener('mouseleave', () => focusLines(e.el, program, nested, false))
-        el.addEventListener('focusin', () => focusLines(e.el, program, nested, true))
-        el.addEventListener('focusout', () => focusLines(e.el, program, nested, false))
+        el.addEventListener('mouseenter', () => focusLine(e.el, program, nested, true))
+        el.addEventListener('mouseleave', () => focusLine(e.el, program, nested, false))
+        el.addEventListener('focusin', () => focusLine(e.el, program, nested, true))
+        el.addEventListener('focusout', () => focusLine(e.el, program, nested, false))
       }
       list.append(el)
     }
@@ -515,6 +476,7 @@ function callSummary(e) {
     outcomeBadge(e),
     h('span', { class: 'name' }, call.name),
     h('span', { class: 'muted small' }, `[${call.callId}]`),
+    call.site && h('span', { class: 'muted small site' }, `line ${call.site.line}, column ${call.site.column}`),
     call.agent !== null && h('span', { class: 'badge info' }, call.agent),
     record ? h('span', { class: 'small' }, ms(record.durationMs)) : null,
     h('span', { class: 'muted small' }, time(record?.startedAt ?? call.startedAt)),

@@ -22,7 +22,7 @@ function cutText(text: string, max: number, what: string, marker = '…') {
 }
 
 /** a call that reached policy and has not ended: the fields of its record known so far */
-export type LiveStart = Pick<CallRecord, 'callId' | 'name' | 'agent' | 'nested' | 'outerCallId' | 'rootCallId' | 'arguments' | 'startedAt'>
+export type LiveStart = Pick<CallRecord, 'callId' | 'name' | 'agent' | 'nested' | 'outerCallId' | 'site' | 'rootCallId' | 'arguments' | 'startedAt'>
 
 /** a run_code program: key is `<agent>/<callId>`, agent empty for the global layer */
 export interface LiveProgram {
@@ -137,6 +137,7 @@ export class LiveFeed {
       startedAt,
     }
     if (exec.parent) call.outerCallId = exec.parent.callId
+    if (exec.site) call.site = { ...exec.site }
     this.running.set(exec.token, call)
     const program = programOf(exec)
     if (program) {
