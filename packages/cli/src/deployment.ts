@@ -484,14 +484,20 @@ export interface Deployed {
   /** the agent the session speaks for */
   agent?: Agent
   stop(): Promise<void>
+  /** throws a DeploymentError naming the first plugin that did not start, and where the file loads it */
+  check(): Promise<void>
 }
 
-/** composes and starts a deployment: the core, the global plugins, then the agents with their plugins, modes and masks */
-export async function compose(spec: DeploymentSpec, options: { context?: Context } = {}): Promise<Deployed> {
+/**
+ * composes and starts a deployment: the core, the global plugins, then the agents with their plugins, modes and masks.
+ * a plugin that did not start is a DeploymentError, unless `keepFaults` (faber inspect, which shows it): the deployment
+ * then runs no tool (DEPLOYMENT_FAILED) until it is fixed
+ */
+export async function compose(spec: DeploymentSpec, options: { context?: Context; keepFaults?: boolean } = {}): Promise<Deployed> {
   const loaded = await loadPlugins(spec)
   const ctx = options.context ?? new Context()
   try {
-    return await start(ctx, spec, loaded)
+    return await start(ctx, spec, loaded, !options.keepFaults)
   } catch (error) {
     // nothing of a deployment that did not start keeps running (a context handed in is the caller's to stop)
     if (!options.context) await ctx.stop()
@@ -499,11 +505,12 @@ export async function compose(spec: DeploymentSpec, options: { context?: Context
   }
 }
 
-async function start(ctx: Context, spec: DeploymentSpec, loaded: Loaded): Promise<Deployed> {
+/** `checked`: a plugin that did not start throws a DeploymentError naming it; unchecked, it is kept (and shown) */
+async function start(ctx: Context, spec: DeploymentSpec, loaded: Loaded, checked = true): Promise<Deployed> {
   ctx.plugin(ToolRuntime, spec.core)
   for (const { plugin, config } of loaded.global) ctx.plugin(plugin as never, config)
   await ctx.start()
-  await rethrowPluginErrors(ctx, spec, loaded)
+  if (checked) await rethrowPluginErrors(ctx, spec, loaded)
 
   const agents = new Map<string, Agent>()
   ctx.plugin({
@@ -517,7 +524,7 @@ async function start(ctx: Context, spec: DeploymentSpec, loaded: Loaded): Promis
       }
     },
   })
-  await rethrowPluginErrors(ctx, spec, loaded)
+  if (checked) await rethrowPluginErrors(ctx, spec, loaded)
   for (const [index, agent] of spec.agents.entries()) {
     const made = agents.get(agent.name)!
     try {
@@ -529,7 +536,8 @@ async function start(ctx: Context, spec: DeploymentSpec, loaded: Loaded): Promis
     }
   }
   const name = spec.session.agent ?? spec.agents[0]?.name
-  return { ctx, spec, agents, agent: name ? agents.get(name) : undefined, stop: () => ctx.stop() }
+  const check = () => rethrowPluginErrors(ctx, spec, loaded)
+  return { ctx, spec, agents, agent: name ? agents.get(name) : undefined, stop: () => ctx.stop(), check }
 }
 
 /** the keys whose value is not undefined */

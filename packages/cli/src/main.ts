@@ -145,7 +145,9 @@ Options:
 Usage: faber inspect [deployment.yml] [--json] [--web [HOST:]PORT] [--token TOKEN]
 
 Composes the deployment (its model is not called) and prints plugins and their state, services and providers,
-tools per agent (visible, wire, mode and its origin, what collapses), and listeners per event.
+tools per agent (visible, wire, mode and its origin, what collapses), and listeners per event. A plugin that did
+not start is shown, not refused: the report says the deployment is not in force (no tool runs: DEPLOYMENT_FAILED),
+which plugin stops it and why, and the command exits 2.
 
 With --web, the deployment keeps running and its live view is served in the browser until Ctrl-C: plugins with
 their state and config (secrets masked), services, what each agent sees, calls as they happen with their stage
@@ -243,8 +245,8 @@ async function quietly<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /** composes a deployment; a plugin that fails to start is reported once, as a DeploymentError, not also as cordis' stack dump */
-function composeReported(spec: DeploymentSpec): Promise<Deployed> {
-  return quietly(() => compose(spec))
+function composeReported(spec: DeploymentSpec, options: { keepFaults?: boolean } = {}): Promise<Deployed> {
+  return quietly(() => compose(spec, options))
 }
 
 /** `faber run --base-url / --model`: the same deployment against another endpoint or model */
@@ -310,8 +312,8 @@ function untilSignal(): Promise<void> {
   })
 }
 
-async function composeFile(file: string): Promise<Deployed> {
-  return composeReported(await loadDeploymentFile(file))
+async function composeFile(file: string, options: { keepFaults?: boolean } = {}): Promise<Deployed> {
+  return composeReported(await loadDeploymentFile(file), options)
 }
 
 export function version(): string {
@@ -485,7 +487,8 @@ export async function main(argv: string[]): Promise<number> {
       const { values, positionals } = parse(command, rest, { json: { type: 'boolean' }, web: { type: 'string' }, token: { type: 'string' } })
       if (values.help) break
       if (values.web !== undefined && values.json) throw new UsageError('faber inspect: --json prints the report once; --web serves it live: pick one')
-      const deployed = await composeFile(deploymentArg(command, positionals))
+      // a plugin that did not start is shown, not thrown: the report says the deployment is not in force (exit 2)
+      const deployed = await composeFile(deploymentArg(command, positionals), { keepFaults: true })
       try {
         const view = await serveWeb(command, deployed, values)
         if (view) {
@@ -498,7 +501,10 @@ export async function main(argv: string[]): Promise<number> {
         const { inspect, renderReport } = await import('@faber/plugin-tool-cordis')
         const report = inspect(deployed.ctx)
         process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : `${renderReport(report)}\n`)
-        return 0
+        if (report.deployment.inForce) return 0
+        // the report shows it; stderr says which plugin, where the file loads it, and why (exit 2)
+        await deployed.check()
+        return 2
       } finally {
         await deployed.stop()
       }

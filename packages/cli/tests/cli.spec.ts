@@ -104,6 +104,18 @@ describe('faber (the command)', function () {
     expect(ran.stderr.trim()).to.match(/bad\.yml:3: plugins\["@faber\/plugin-tools-fs"\]\.root: expected string but got 42/)
   })
 
+  it('inspects a deployment whose plugin did not start: shown as not in force, exit code 2', async () => {
+    const broken = `plugins:\n  '@faber/plugin-guards':\n    deny: [{ tools: ['*'], argument: '$.path', pattern: '([', reason: no }]\n`
+    await writeFile(join(dir, 'broken.yml'), broken)
+    const ran = await faber(['inspect', join(dir, 'broken.yml')])
+    expect(ran.code, ran.stderr).to.equal(2)
+    expect(ran.stdout).to.include('DEPLOYMENT NOT IN FORCE: no tool runs')
+    expect(ran.stdout).to.match(/NOT IN FORCE: guards \(failed\): it failed to start \(.*Invalid regular expression/)
+    const json = JSON.parse((await faber(['inspect', join(dir, 'broken.yml'), '--json'])).stdout)
+    expect(json.deployment.inForce).to.equal(false)
+    expect(json.deployment.faults[0]).to.deep.include({ plugin: 'guards', state: 'failed', essential: true })
+  })
+
   it('serves the agent over MCP on stdio', async () => {
     const child = spawn(process.execPath, [BIN, 'mcp', join(dir, 'deploy.yml')], { stdio: ['pipe', 'pipe', 'pipe'] })
     const lines = createInterface({ input: child.stdout })

@@ -10,6 +10,7 @@ import { type EventListeners, isThenable, type Listener, type ListenerIndex, own
 import { DeadlineQueue, formatDuration, TIMED_OUT, withDeadline } from './deadline.ts'
 import { dispatch, emitEach } from './dispatch.ts'
 import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } from './execution.ts'
+import type { DeploymentHealth } from './health.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
 import { messageOf } from './message.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
@@ -29,6 +30,8 @@ export interface PipelineHost {
   routeMessage(name: string, declared: boolean): string
   /** the deployment's listeners, per event and agent */
   readonly listeners: ListenerIndex
+  /** whether every plugin of the deployment is in force */
+  readonly health: DeploymentHealth
 }
 
 export interface PipelineView {
@@ -164,8 +167,12 @@ export class Pipeline {
   /** the listeners of the nested-call notices */
   private readonly notices: Record<'code/call-start' | 'code/call-settle', EventListeners>
 
+  /** read on every call: while a plugin is not in force, no call gets past create */
+  private readonly health: DeploymentHealth
+
   constructor(private host: PipelineHost) {
     const { listeners } = host
+    this.health = host.health
     this.stages = {
       preExecute: listeners.event('tools/pre-execute'),
       execute: listeners.event('tools/execute'),
@@ -312,6 +319,7 @@ export class Pipeline {
   settle(call: Prepared, signal: AbortSignal): ToolResult | Promise<ToolResult> {
     // 1. create
     const { exec, failure, trace } = this.createExecution(call, signal)
+    if (!this.health.ok) return this.closed(call, exec, signal)
     if (failure) return this.finish(exec, failure, trace)
     // 2. pre-abort
     if (isAborted(signal)) return this.finish(exec, this.abortedBeforeDispatch(exec.name), trace)
@@ -329,6 +337,23 @@ export class Pipeline {
     if (settled instanceof Promise) return settled.finally(() => liveExecutions.end(exec))
     liveExecutions.end(exec)
     return settled
+  }
+
+  /**
+   * 1. create, while a plugin of the deployment is not in force: every call ends as DEPLOYMENT_FAILED, naming the
+   * plugin, before any policy or body sees it; while the plugin is still starting (waiting for a service, within the
+   * grace) the call waits for the deployment to change and is decided again
+   */
+  private closed(call: Prepared, exec: ExecutionRecord, signal: AbortSignal): ToolResult | Promise<ToolResult> {
+    const fault = this.health.closedBy()
+    if (!fault) return this.settle(call, signal)
+    if (fault.state === 'starting') {
+      if (isAborted(signal)) return this.finish(exec, this.abortedBeforeDispatch(exec.name), [])
+      return this.health.changed(signal).then(() => this.settle(call, signal))
+    }
+    // what create found (collapsed, unknown) is not why the call ends
+    const closed: StageRecord[] = [{ stage: 'create', decision: 'deployment-failed', by: fault.plugin, reason: fault.reason }]
+    return this.finish(exec, errorResult('DEPLOYMENT_FAILED', this.health.message(fault)), closed)
   }
 
   /** 3. tools/pre-execute and 4. approval, then the rest */

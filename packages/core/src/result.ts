@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'TOOL_FAILED' // the body threw; a tool's own code travels as `toolCode`
   | 'CODE_RUN_FAILED' // a run_code program failed; `kind` says how
   | 'RESULT_WITHHELD' // the body ran, then a tools/post-execute listener withheld its result; `withheldBy` says which
+  | 'DEPLOYMENT_FAILED' // a plugin of the deployment is not in force (failed to start, or waits for a service): nothing ran
 
 export const ERROR_CODES: readonly ErrorCode[] = [
   'UNKNOWN_TOOL',
@@ -27,6 +28,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   'TOOL_FAILED',
   'CODE_RUN_FAILED',
   'RESULT_WITHHELD',
+  'DEPLOYMENT_FAILED',
 ]
 
 export type Stage = 'create' | 'pre-execute' | 'approval' | 'guard' | 'execute' | 'body' | 'post-execute'

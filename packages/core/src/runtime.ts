@@ -11,6 +11,7 @@ import { defineConfig } from './config.ts'
 import { EVERY_AGENT, ListenerIndex, pluginName, traceCallerAs } from './cordis.ts'
 import { emitEach } from './dispatch.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
+import { DeploymentHealth, type PluginFault } from './health.ts'
 import { messageOf } from './message.ts'
 import { type WaitingPrograms, WaitTally } from './person-wait.ts'
 import { Pipeline } from './pipeline.ts'
@@ -141,6 +142,8 @@ class ToolRuntime extends Service {
   declare protected caller?: Context
 
   declare config: ToolRuntime.Config
+  /** which plugins of the deployment are not in force; while an essential one is not, no tool runs */
+  private health: DeploymentHealth
   private deadlines: { preExecuteMs: number; postExecuteMs: number; approvalMs: number }
   /** the run_code programs waiting on a person now, against maxWaitingPrograms */
   private waits = new WaitTally(() => this.config.maxWaitingPrograms)
@@ -163,6 +166,9 @@ class ToolRuntime extends Service {
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name: string) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
+    const { nonEssential, startGraceMs } = this.config
+    this.health = new DeploymentHealth(ctx.root, () => ({ nonEssential, startGraceMs }))
+    this.health.watch(ctx)
     this.codeMode = createRunCode({
       config: this.config,
       codeRuntime: () => this.service('codeRuntime'),
@@ -186,6 +192,7 @@ class ToolRuntime extends Service {
       deadlines: () => this.deadlines,
       routeMessage: (name, declared) => this.codeMode.routeMessage(name, declared),
       listeners,
+      health: this.health,
     })
     const pipeline = this.pipeline
     this.executor = Object.freeze({
@@ -203,6 +210,14 @@ class ToolRuntime extends Service {
 
   private log() {
     return this.ctx.root.logger('tools')
+  }
+
+  /**
+   * the plugin loads of the deployment that are not in force — failed to start, or waiting for a service — whether
+   * each closes the deployment (`essential`), and why. empty when every plugin is in force
+   */
+  faults(): PluginFault[] {
+    return this[kRaw].health.list()
   }
 
   // ---- agents and layers
@@ -574,10 +589,17 @@ namespace ToolRuntime {
     checkpointAfterMs: number
     /** the most bytes of calls and results a program's journal holds; past it the program is not checkpointed */
     maxCheckpointBytes: number
+    /** plugins (by name) whose failure to start leaves the deployment in force; every other one stops all calls */
+    nonEssential: string[]
+    /** how long a plugin may wait for a required service once the deployment has started; calls wait meanwhile */
+    startGraceMs: number
   }
 
   /** what a deployer writes: every key optional, limits partial */
   export type ConfigInput = Partial<Omit<Config, 'codeLimits'>> & { codeLimits?: Partial<CodeRunLimits> }
+
+  /** how long a plugin may wait for a service it requires once the deployment has started (`startGraceMs`) */
+  export const START_GRACE_MS = 5_000
 
   export const SDK_BUDGET = 6000
 
@@ -626,6 +648,15 @@ namespace ToolRuntime {
         .default(16 * 1024 * 1024)
         .description(
           "the most bytes of a program's calls and results kept to run it again after a checkpoint; past it the program keeps its unit while it waits",
+        ),
+      nonEssential: Schema.array(Schema.string())
+        .default([])
+        .description('plugins (by name) that may fail to start, or wait for a service, while tools still run; any other such plugin stops every call'),
+      startGraceMs: Schema.natural()
+        .min(1)
+        .default(START_GRACE_MS)
+        .description(
+          'how long a plugin may wait for a service it requires once the deployment has started; calls wait meanwhile, then end as DEPLOYMENT_FAILED',
         ),
     }),
   )

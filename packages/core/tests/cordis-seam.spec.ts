@@ -10,7 +10,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '../../..')
 const ALSO = [/^plugins\/tool-cordis\/tests\//, /^packages\/core\/tests\/structure\.ts$/]
 
 describe('the cordis seam', () => {
-  // cordis' internals are read in two adapters only, so a cordis upgrade touches two files
+  // cordis' internals are read in the adapters only, so a cordis upgrade touches those files
   it('only the adapters read cordis internals: sources, tests, benchmarks, examples and scripts', () => {
     const readers = internalsReaders(root, workspaceFiles(root)).filter(
       (reader) => !ADAPTERS.includes(reader.file) && !ALSO.some((allowed) => allowed.test(reader.file)),

@@ -6,7 +6,8 @@ import { dirname, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 
 /** the only source files allowed to read cordis' internals */
-export const ADAPTERS = ['packages/core/src/cordis.ts', 'plugins/tool-cordis/src/cordis-adapter.ts']
+// core's cordis adapter, its reader of the plugin registry (whether every plugin is in force), and the inspector's
+export const ADAPTERS = ['packages/core/src/cordis.ts', 'packages/core/src/health.ts', 'plugins/tool-cordis/src/cordis-adapter.ts']
 
 export const INTERNALS = [
   /\b_hooks\b/,

@@ -15,7 +15,7 @@ export { ABSENT, Observations, pathKey } from './observations.ts'
 type Role = 'read' | 'write' | 'edit' | 'command'
 
 // results that end a call before its body could run: such a command changed nothing
-const NOT_RUN = new Set(['DENIED', 'UNKNOWN_TOOL', 'INVALID_ARGUMENTS', 'ABORTED_BEFORE_DISPATCH'])
+const NOT_RUN = new Set(['DENIED', 'UNKNOWN_TOOL', 'INVALID_ARGUMENTS', 'ABORTED_BEFORE_DISPATCH', 'DEPLOYMENT_FAILED'])
 
 function errnoOf(error: unknown) {
   return (error as { code?: unknown } | null)?.code

@@ -61,6 +61,7 @@ function plugins(report: Report, name?: string): Selection {
   } else {
     const counts = countPlugins(report.plugins)
     lines.push(`plugins: ${counts.loads} loaded, ${counts.failed} failed, ${counts.pending} pending${name ? ` (showing those matching "${name}")` : ''}`)
+    lines.push(...deploymentLines(report))
     for (const entry of report.inactive.filter((e) => !name || matches(e.name, name))) {
       lines.push(`NOT ACTIVE: ${entry.name}${entry.agent ? ` on agent ${entry.agent}` : ''} (${entry.reason}); nothing it enforces is in force`)
     }
@@ -260,6 +261,17 @@ export function select(report: Report, what: What, name?: string, caller?: strin
 }
 
 /** the whole report as text, every section in turn */
+/** whether the deployment is in force; when not, which plugin stops every call and why */
+function deploymentLines(report: Report): string[] {
+  const { inForce, faults } = report.deployment
+  const lines = inForce ? [] : ['DEPLOYMENT NOT IN FORCE: no tool runs; every call ends as DEPLOYMENT_FAILED until these are fixed or disposed']
+  for (const fault of faults) {
+    const label = fault.essential ? (fault.state === 'starting' ? 'STARTING' : 'NOT IN FORCE') : 'NON-ESSENTIAL, NOT IN FORCE'
+    lines.push(`${label}: ${fault.plugin} (${fault.state}): ${fault.reason}`)
+  }
+  return lines
+}
+
 export function renderReport(report: Report): string {
   const sections = [plugins(report), services(report), events(report), tools(report), agent(report), calls(report)]
   return sections.map((s) => s.text).join('\n\n')

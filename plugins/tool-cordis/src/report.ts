@@ -118,7 +118,19 @@ export interface AgentReport {
   listeners: EventReport[]
 }
 
+/** a plugin load the runtime counts as not in force (see @faber/core's `ctx.tools.faults()`) */
+export interface FaultReport {
+  plugin: string
+  state: 'failed' | 'waiting' | 'starting'
+  reason: string
+  /** false when declared in the runtime's `nonEssential`: reported, but calls run */
+  essential: boolean
+  missing?: string[]
+}
+
 export interface Report {
+  /** whether tools run: false while an essential plugin is not in force, when every call ends as DEPLOYMENT_FAILED */
+  deployment: { inForce: boolean; faults: FaultReport[] }
   plugins: PluginReport
   /** every loaded plugin that is not active (failed, or waiting for a service), flagged */
   inactive: InactivePluginReport[]
@@ -234,7 +246,13 @@ export function buildReport(ctx: Context, sources: ReportSources = {}): Report {
   if (!tools) throw new TypeError('inspect: no ToolRuntime is mounted at ctx.tools; load @faber/core first')
   const agents = tools.agents()
   const plugins = plugin(pluginTree(root), sources.configs)
+  const faults = tools.faults().map(({ plugin, state, reason, essential, missing }) => {
+    const fault: FaultReport = { plugin, state, reason, essential }
+    if (missing) fault.missing = [...missing]
+    return fault
+  })
   return {
+    deployment: { inForce: !faults.some((fault) => fault.essential), faults },
     plugins,
     inactive: inactive(plugins),
     disposed: sources.disposed ?? [],

@@ -52,7 +52,8 @@ function tools(ctx: Context) {
 }
 
 async function deployment() {
-  const ctx = await kit.deployment({ mode: 'native' }, (ctx) => {
+  // 'licensed' fails to start below, for the view to show it; declared non-essential, so tools still run
+  const ctx = await kit.deployment({ mode: 'native', nonEssential: ['licensed'] }, (ctx) => {
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
     ctx.plugin(Approval, { require: ['deploy'], rules: [] })
     ctx.plugin(WebAnswerer)

@@ -122,6 +122,12 @@ function pluginNode(node) {
 function renderPlugins(r) {
   $('plugins').replaceChildren(h('ul', {}, r.plugins.children.map(pluginNode)))
   $('inactive').replaceChildren(
+    ...(r.deployment.inForce
+      ? []
+      : [h('p', { class: 'error' }, 'DEPLOYMENT NOT IN FORCE: no tool runs; every call ends as DEPLOYMENT_FAILED until these are fixed or disposed')]),
+    ...r.deployment.faults.map((fault) =>
+      h('p', { class: 'error' }, `${fault.essential ? 'NOT IN FORCE' : 'NON-ESSENTIAL, NOT IN FORCE'}: ${fault.plugin} (${fault.state}): ${fault.reason}`),
+    ),
     ...r.inactive.map((entry) =>
       h(
         'p',
