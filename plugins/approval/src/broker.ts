@@ -120,13 +120,16 @@ export class Broker {
   }
 
   /** keeps always grants in this store from now on (the deployment's ctx.store); undefined: none can be kept */
-  useStore(store: Store | undefined) {
+  /** keeps `always` grants in `store` from now on; the promise settles once its tables are ready (rejects, naming it, when they cannot be) */
+  useStore(store: Store | undefined): Promise<void> | undefined {
     if (store === this.saved?.store) return
     this.saved = store && new GrantStore(store)
     this.persisted = []
     this.seen = undefined
     // migrated now, not at the first call: a failure here is said at once, and every read waits for it anyway
-    this.saved?.ready().catch((error) => this.logger.warn('the grants kept in %s cannot be used: %s', store?.path, messageOf(error)))
+    return this.saved?.ready().catch((error) => {
+      throw new Error(`the grants kept in ${store?.path} cannot be used: ${messageOf(error)}`)
+    })
   }
 
   /** true when `always` grants can be kept */

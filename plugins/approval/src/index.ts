@@ -83,7 +83,12 @@ class Approval extends Service implements ApprovalService {
     const broker = new Broker(config, listeners, ctx.logger('approval'), () => loadedPlugins(root))
     this.broker = broker
     this.elicitor = new Elicitor(listeners, ctx.logger('approval'), () => this.config.elicitationTimeoutMs)
-    const bind = () => broker.useStore(ctx.get('store')?.connection)
+    // a store whose grants cannot be used (one a newer Faber wrote, say) fails this plugin as cordis fails any plugin
+    // whose work rejects, whichever of the two was loaded first: the runtime then runs no tool until it is fixed
+    const bind = () => {
+      const ready = broker.useStore(ctx.get('store')?.connection)
+      if (ready) ctx.scope.ensure(() => ready)
+    }
     bind()
     ctx.on('internal/service', (name) => {
       if (name === 'store') bind()
