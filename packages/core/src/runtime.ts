@@ -217,7 +217,7 @@ class ToolRuntime extends Service {
    * each closes the deployment (`essential`), and why. empty when every plugin is in force
    */
   faults(): PluginFault[] {
-    return this[kRaw].health.list()
+    return this.health.list()
   }
 
   // ---- agents and layers
