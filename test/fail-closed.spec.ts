@@ -113,7 +113,10 @@ describe('no tool runs while a plugin of the deployment is not in force', () => 
     it(`a store written by a newer Faber (${order})`, async () => {
       const path = join(dir, 'faber.db')
       const newer = new SqliteStore(path)
-      await newer.migrate('approval', Array.from({ length: 99 }, () => 'SELECT 1'))
+      await newer.migrate(
+        'approval',
+        Array.from({ length: 99 }, () => 'SELECT 1'),
+      )
       await newer.close()
       await deploy((ctx) => {
         if (order === 'store first') ctx.plugin(DeploymentStore, { path })
