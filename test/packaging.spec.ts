@@ -286,6 +286,32 @@ describe('packages installed from npm', function () {
     expect((await ok(process.execPath, ['main.js'], { cwd: project, env })).stdout).to.equal('function\n')
   })
 
+  it('names cordis a peer in every package, and npm installs one copy of it for all of them', async () => {
+    for (const dir of PACKAGES) {
+      const published = JSON.parse(readFileSync(join(project, 'node_modules', manifest(dir).name, 'package.json'), 'utf8'))
+      expect(published.peerDependencies?.cordis, published.name).to.equal('^3.18.1')
+      expect(published.dependencies?.cordis, published.name).to.equal(undefined)
+    }
+    // npm's peer resolution put cordis at the top, once, where every package and the user's own code import it
+    const copies = await ok('npm', ['ls', 'cordis', '--all', '--parseable'], { cwd: project, env })
+    expect(new Set(copies.stdout.trim().split('\n'))).to.deep.equal(new Set([join(project, 'node_modules/cordis')]))
+  })
+
+  it('refuses a project on another cordis major with one error naming the peer, and installs nothing', async () => {
+    const other = join(temp, 'other-major')
+    await mkdir(other)
+    await writeFile(
+      join(other, 'package.json'),
+      JSON.stringify({ name: 'other-major', version: '1.0.0', type: 'module', dependencies: { cordis: '4.0.0-rc.10' } }),
+    )
+    const core = tarballs.find((file) => file.startsWith('faber-core-'))!
+    const ran = await run('npm', ['install', '--dry-run', join(packed, core)], { cwd: other, env })
+    expect(ran.code).to.not.equal(0)
+    expect(ran.stderr).to.contain('ERESOLVE')
+    expect(ran.stderr).to.contain('peer cordis@"^3.18.1" from @faber/core')
+    expect(existsSync(join(other, 'node_modules'))).to.equal(false)
+  })
+
   it('type-checks a TypeScript consumer of the public types', async () => {
     await writeFile(join(project, 'consumer.ts'), CONSUMER)
     // every published entry point, so each package's declarations are checked with what it depends on (none skipped)
