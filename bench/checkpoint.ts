@@ -104,7 +104,57 @@ export async function benchCheckpoint() {
   return figures
 }
 
+/**
+ * CHECKPOINT_WAITING programs (default 1,000) started at once, each waiting on a person after one call: how long until
+ * all are checkpointed, what the host's heap and rss grew by meanwhile, how late its event loop ran (a timer's delay,
+ * p99 and max), and how long until all are answered and done. maxConcurrent is the sandbox's default
+ */
+export async function benchCheckpointWaiting() {
+  const count = Number(process.env.CHECKPOINT_WAITING ?? 1000)
+  const { monitorEventLoopDelay } = await import('node:perf_hooks')
+  const figures: Record<string, unknown> = {}
+  for (const [backend, Sandbox] of [
+    ['worker', WorkerSandboxService],
+    ['isolate', IsolateSandboxService],
+  ] as const) {
+    const { ctx, asked } = await setup(Sandbox)
+    await run(ctx, program(1, 'return 1'))
+    const before = process.memoryUsage()
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    delay.enable()
+    let start = performance.now()
+    const results = Array.from({ length: count }, () => run(ctx, program(1, 'return await tools.deploy({})')))
+    while (ctx.tools.waitingPrograms().checkpointed < count) await new Promise((resolve) => setTimeout(resolve, 20))
+    const waitingMs = performance.now() - start
+    const during = process.memoryUsage()
+    delay.disable()
+    start = performance.now()
+    for (const ask of asked.splice(0)) ask.answer()
+    const done = await Promise.all(results)
+    const answeredMs = performance.now() - start
+    const failed = done.filter((result) => result.isError || !result.content.includes('deployed')).length
+    const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
+    const ms = (ns: number) => `${(ns / 1e6).toFixed(1)} ms`
+    console.log(
+      `  ${backend}: ${count} checkpointed in ${(waitingMs / 1000).toFixed(2)} s; heap +${mb(during.heapUsed - before.heapUsed)}, rss +${mb(during.rss - before.rss)}; event-loop delay p99 ${ms(delay.percentile(99))}, max ${ms(delay.max)}; all answered and done in ${(answeredMs / 1000).toFixed(2)} s, ${failed} failed`,
+    )
+    figures[backend] = {
+      count,
+      waitingMs,
+      heapMb: (during.heapUsed - before.heapUsed) / 2 ** 20,
+      rssMb: (during.rss - before.rss) / 2 ** 20,
+      p99Ms: delay.percentile(99) / 1e6,
+      maxMs: delay.max / 1e6,
+      answeredMs,
+      failed,
+    }
+    await ctx.stop()
+  }
+  return figures
+}
+
 if (isMain(import.meta.url)) {
   await benchCheckpoint()
+  await benchCheckpointWaiting()
   process.exit()
 }

@@ -18,11 +18,17 @@ const tiers = [
 ] as const
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/** resolves once `check` holds, looking every 10 ms (a loaded machine makes any fixed pause a guess) */
+async function until(check: () => boolean) {
+  while (!check()) await sleep(10)
+}
 
+/** the person answers `answerAfterMs` after the program was checkpointed (or never, for Infinity) */
 async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort?: AbortController) {
   const [, Sandbox, isolation] = tier
   const bodies: string[] = []
-  const ctx = await deployment({ mode: 'code', checkpointAfterMs: 150 }, (ctx) => {
+  const counted: unknown[] = []
+  const ctx = await deployment({ mode: 'code', checkpointAfterMs: 150, codeLimits: { cpuMs: 500 } }, (ctx) => {
     ctx.plugin(Sandbox, { isolation, poolSize: 1 })
     ctx.plugin(Approval, { require: ['deploy'] })
     ctx.plugin({
@@ -31,6 +37,8 @@ async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort
         ctx.on('approval/request', async (query: ApprovalQuery) => {
           const answered = waitOnPerson(query.exec)
           try {
+            await until(() => ctx.tools.waitingPrograms().checkpointed > 0)
+            if (answerAfterMs === Number.POSITIVE_INFINITY) await new Promise(() => {})
             await sleep(answerAfterMs)
             return { decision: 'allow' as const }
           } finally {
@@ -46,8 +54,9 @@ async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort
       description: 'counts',
       parameters: t.record(t.unknown()),
       output: { schema: t.number() },
-      execute: () => {
+      execute: (args) => {
         bodies.push('count')
+        counted.push(args)
         return ++count
       },
     }),
@@ -65,7 +74,7 @@ async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort
     }),
   )
   await (ctx.get('codeRuntime') as { ready?(): Promise<void> }).ready?.()
-  return { ctx, bodies, signal: abort?.signal }
+  return { ctx, bodies, counted, signal: abort?.signal }
 }
 
 const runCode = (ctx: Context, code: string, signal?: AbortSignal) => call(ctx, 'run_code', { code, description: 'deploys after approval' }, { signal })
@@ -83,7 +92,8 @@ for (const tier of tiers) {
         ctx,
         'console.log("start")\nconst a = await tools.count({ n: 1 })\nconst b = await tools.deploy({})\nconst c = await tools.count({ n: 2 })\nreturn [a, b, c]',
       )
-      await sleep(600)
+      await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
+      await sleep(100)
       expect(ctx.tools.waitingPrograms()).to.deep.include({ waiting: 0, checkpointed: 1 })
       expect(load(ctx).running, 'the unit was given back').to.equal(0)
       const result = await program
@@ -92,16 +102,50 @@ for (const tier of tiers) {
       expect(ctx.tools.waitingPrograms()).to.deep.include({ waiting: 0, checkpointed: 0 })
     })
 
-    it('is stopped, with nothing new run, when it makes another call on its second run', async () => {
-      const { ctx, bodies } = await deploy(tier, 600)
+    it('reads the clock and Math.random on its second run as it did on its first, so its calls match', async () => {
+      const { ctx, bodies, counted } = await deploy(tier, 600)
       const result = await runCode(
         ctx,
-        'const a = await tools.count({ r: Math.random() })\nconst b = await tools.deploy({})\nconst c = await tools.count({ n: 2 })\nreturn [a, b, c]',
+        [
+          'const r = Math.random(), t = Date.now(), d = new Date().toISOString(), s = Date()',
+          'const a = await tools.count({ r, t, d, s })',
+          'const b = await tools.deploy({})',
+          'return [r, t, d, s, a, b, Math.random() !== r, new Date(2020, 1, 1).getFullYear(), new Date() instanceof Date]',
+        ].join('\n'),
       )
+      expect(result.isError, told(result)).to.equal(false)
+      const [r, t, d, s, ...rest] = JSON.parse(result.content)
+      expect(counted).to.deep.equal([{ r, t, d, s }])
+      expect(rest).to.deep.equal([1, 'deployed', true, 2020, true])
+      expect(bodies).to.deep.equal(['count', 'deploy'])
+    })
+
+    it('is stopped, with nothing new run, when it makes another call on its second run', async () => {
+      const { ctx, bodies } = await deploy(tier, 600)
+      const program = runCode(
+        ctx,
+        "const a = await tools.count({ found: (await tools.$search('zebra')).length })\nconst b = await tools.deploy({})\nconst c = await tools.count({ n: 2 })\nreturn [a, b, c]",
+      )
+      // while it is checkpointed, a tool its $search finds on the second run appears
+      await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
+      ctx.tools.register(defineTool({ name: 'zebra', description: 'a zebra', parameters: t.object({}), output: { schema: t.null() }, execute: () => null }))
+      const result = await program
       expect(told(result)).to.match(
-        /^error: run_code failed \(diverged\): the program took another path when it was run again after waiting for a person: its call 1 was tools\.count\(\{"r":0\.\d+\}\) the first time and tools\.count\(\{"r":0\.\d+\}\) now\. it was stopped/,
+        /^error: run_code failed \(diverged\): the program took another path when it was run again after waiting for a person: its call 1 was tools\.count\(\{"found":0\}\) the first time and tools\.count\(\{"found":1\}\) now\. it was stopped/,
       )
       // the call the person approved ran: it was the first run's; the second run's new calls did not
+      expect(bodies).to.deep.equal(['count', 'deploy'])
+    })
+
+    it('obeys its cpu budget on its second run: a loop that never ends before the call it waited on is stopped', async () => {
+      const { ctx, bodies } = await deploy(tier, 600)
+      const program = runCode(
+        ctx,
+        "if ((await tools.$search('zebra')).length > 0) while (true) {}\nconst a = await tools.count({})\nreturn await tools.deploy({})",
+      )
+      await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
+      ctx.tools.register(defineTool({ name: 'zebra', description: 'a zebra', parameters: t.object({}), output: { schema: t.null() }, execute: () => null }))
+      expect(told(await program)).to.match(/^error: run_code failed \(timeout\): the program computed for more than 500 ms of CPU time/)
       expect(bodies).to.deep.equal(['count', 'deploy'])
     })
   })
@@ -115,8 +159,7 @@ describe('checkpointed programs', function () {
     const { ctx, bodies } = await deploy(tiers[0], 5000)
     const abort = new AbortController()
     const program = runCode(ctx, 'await tools.count({})\nreturn await tools.deploy({})', abort.signal)
-    await sleep(400)
-    expect(ctx.tools.waitingPrograms()).to.deep.include({ checkpointed: 1 })
+    await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
     abort.abort()
     expect(told(await program)).to.match(/abort/)
     expect(bodies).to.deep.equal(['count'])

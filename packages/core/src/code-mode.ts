@@ -433,7 +433,16 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         if (run.signal.aborted) attempt.abort(run.signal.reason)
         journal?.start()
         try {
-          outcome = await host.run({ code: stripped.code, tools: names, call, callNow, signal: attempt.signal, limits: runtime.config.codeLimits, waits })
+          outcome = await host.run({
+            code: stripped.code,
+            tools: names,
+            call,
+            callNow,
+            signal: attempt.signal,
+            limits: runtime.config.codeLimits,
+            waits,
+            values: journal?.values(),
+          })
         } catch (error) {
           outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }
         }

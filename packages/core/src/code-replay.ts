@@ -4,7 +4,7 @@
 // answer it was waiting for, and from there on it runs live. a program that takes another path on the second run is
 // stopped before any new call starts.
 
-import type { BridgeReply } from './code-runtime.ts'
+import type { BridgeReply, RecordedValues } from './code-runtime.ts'
 
 interface Entry {
   readonly name: string
@@ -17,6 +17,8 @@ const replyBytes = (reply: BridgeReply) => (reply.ok ? reply.value.length : repl
 
 export class CallJournal {
   private entries: Entry[] = []
+  /** the clock readings and random numbers the program read, in order (the sandbox's prelude reports them) */
+  private readings: number[] = []
   private bytes = 0
   /** the calls this run of the program made so far, and how many of them the journal held when it started */
   private made = 0
@@ -40,6 +42,19 @@ export class CallJournal {
     this.recorded = this.entries.length
     this.diverged = undefined
     this.runs++
+  }
+
+  /** what this run reads of the clock and random numbers: the readings recorded, then its own (CodeRunRequest.values) */
+  values(): RecordedValues {
+    const run = this.runs
+    return {
+      replay: this.readings.slice(),
+      record: (values) => {
+        if (run !== this.runs || !this.recording) return
+        for (const value of values) this.readings.push(value)
+        this.count(8 * values.length)
+      },
+    }
   }
 
   /** the calls the journal answers on the next run */
@@ -91,6 +106,8 @@ export class CallJournal {
     if (this.bytes <= this.maxBytes || !this.recording) return
     // what a run answers from the journal must stay there; before the first checkpoint nothing is answered from it
     this.recording = false
-    if (this.runs <= 1) this.entries = []
+    if (this.runs > 1) return
+    this.entries = []
+    this.readings = []
   }
 }

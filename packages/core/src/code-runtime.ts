@@ -53,8 +53,21 @@ export interface CodeRunRequest {
    * run's wall-clock timer, and starts it again with what was left when the wait ends. the cpu budget is untouched
    */
   waits?: WaitSignal
+  /**
+   * the clock and random numbers the program reads (`Date.now()`, `new Date()`, `Date()`, `Math.random()`), recorded:
+   * the program reads `replay` first, in order, and the values it reads beyond them are handed to `record`, in order, at
+   * the latest before its next tool call. a program run again after a checkpoint so reads what it read the first time.
+   * left out, nothing is recorded
+   */
+  values?: RecordedValues
   /** overrides for this run; the backend fills the rest from its own configuration */
   limits?: Partial<CodeRunLimits>
+}
+
+/** the non-deterministic values a run reads, recorded and fed back (CodeRunRequest.values) */
+export interface RecordedValues {
+  readonly replay: readonly number[]
+  record(values: readonly number[]): void
 }
 
 /** a run's waits on a person, as its caller tells them to the backend */

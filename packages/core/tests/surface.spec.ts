@@ -45,7 +45,7 @@ const TYPES = [
   ...['CodeRunOutcome', 'CodeRunRequest', 'CodeRuntime', 'CodeRuntimeLoad', 'ConversationEndInfo', 'DeniedBy', 'DispatchNext', 'ErrorCode', 'Execution'],
   ...['ExecutionInput', 'ExecutionMode', 'Executor', 'Guard', 'Infer', 'InferShape', 'Json', 'JsonSchema', 'JsonType', 'Listener'],
   ...['Mask', 'Mode', 'ModeOrigin', 'NestedCallSettle', 'NestedCallStart', 'PipelineEvent', 'PostDecision', 'PreDecision'],
-  ...['PreparedCall', 'PromptSection', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],
+  ...['PreparedCall', 'PromptSection', 'RecordedValues', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],
   ...['TSchema', 'ToolAnnotations', 'ToolDefinition', 'ToolErrorInfo', 'ToolFailure', 'ToolInfo', 'ToolOutput', 'ToolResult'],
   ...['ToolRun', 'ToolSchema', 'ToolSuccess', 'TurnInfo', 'TypedToolDefinition', 'Validator', 'WaitSignal', 'WaitingPrograms', 'Wire'],
 ]

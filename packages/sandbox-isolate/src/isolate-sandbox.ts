@@ -114,7 +114,7 @@ const outboxRecordUnits = 4096
 // thread spins for the reply once the program's synchronous part is done (in a microtask: an isolate has no
 // setImmediate), at most `spinLoops` turns; a reply that comes meanwhile through lane 1's ring is delivered there, and
 // the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
-const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, active, spinLoops, setup, toolNamesJson, ...rest) {
+const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) {
   const { load, store, add, sub, compareExchange } = Atomics
   const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
   const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
@@ -297,7 +297,7 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
       ended()
     }
     return answer
-  }, toolNamesJson, ...rest, flatJson, makeCalls)
+  }, toolNamesJson, ...rest, flatJson, makeCalls, recordedJson)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },
@@ -731,6 +731,7 @@ class IsolateDriver implements SandboxDriver<Slot> {
         new ivm.ExternalCopy(runsActive.buffer).copyInto({ release: true }),
         spinTurns(this.spinMs),
         setup.derefInto(),
+        request.values && JSON.stringify(request.values.replay),
         JSON.stringify(request.tools),
         limits.outputBytes,
         limits.memoryMb * MB,

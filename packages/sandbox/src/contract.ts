@@ -48,6 +48,8 @@ export interface ProgramReports {
   refused(reason: Refusal): void
   /** the unit failed: its memory limit, a crash, a budget only it can see; the unit is discarded */
   failed(kind: CodeFailureKind, message: string): void
+  /** clock readings and random numbers the program read, in order (when the request records them: CodeRunRequest.values) */
+  values(values: number[]): void
 }
 
 /** a program started in a unit, as the host sees it */
@@ -103,6 +105,18 @@ export function report(reports: ProgramReports, kind: unknown, a: unknown, b: un
     case 'memory':
       reports.refused(refusals.has(a) ? (a as Refusal) : 'buffers')
       return true
+    case 'values': {
+      if (typeof a !== 'string') return false
+      let values: unknown
+      try {
+        values = JSON.parse(a)
+      } catch {
+        return false
+      }
+      if (!Array.isArray(values) || !values.every((value) => typeof value === 'number')) return false
+      reports.values(values)
+      return true
+    }
   }
   return false
 }

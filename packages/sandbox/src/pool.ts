@@ -394,6 +394,7 @@ export class Run {
       overOutput: () => bridge.overOutput(),
       refused: (reason) => bridge.refused(reason),
       failed: this.fail,
+      values: (values) => request.values?.record(values),
     }
     this.wall = new WallClock(limits.wallMs, () => this.fail('timeout', limitMessages.wall(limits)))
   }

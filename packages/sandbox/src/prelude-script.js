@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson, sharedCalls) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson, sharedCalls, recordedJson) {
   // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
   // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
   // it throws is a refusal
@@ -45,6 +45,16 @@
   const notAFunction = /^tools\.([^\s(]+) is not a function$/
   const allocationFailed = /allocation failed/i
 
+  // the clock readings and random numbers read and not yet reported, while the host records them (`recordedJson`)
+  let valuesRead
+  const flushValues = () => {
+    if (valuesRead.length === 0) return
+    // written here, not by JSON.stringify: a toJSON the program put on Array.prototype must not shape it
+    let json = '['
+    for (let i = 0; i < valuesRead.length; i++) json += (i === 0 ? '' : ',') + valuesRead[i]
+    valuesRead = []
+    bridge('values', json + ']')
+  }
   let settled = false
   let used = 0
   let over = false
@@ -616,6 +626,8 @@
       }
       // a getter of the argument may have made calls, or ended the run, meanwhile
       if (settled) throw finished()
+      // the clock readings and random numbers read so far go first: the host has them before the call they may shape
+      if (valuesRead !== undefined) flushValues()
       let reply = 1
       try {
         reply = open(name, json, site)
@@ -922,6 +934,45 @@
       : makeCalls(promiseFor, parse, failed, maxPendingCalls, bridge)
 
   const refuseImport = () => new $TypeError('import() is not available to programs; use tools')
+
+  // the clock and random numbers, when the host records them (`recordedJson`: the values read on an earlier run, JSON):
+  // the program reads those first, in order, and the values it reads beyond them are reported ('values', a JSON list)
+  // before its next tool call, so a program run again after a checkpoint reads what it read the first time, up to its
+  // last call. installed before the program runs; a program may still replace them, as anything of its realm
+  if (typeof recordedJson === 'string') {
+    const replayed = parse(recordedJson)
+    valuesRead = []
+    let read = 0
+    const $Date = Date
+    const $now = $Date.now
+    const $random = Math.random
+    const value = (live) => {
+      if (read < replayed.length) return replayed[read++]
+      read++
+      const fresh = live()
+      defineProperty(valuesRead, valuesRead.length, { __proto__: null, value: fresh, writable: true, enumerable: true, configurable: true })
+      if (valuesRead.length >= 1024) flushValues()
+      return fresh
+    }
+    const now = () => value($now)
+    const RecordedDate = function (...args) {
+      if (new.target === undefined) return new $Date(now()).toString()
+      return construct($Date, args.length === 0 ? [now()] : args, new.target)
+    }
+    defineProperty(RecordedDate, 'name', { __proto__: null, value: 'Date', configurable: true })
+    defineProperty(RecordedDate, 'length', { __proto__: null, value: 7, configurable: true })
+    RecordedDate.prototype = $Date.prototype
+    RecordedDate.UTC = $Date.UTC
+    RecordedDate.parse = $Date.parse
+    RecordedDate.now = function now() {
+      return value($now)
+    }
+    defineProperty($Date.prototype, 'constructor', { __proto__: null, value: RecordedDate, writable: true, configurable: true, enumerable: false })
+    globalThis.Date = RecordedDate
+    Math.random = function random() {
+      return value($random)
+    }
+  }
 
   return freeze({ start, deliver, refuseImport })
 })

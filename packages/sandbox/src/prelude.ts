@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 
 /**
  * the source of the function that builds `tools`, `console` and `ToolCallError` inside a program's realm.
- * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson?, sharedCalls?)`
+ * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson?, sharedCalls?, recordedJson?)`
  * returning `{ start, deliver, refuseImport }`; `programSource` is `wrapProgram(code)`, which locates a failed call;
  * `sharedFlatJson` and `sharedCalls`, when given, are a `flatJson` and a `makeCalls` made of `flatJsonText` and `callsText`
  * elsewhere (the isolate's driver, the worker's context of its own).

@@ -9,7 +9,7 @@ import { RunBridge } from './bridge.ts'
 import { failure, limitMessages } from './outcome.ts'
 import { type GatedOptions, GatedRuntime, warmUp } from './pool.ts'
 import type { ChildMessage, HostMessage } from './process-serve.ts'
-import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
+import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest, RecordedValues } from './types.ts'
 import { WallClock } from './wall.ts'
 
 const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
@@ -29,6 +29,8 @@ interface Active {
   limits: CodeRunLimits
   /** the process forwarded a call of this run: it started the run, and may drive its program on its main thread */
   called: boolean
+  /** the run's recorded clock readings and random numbers, when its request records them */
+  values: RecordedValues | undefined
   settle(outcome: CodeRunOutcome): void
 }
 
@@ -109,6 +111,8 @@ function malformed(message: unknown, runs: ReadonlyMap<number, Active>): string 
       return typeof m.message === 'string' ? undefined : 'a start failure without a message'
     case 'step':
       return typeof m.id === 'number' ? undefined : 'a malformed step'
+    case 'values':
+      return typeof m.id === 'number' && Array.isArray(m.values) && m.values.every((value) => typeof value === 'number') ? undefined : 'malformed values'
     case 'call':
       if (typeof m.id !== 'number' || typeof m.call !== 'number' || typeof m.name !== 'string' || typeof m.json !== 'string') return 'a malformed call'
       if (m.site !== undefined && typeof m.site !== 'number') return 'a malformed call site'
@@ -276,10 +280,18 @@ export class ProcessSandbox extends GatedRuntime {
       // the backend inside keeps the wall-clock budget; this only catches a process that stopped answering. both stop
       // while the program waits on a person: the process is told each change
       const wall = new WallClock(limits.wallMs + 5000, () => this.retire(child, 'stopped answering'))
-      child.runs.set(id, { bridge, limits, settle, called: false })
+      child.runs.set(id, { bridge, limits, settle, called: false, values: request.values })
       this.busy(child)
       request.signal.addEventListener('abort', onAbort, { once: true })
-      this.send(child, { t: 'run', id, code: request.code, tools: [...request.tools], limits, waiting: request.waits?.waiting === true })
+      this.send(child, {
+        t: 'run',
+        id,
+        code: request.code,
+        tools: [...request.tools],
+        limits,
+        waiting: request.waits?.waiting === true,
+        ...(request.values ? { replay: [...request.values.replay] } : {}),
+      })
       wall.start(request.waits)
       unwatch = request.waits?.watch((waiting) => this.send(child, { t: 'wait', id, waiting }))
     })
@@ -304,6 +316,8 @@ export class ProcessSandbox extends GatedRuntime {
       case 'step':
         child.stepping = message.id
         return
+      case 'values':
+        return child.runs.get(message.id)?.values?.record(message.values)
       case 'pong':
         if (message.n === child.pings) this.endProbe(child)
         return

@@ -6,7 +6,7 @@ import type { BridgeReply, CallSite, CodeRunLimits, CodeRunOutcome, CodeRuntime,
 
 export type HostMessage =
   | { t: 'init'; module: string; exportName: string; options: Record<string, unknown> }
-  | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits; waiting: boolean }
+  | { t: 'run'; id: number; code: string; tools: string[]; limits: CodeRunLimits; waiting: boolean; replay?: number[] }
   | { t: 'reply'; id: number; call: number; reply: BridgeReply }
   /** the program starts or stops waiting on a person: its wall clock stops meanwhile */
   | { t: 'wait'; id: number; waiting: boolean }
@@ -21,6 +21,8 @@ export type ChildMessage =
   | { t: 'call'; id: number; call: number; name: string; json: string; site?: number }
   | { t: 'done'; id: number; outcome: CodeRunOutcome; retire: boolean }
   | { t: 'pong'; n: number }
+  /** clock readings and random numbers the run's program read (its request records them) */
+  | { t: 'values'; id: number; values: number[] }
   /**
    * a step of the run's program starts on the main thread (a reply delivered, and what the program then runs), while
    * this process runs more than one program: until the next message, it is what computes there. with one program
@@ -81,7 +83,7 @@ class Waits implements WaitSignal {
   }
 }
 
-async function run({ id, code, tools, limits, waiting }: Extract<HostMessage, { t: 'run' }>) {
+async function run({ id, code, tools, limits, waiting, replay }: Extract<HostMessage, { t: 'run' }>) {
   const controller = new AbortController()
   const pending = new Map<number, (reply: BridgeReply) => void>()
   const waits = new Waits(waiting === true)
@@ -95,7 +97,8 @@ async function run({ id, code, tools, limits, waiting }: Extract<HostMessage, { 
     })
   let outcome: CodeRunOutcome
   try {
-    outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits, waits })
+    const values = Array.isArray(replay) ? { replay, record: (values: readonly number[]) => send({ t: 'values', id, values: [...values] }) } : undefined
+    outcome = await runtime!.run({ code, tools, call, signal: controller.signal, limits, waits, values })
   } catch (error) {
     // as in init: a message that cannot be read must not take this process, and every run in it, down
     outcome = { ok: false, kind: 'crash', message: messageOf(error), logs: [] }

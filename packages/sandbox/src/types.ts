@@ -7,6 +7,7 @@ export type {
   CodeRunRequest,
   CodeRuntime,
   CodeRuntimeLoad,
+  RecordedValues,
   WaitSignal,
 } from '@faber/core/code-runtime'
 export { defaultCodeLimits } from '@faber/core/code-runtime'

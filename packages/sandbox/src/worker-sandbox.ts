@@ -155,6 +155,7 @@ class WorkerDriver implements SandboxDriver<Slot> {
       bufferBytes: limits.memoryMb * 1024 * 1024,
       argumentBytes: argumentBytes(limits),
       maxPendingCalls,
+      recorded: request.values && JSON.stringify(request.values.replay),
     })
     return {
       deliver: (call, reply) => {

@@ -78,7 +78,7 @@ const prepareNext = () => {
   } catch {}
 }
 
-function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls }) {
+function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, recorded }) {
   const run = { id, finished: false, deliver: undefined, outstanding: 0, broken: false }
   current = run
   const finish = (message) => {
@@ -126,7 +126,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     }
     const message = [id, kind, primitive(a), primitive(b), primitive(c)]
     if (kind === 'done' || kind === 'throw') finish(message)
-    else if (kind === 'log') post(message)
+    else if (kind === 'log' || kind === 'values') post(message)
     else if (kind === 'limit' || kind === 'memory') {
       run.finished = true
       post(message)
@@ -138,7 +138,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   next = undefined
   // the run's Object.prototype, before anything of the program ran: its Function.prototype's
   const flatJson = sharedFlatJson(getPrototypeOf(getPrototypeOf(setup)))
-  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson, sharedCalls)
+  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson, sharedCalls, recorded)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 
