@@ -16,6 +16,7 @@ const PACKAGES = ['packages', 'plugins'].flatMap((group) => readdirSync(join(ROO
 interface Manifest<Export> {
   name: string
   version: string
+  engines?: Record<string, string>
   exports: Record<string, Export>
 }
 
@@ -241,6 +242,8 @@ describe('packages installed from npm', function () {
       const source = manifest(dir)
       const installed = join(project, 'node_modules', source.name)
       const published = manifest<{ types: string; import: string }>(installed)
+      // the Node the README names, where npm can check it
+      expect(published.engines, source.name).to.deep.equal(manifest(ROOT).engines)
       // every export the workspace has from src/ is published from dist/, with its types
       const fromSource = Object.keys(source.exports).filter((key) => source.exports[key].startsWith('./src/') && !UNPUBLISHED[source.name]?.includes(key))
       expect(Object.keys(published.exports), source.name).to.deep.equal(fromSource)
