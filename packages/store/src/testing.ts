@@ -58,11 +58,15 @@ async function freePort(): Promise<number> {
 
 let shared: Promise<Cluster> | undefined
 
-/** the process's cluster, started on first use (a few seconds) and removed when the process exits */
-export function postgresCluster(): Promise<Cluster> {
+/**
+ * the process's cluster, started on first use (a few seconds) and removed when the process exits. tests run it with
+ * fsync off (nothing in it outlives the run); `durable` (the first call decides) keeps PostgreSQL's default, for
+ * benches whose commits should cost what they cost on a real server
+ */
+export function postgresCluster(options: { durable?: boolean } = {}): Promise<Cluster> {
   const missing = postgresMissing()
   if (missing) return Promise.reject(new Error(`no PostgreSQL cluster can be started here: ${missing}`))
-  shared ??= startCluster()
+  shared ??= startCluster(options.durable === true)
   return shared
 }
 
@@ -81,7 +85,7 @@ export async function requirePostgres(context: { skip(): void }): Promise<Cluste
   return postgresCluster()
 }
 
-async function startCluster(): Promise<Cluster> {
+async function startCluster(durable: boolean): Promise<Cluster> {
   const bin = postgresBin()!
   const root = userInfo().uid === 0
   const dir = mkdtempSync(join(tmpdir(), 'faber-pg-'))
@@ -94,7 +98,7 @@ async function startCluster(): Promise<Cluster> {
   const data = join(dir, 'data')
   const port = await freePort()
   await run(...as('initdb', ['-D', data, '-A', 'trust', '-U', 'faber', '--no-sync', '-E', 'UTF8']))
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60`
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=60${durable ? '' : ' -c fsync=off'}`
   const pgctl = (...args: string[]) => run(...as('pg_ctl', ['-D', data, ...args]))
   const start = async () => void (await pgctl('-o', options, '-l', join(dir, 'log'), '-w', 'start'))
   const stop = async () => void (await pgctl('-m', 'fast', '-w', 'stop'))
