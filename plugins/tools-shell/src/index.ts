@@ -194,6 +194,8 @@ export function apply(ctx: Context, config: Config) {
   ctx.on('dispose', () => shell.dispose())
   // jobs die with their session: a job belongs to the agent that started it
   ctx.on('agent/session-end', ({ agent }) => shell.endJobsOf(agent))
+  // and with the MCP session that started them
+  ctx.on('tools/session-end', ({ agent, session }) => shell.endJobsOf(agent, session))
   for (const tool of shell.tools) ctx.tools.register(tool)
 }
 

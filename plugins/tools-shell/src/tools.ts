@@ -1,6 +1,6 @@
 // the three tool definitions: the command itself, and reading and stopping a background job.
 
-import { type Agent, defineTool, type Infer, type ToolDefinition, t } from '@faber/core'
+import { type Agent, defineTool, type Execution, type Infer, type ToolDefinition, t } from '@faber/core'
 import type { Captured } from './capture.ts'
 import type { Cgroups, Launch } from './confine.ts'
 import { CommandProcess, type Exit, type Limits } from './process.ts'
@@ -42,6 +42,8 @@ interface Job {
   id: string
   command: string
   agent?: Agent
+  /** the conversation it was started in, when its agent serves several (an MCP session: exec.session) */
+  session?: string
   process: CommandProcess
   forget: () => void
 }
@@ -102,7 +104,11 @@ function outcomeOf(exit: Exit | undefined, output: { stdout: Captured; stderr: C
 }
 
 /** the tools and the job table; `dispose` kills every job */
-export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; endJobsOf(agent: Agent | undefined): void; dispose(): void } {
+export function shellTools(options: ShellOptions): {
+  tools: ToolDefinition[]
+  endJobsOf(agent: Agent | undefined, session?: string): void
+  dispose(): void
+} {
   const { name, limits } = options
   const names = { output: `${name}_output`, stop: `${name}_stop` }
   const jobs = new Map<string, Job>()
@@ -120,11 +126,13 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
     return new CommandProcess(options.shell, options.launch(command), options.root, options.env, limits, options.cgroups)
   }
 
-  const jobOf = (id: string, agent: Agent | undefined) => {
+  // a job belongs to the conversation that started it: its agent's, or one MCP session of its agent's
+  const ours = (job: Job, exec: Execution) => job.agent === exec.agent && job.session === exec.session
+  const jobOf = (id: string, exec: Execution) => {
     const job = jobs.get(id)
-    // another agent's job is as unknown as one that never was
-    if (!job || job.agent !== agent) {
-      const list = [...jobs.values()].filter((j) => j.agent === agent).map((j) => j.id)
+    // another conversation's job is as unknown as one that never was
+    if (!job || !ours(job, exec)) {
+      const list = [...jobs.values()].filter((j) => ours(j, exec)).map((j) => j.id)
       throw new ShellError('SHELL_NO_SUCH_JOB', `there is no job "${id}"${list.length ? `; your jobs: ${list.join(', ')}` : ''}`)
     }
     return job
@@ -165,7 +173,7 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
           clearTimeout(lifetime)
           off?.()
         }
-        const job: Job = { id, command: args.command, agent, process, forget }
+        const job: Job = { id, command: args.command, agent, session: run.exec.session, process, forget }
         jobs.set(id, job)
         void process.done.then(job.forget)
         return outcomeOf(undefined, { stdout: { text: '', bytes: 0, elided: 0 }, stderr: { text: '', bytes: 0, elided: 0 } }, process.started, id)
@@ -198,7 +206,7 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
     isConcurrencySafe: () => true,
     annotations: { readOnly: true, ...options.annotations },
     async execute(args, run) {
-      const job = jobOf(args.jobId, run.exec.agent)
+      const job = jobOf(args.jobId, run.exec)
       if (args.waitMs && job.process.running) {
         let timer: NodeJS.Timeout | undefined
         let abort!: () => void
@@ -227,7 +235,7 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
     isConcurrencySafe: () => false,
     annotations: { destructive: true, idempotent: true, ...options.annotations },
     async execute(args, run) {
-      const job = jobOf(args.jobId, run.exec.agent)
+      const job = jobOf(args.jobId, run.exec)
       job.process.stop('stopped', limits.killGraceMs)
       const exit = await job.process.done
       jobs.delete(job.id)
@@ -237,9 +245,9 @@ export function shellTools(options: ShellOptions): { tools: ToolDefinition[]; en
 
   return {
     tools: [bash, output, stop] as ToolDefinition[],
-    endJobsOf(agent) {
+    endJobsOf(agent, session) {
       for (const job of jobs.values()) {
-        if (job.agent !== agent) continue
+        if (job.agent !== agent || (session !== undefined && job.session !== session)) continue
         job.process.kill()
         job.forget()
         jobs.delete(job.id)

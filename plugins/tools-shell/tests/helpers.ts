@@ -30,7 +30,8 @@ export async function deployment(setup: Setup = {}) {
     ctx.plugin(ToolsShell, { root, ...setup.shell })
     setup.plugins?.(ctx, root)
   })
-  const call = (name: string, args: unknown, extra: { agent?: Agent; signal?: AbortSignal } = {}): Promise<ToolResult> => callTool(ctx, name, args, extra)
+  const call = (name: string, args: unknown, extra: { agent?: Agent; signal?: AbortSignal; session?: string } = {}): Promise<ToolResult> =>
+    callTool(ctx, name, args, extra)
   return {
     ctx,
     root,

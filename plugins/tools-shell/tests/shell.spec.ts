@@ -229,6 +229,19 @@ describe('tools-shell: background jobs', () => {
     expect(value(await call('bash_stop', { jobId }, { agent: alice })).status).to.equal('stopped')
   })
 
+  it("an MCP session cannot see another session's jobs, and its end ends its own", async () => {
+    const { ctx, call, file } = await deployment({ shell: unconfined })
+    const started = value(await call('bash', { command: 'echo $$ > a; sleep 30 & echo $! >> a; wait', background: true }, { session: 's1' }))
+    value(await call('bash', { command: 'echo $$ > b; sleep 30 & echo $! >> b; wait', background: true }, { session: 's2' }))
+    const peek = await call('bash_output', { jobId: started.jobId }, { session: 's2' })
+    expect(peek.isError && peek.error.message).to.match(/there is no job "job-1"; your jobs: job-2/)
+    const [a, b] = [await linesOf(file('a'), 2), await linesOf(file('b'), 2)]
+    ctx.emit('tools/session-end', { session: 's1' })
+    for (const pid of a) expect(await gone(Number(pid)), `pid ${pid}`).to.equal(true)
+    for (const pid of b) expect(await gone(Number(pid), 0), `pid ${pid}`).to.equal(false)
+    expect(value(await call('bash_stop', { jobId: 'job-2' }, { session: 's2' })).status).to.equal('stopped')
+  })
+
   it('limits how many jobs run at once', async () => {
     const { call } = await deployment({ shell: { ...unconfined, jobs: { max: 1 } } })
     value(await call('bash', { command: 'sleep 30', background: true }))
