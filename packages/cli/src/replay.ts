@@ -13,6 +13,7 @@ import {
   ERROR_CODES,
   type ErrorCode,
   type Execution,
+  type Executor,
   emitEach,
   errorResult,
   type Json,
@@ -290,6 +291,12 @@ class Replayer {
   deployed!: Deployed
   /** processes replayed so far (each session record and each resume starts one) */
   private processes = 0
+  // held once per deployment: reading ctx.tools builds a traced proxy each time, tens of µs a call
+  private executor!: Executor
+  /** @faber/plugin-approval's service, whose match() is what its rules and grants say */
+  private approval?: { match?(query: unknown): Promise<{ decision: 'allow' | 'reject'; by: string } | undefined> }
+  /** the fsRoot annotation of each tool, as the session's agent sees it */
+  private roots = new Map<string, string | undefined>()
 
   constructor(
     private composeOne: () => Promise<Deployed>,
@@ -329,20 +336,23 @@ class Replayer {
     }
     this.agent = this.agentName === undefined ? undefined : this.deployed.agents.get(this.agentName)
     this.missingAgent = this.agentName !== undefined && !this.agent
+    this.roots.clear()
     if (!this.missingAgent) this.deployed.ctx.emit('agent/session', { agent: this.agent, id: `faber-replay:${this.session}`, resumed })
   }
 
   attach(deployed: Deployed) {
     this.deployed = deployed
     const { ctx } = deployed
+    this.executor = ctx.tools.executor
+    this.approval = ctx.get('approval') as typeof this.approval
+    this.roots.clear()
     // outermost: no other wrapper and no body runs
     ctx.tools.listen('tools/execute', (exec: Execution) => this.answer(exec), { prepend: true })
     // ahead of every answerer: rules and grants answer, a question for a person is counted as asked, never shown
     ctx.on(
       'approval/request',
       async (query) => {
-        const approval = ctx.get('approval') as { match?(q: unknown): Promise<{ decision: 'allow' | 'reject'; by: string } | undefined> } | undefined
-        const verdict = await approval?.match?.(query)
+        const verdict = await this.approval?.match?.(query)
         if (verdict) return { decision: verdict.decision, note: `decided by ${verdict.by}` }
         this.asked.set(query.callId, query.reason)
         return { decision: 'reject', note: 'faber replay: a person would be asked' }
@@ -399,7 +409,7 @@ class Replayer {
       this.current.set(callId, entry)
       let result: ToolResult
       try {
-        result = await this.deployed.ctx.tools.execute({
+        result = await this.executor.execute({
           callId,
           name,
           arguments: args,
@@ -425,8 +435,12 @@ class Replayer {
 
   /** the recorded world moves on: what a recorded read, write or edit saw of a file */
   private learn(name: string, args: unknown, recorded: Recorded) {
-    const root = this.deployed.ctx.tools.get(name, this.agent)?.annotations?.fsRoot
-    if (typeof root !== 'string') return
+    if (!this.roots.has(name)) {
+      const root = this.deployed.ctx.tools.get(name, this.agent)?.annotations?.fsRoot
+      this.roots.set(name, typeof root === 'string' ? root : undefined)
+    }
+    const root = this.roots.get(name)
+    if (root === undefined) return
     const value = recorded.value as { path?: unknown; version?: unknown } | null
     if (!recorded.isError && typeof value?.path === 'string' && typeof value.version === 'string') this.disk.set(resolvePath(root, value.path), value.version)
     else if (recorded.isError && recorded.toolCode === 'FS_NOT_FOUND') {
