@@ -199,7 +199,11 @@ describe('strict configuration in a deployment file (faber as a child process)',
     )
     const ran = await faber(['inspect', file])
     expect(ran.code).to.equal(2)
-    expect(ran.stderr.trim()).to.equal(`${file}:5: plugins["@faber/plugin-guards"].deny[0].resaon: unknown key; did you mean \`reason\`?`)
+    // and the next plugin's misspelling too: every problem of the file at once
+    expect(ran.stderr.trim().split('\n')).to.deep.equal([
+      `${file}:5: plugins["@faber/plugin-guards"].deny[0].resaon: unknown key; did you mean \`reason\`?`,
+      `${file}:6: plugins["@faber/sandbox"].poolSise: unknown key; did you mean \`poolSize\`?`,
+    ])
   })
 
   it("an agent's plugin, a misspelt required key inside a union (mcp's sampling model)", async () => {
