@@ -102,25 +102,105 @@ function schemaBlocks(text: string): string[] {
   return blocks
 }
 
+const MODULE_MEMBERS = ['name', 'inject', 'reusable', 'Config', 'apply']
+
+/** what is wrong with a module plugin's shape (none: it has exactly the one shape) */
+function moduleProblems(module: Record<string, unknown>): string[] {
+  const problems: string[] = []
+  if (typeof module.name !== 'string' || !module.name) problems.push('name is not a non-empty string')
+  if (!Array.isArray(module.inject) && (typeof module.inject !== 'object' || module.inject === null)) problems.push('inject is missing')
+  if (typeof module.reusable !== 'boolean') problems.push('reusable is not a boolean (say false when it is loaded once)')
+  if (!isSchema(module.Config)) problems.push('Config is not a schema')
+  if (typeof module.apply !== 'function') problems.push('apply is not a function')
+  const fallback = module.default as Record<string, unknown> | undefined
+  const keys = Object.keys(fallback ?? {}).sort()
+  if (keys.join() !== [...MODULE_MEMBERS].sort().join())
+    problems.push(`the default export has ${keys.join(', ') || 'nothing'}, not ${MODULE_MEMBERS.join(', ')}`)
+  else for (const key of MODULE_MEMBERS) if (fallback?.[key] !== module[key]) problems.push(`default.${key} is not the exported ${key}`)
+  return problems
+}
+
+/** what is wrong with a service plugin's shape: a Service class with its own static name, inject and Config */
+function serviceProblems(service: Record<string, unknown>): string[] {
+  const problems: string[] = []
+  // every class has a `name` of its own, read-only: a static field declares a writable one. it is the name cordis records
+  // for the load whether or not the constructor got to run, which messages and `nonEssential` use
+  const named = Object.getOwnPropertyDescriptor(service, 'name')?.writable === true
+  if (!named) problems.push('no static name of its own')
+  for (const key of ['inject', 'Config']) if (!Object.hasOwn(service, key)) problems.push(`no static ${key} of its own`)
+  if (named && (typeof service.name !== 'string' || /^[A-Z]/.test(service.name))) problems.push('static name is not the service name')
+  if (!isSchema(service.Config)) problems.push('Config is not a schema')
+  return problems
+}
+
+// not `instanceof`: cordis' Service.[Symbol.hasInstance] walks constructors, and throws on a function without a prototype
+const isService = (value: unknown) =>
+  typeof value === 'function' && Object.prototype.isPrototypeOf.call(Service.prototype, (value as { prototype?: object }).prototype ?? {})
+const isModule = (value: unknown) => typeof value === 'object' && value !== null && typeof (value as { apply?: unknown }).apply === 'function'
+
+/** every plugin a workspace package exports from its entry: its service classes, and its module plugins (namespaces) */
+async function exportedPlugins(): Promise<{ label: string; kind: 'service' | 'module'; value: Record<string, unknown> }[]> {
+  const found: { label: string; kind: 'service' | 'module'; value: Record<string, unknown> }[] = []
+  for (const group of ['packages', 'plugins']) {
+    for (const dir of readdirSync(join(root, group))) {
+      const manifest = JSON.parse(readFileSync(join(root, group, dir, 'package.json'), 'utf8')) as { name: string }
+      const entry = (await import(manifest.name)) as Record<string, unknown>
+      if (isModule(entry)) found.push({ label: manifest.name, kind: 'module', value: entry })
+      for (const [key, value] of Object.entries(entry)) {
+        if (isService(value) && !found.some((f) => f.value === value)) found.push({ label: `${manifest.name} ${key}`, kind: 'service', value: value as never })
+        // a sub-plugin exported as a namespace (export * as TerminalAnswerer); not a module's own default, checked with it
+        else if (key !== 'default' && isModule(value) && Object.getPrototypeOf(value) === null)
+          found.push({ label: `${manifest.name} ${key}`, kind: 'module', value: value as never })
+      }
+    }
+  }
+  // a class other exported services extend (the sandbox's SandboxService) is their base, not a plugin of its own
+  return found.filter((f) => !found.some((other) => Object.getPrototypeOf(other.value) === f.value))
+}
+
 describe('the plugin contract', () => {
   for (const [label, module] of Object.entries(modules)) {
-    it(`${label}: exports name, inject, Config and apply, and a default of exactly those (and reusable)`, () => {
-      expect(module.name, 'name').to.be.a('string')
-      expect(module.inject, 'inject').to.exist
-      expect(isSchema(module.Config), 'Config is a schema').to.equal(true)
-      expect(module.apply, 'apply').to.be.a('function')
-      const members = ['name', 'inject', 'reusable', 'Config', 'apply'].filter((key) => key in module)
-      expect(module.default).to.deep.equal(Object.fromEntries(members.map((key) => [key, module[key]])))
-      for (const key of members) expect((module.default as Record<string, unknown>)[key], key).to.equal(module[key])
+    it(`${label}: exports name, inject, reusable, Config and apply, and a default of exactly those`, () => {
+      expect(moduleProblems(module)).to.deep.equal([])
     })
   }
 
   for (const [label, service] of Object.entries(services)) {
-    it(`${label}: a default-exported Service class with its Config schema`, () => {
-      expect((service as unknown as { prototype: unknown }).prototype instanceof Service, 'extends Service').to.equal(true)
-      expect(isSchema(service.Config), 'Config is a schema').to.equal(true)
+    it(`${label}: a default-exported Service class with its own static name, inject and Config`, () => {
+      expect(isService(service), 'extends Service').to.equal(true)
+      expect(serviceProblems(service as Record<string, unknown>)).to.deep.equal([])
     })
   }
+
+  it('every plugin any workspace package exports has one of the two shapes', async () => {
+    const plugins = await exportedPlugins()
+    // the lists above are every plugin: one a package exports without being listed is checked here all the same
+    // the lists above are every plugin: one a package exports without being listed fails here
+    expect(plugins.filter((p) => p.kind === 'service').map((p) => p.value)).to.have.members(Object.values(services))
+    expect(plugins.filter((p) => p.kind === 'module').map((p) => p.value)).to.have.members(Object.values(modules))
+    const problems = plugins.flatMap(({ label, kind, value }) =>
+      (kind === 'service' ? serviceProblems(value) : moduleProblems(value)).map((problem) => `${label}: ${problem}`),
+    )
+    expect(problems).to.deep.equal([])
+  })
+
+  it('the shape checks refuse the shapes the repository no longer has', () => {
+    const apply = () => {}
+    const Config = ToolRuntime.Config
+    expect(moduleProblems({ name: 'x', inject: [], Config, apply, default: { name: 'x', inject: [], Config, apply } })).to.deep.equal([
+      'reusable is not a boolean (say false when it is loaded once)',
+      'the default export has Config, apply, inject, name, not name, inject, reusable, Config, apply',
+    ])
+    class Unnamed extends Service {
+      static inject = ['tools']
+      static Config = Config
+    }
+    class Bare extends Service {
+      static Config = Config
+    }
+    expect(serviceProblems(Unnamed as never)).to.deep.equal(['no static name of its own'])
+    expect(serviceProblems(Bare as never)).to.deep.equal(['no static name of its own', 'no static inject of its own'])
+  })
 
   it('names what a deployer writes ConfigInput (a type, checked when this file compiles)', () => {
     const named: ConfigInputs['length'] = 12

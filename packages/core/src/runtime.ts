@@ -120,6 +120,8 @@ const PIPELINE_EVENTS = ['tools/pre-execute', 'tools/execute', 'tools/post-execu
 export type PipelineEvent = (typeof PIPELINE_EVENTS)[number]
 
 class ToolRuntime extends Service {
+  static name = 'tools'
+  static inject: string[] = []
   declare ctx: Context
 
   private layers = new Map<Agent | undefined, Layer>()

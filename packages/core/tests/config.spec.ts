@@ -107,7 +107,7 @@ describe('strict configuration', () => {
       () => undefined,
       (e: Error) => e,
     )
-    expect(error?.message).to.equal('plugin "ToolRuntime" failed to start: `codeLimits.cpuMS`: unknown key; did you mean `cpuMs`?')
+    expect(error?.message).to.equal('plugin "tools" failed to start: `codeLimits.cpuMS`: unknown key; did you mean `cpuMs`?')
     expect(ctx.get('tools')).to.equal(undefined)
   })
 })

@@ -16,6 +16,8 @@ const backend = Object.freeze({
 
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
 class IsolateSandboxService extends SandboxService {
+  static name = 'codeRuntime'
+  static inject: string[] = []
   readonly backend = 'isolated-vm'
   declare config: IsolateSandboxService.Config
 

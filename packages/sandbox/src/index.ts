@@ -20,6 +20,8 @@ const backend = Object.freeze({
 
 /** provides `ctx.codeRuntime`: programs run in pooled worker threads, a fresh vm context each */
 class WorkerSandboxService extends SandboxService {
+  static name = 'codeRuntime'
+  static inject: string[] = []
   readonly backend = 'worker-vm'
   declare config: WorkerSandboxService.Config
 

@@ -71,6 +71,7 @@ function connect(location: StoreLocation): SqliteStore | PostgresStore {
  */
 class DeploymentStore extends Service {
   static name = 'store'
+  static inject: string[] = []
   declare ctx: Context
   readonly connection: Store
 

@@ -86,6 +86,7 @@ const CHOICES: Record<string, ApprovalAnswer> = {
 
 export const name = 'approval-terminal'
 export const inject = ['approval']
+export const reusable = false
 
 export interface Config {
   input?: Input
@@ -241,4 +242,4 @@ function fieldValue(field: ElicitationField, typed: string): unknown {
 }
 
 /** the answerer as one object, for `ctx.plugin(TerminalAnswerer, config)` */
-export default { name, inject, Config, apply }
+export default { name, inject, reusable, Config, apply }

@@ -32,6 +32,7 @@ interface Held {
 }
 
 class WebAnswerer extends Service {
+  static name = 'approvalWeb'
   static inject = ['approval']
   declare ctx: Context
   private held = new Map<string, Held>()

@@ -13,6 +13,7 @@ const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.
 
 export const name = 'otel'
 export const inject = ['tools']
+export const reusable = false
 
 export interface Config {
   tracerName: string
@@ -203,4 +204,4 @@ export function apply(ctx: Context, config: Config) {
   })
 }
 
-export default { name, inject, Config, apply }
+export default { name, inject, reusable, Config, apply }

@@ -69,6 +69,7 @@ class Records {
 }
 
 class Inspector extends Service {
+  static name = 'inspector'
   static inject = ['tools']
 
   declare ctx: Context
