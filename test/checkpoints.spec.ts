@@ -2,11 +2,15 @@
 // start once the person answered: the calls it already made are answered from its journal (their bodies do not run
 // again), and it goes on live from the call it waited on. one that takes another path on the second run is stopped
 
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { defineTool, type ToolResult, t, waitOnPerson } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
+import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 
@@ -24,21 +28,25 @@ async function until(check: () => boolean) {
 }
 
 /** the person answers `answerAfterMs` after the program was checkpointed (or never, for Infinity) */
-async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort?: AbortController) {
+async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort?: AbortController, store?: string) {
   const [, Sandbox, isolation] = tier
   const bodies: string[] = []
   const counted: unknown[] = []
   const ctx = await deployment({ mode: 'code', checkpointAfterMs: 150, codeLimits: { cpuMs: 500 } }, (ctx) => {
     ctx.plugin(Sandbox, { isolation, poolSize: 1 })
-    ctx.plugin(Approval, { require: ['deploy'] })
+    if (store) ctx.plugin(DeploymentStore, { path: store })
+    ctx.plugin(Approval, { require: ['deploy'], grantWatchMs: 50 })
     ctx.plugin({
       name: 'operator',
+      inject: ['tools'],
       apply: (ctx: Context) =>
         ctx.on('approval/request', async (query: ApprovalQuery) => {
           const answered = waitOnPerson(query.exec)
           try {
             await until(() => ctx.tools.waitingPrograms().checkpointed > 0)
-            if (answerAfterMs === Number.POSITIVE_INFINITY) await new Promise(() => {})
+            // a person who never answers here, and stops when the request is answered elsewhere
+            if (answerAfterMs === Number.POSITIVE_INFINITY)
+              return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
             await sleep(answerAfterMs)
             return { decision: 'allow' as const }
           } finally {
@@ -154,6 +162,25 @@ for (const tier of tiers) {
 describe('checkpointed programs', function () {
   this.timeout(30_000)
   afterEach(disposeAll)
+
+  it('run again when another process sharing the store records a grant that answers the call they wait on', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'faber-checkpoint-'))
+    try {
+      const store = join(dir, 'faber.db')
+      const { ctx, bodies } = await deploy(tiers[1], Number.POSITIVE_INFINITY, undefined, store)
+      const program = runCode(ctx, 'const a = await tools.count({})\nreturn [a, await tools.deploy({})]')
+      await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
+      const other = await deployment({}, (ctx) => {
+        ctx.plugin(DeploymentStore, { path: store })
+        ctx.plugin(Approval, {})
+      })
+      await (other.approval as Approval).grant({ tool: 'deploy', scope: 'always', decision: 'allow' })
+      expect(told(await program)).to.equal('[1,"deployed"]')
+      expect(bodies).to.deep.equal(['count', 'deploy'])
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
 
   it('end as aborted when the run_code call is aborted while they wait', async () => {
     const { ctx, bodies } = await deploy(tiers[0], 5000)

@@ -21,6 +21,7 @@ import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
 import { compileMatcher, type Decision, type Grant, type GrantInput, type GrantScope, GrantStore, type Matcher, newGrant } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
+import { name as RULES_ANSWERER } from './rules.ts'
 
 interface Config {
   policy: 'ask' | 'never' | 'auto'
@@ -29,6 +30,7 @@ interface Config {
   rules: { name?: string; tool: string; arguments?: Record<string, string>; command?: string; agent?: string; decision: Decision }[]
   timeoutMs: number
   answerers: Record<string, { timeoutMs?: number }>
+  grantWatchMs: number
 }
 
 /** the listeners on an event that hear an agent's calls (core's listenersFor, bound to the deployment) */
@@ -74,6 +76,12 @@ interface Rule {
   name: string
   matches: Matcher
   decision: Decision
+}
+
+/** the answerer being asked, and whether the chain has answered */
+interface Asking {
+  plugin: string
+  answered: boolean
 }
 
 interface Verdict {
@@ -212,6 +220,7 @@ export class Broker {
     const grant = newGrant(input, by)
     if (input.scope !== 'always') {
       this.memory.push({ grant, matches })
+      this.recorded()
       return grant
     }
     const saved = this.saved
@@ -220,7 +229,62 @@ export class Broker {
     // SQLite: our own commit leaves data_version as it was, so add it to what was read; another's commit (and, on
     // PostgreSQL, this one's notification) still triggers a reload
     if (this.saved === saved && !this.persisted.some((entry) => entry.grant.id === grant.id)) this.persisted = [...this.persisted, { grant, matches }]
+    this.recorded()
     return grant
+  }
+
+  // the requests waiting for an answer look again at once when this process records a grant
+  private waitingForGrants = new Set<() => void>()
+  private recorded() {
+    for (const look of [...this.waitingForGrants]) look()
+  }
+
+  /**
+   * a grant recorded while a request waits answers it, as the rules answerer would have had it been there when asked:
+   * one recorded in this process at once, one another process committed to the store (its always answer, `faber grants
+   * import`) once seen, the store's change mark read every grantWatchMs
+   */
+  private grantRecorded(query: ApprovalQuery, asking: Asking): { verdict: Promise<Verdict>; stop(): void } {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let stopped = false
+    let mark = this.saved?.store.changeMark('approval_grants')
+    let found!: (verdict: Verdict) => void
+    const verdict = new Promise<Verdict>((resolve) => (found = resolve))
+    const stop = () => {
+      stopped = true
+      clearTimeout(timer)
+      this.waitingForGrants.delete(look)
+    }
+    // (not once an answerer answered: the grant its answer records is its own)
+    const look = async () => {
+      if (stopped || asking.answered) return
+      let hit: Awaited<ReturnType<Broker['match']>>
+      try {
+        hit = await this.match(query)
+      } catch {
+        // a store that cannot be read answers nothing here; the answerers still may
+        return
+      }
+      if (stopped || asking.answered || !hit) return
+      stop()
+      const outcome = hit.decision === 'allow' ? 'allowed' : 'rejected'
+      found({ outcome, answeredBy: RULES_ANSWERER, note: `decided by ${hit.by}, recorded while the request waited` })
+    }
+    const poll = () => {
+      timer = setTimeout(() => {
+        const now = this.saved?.store.changeMark('approval_grants')
+        if (now === undefined || now !== mark) {
+          mark = now
+          void look()
+        }
+        if (!stopped) poll()
+      }, this.config.grantWatchMs)
+      // the request's own deadline keeps the process up, not this
+      timer.unref()
+    }
+    this.waitingForGrants.add(look)
+    poll()
+    return { verdict, stop }
   }
 
   /** removes a grant by id; true when there was one */
@@ -290,7 +354,8 @@ export class Broker {
       nested: query.nested,
     })
     const verdict = await this.decide(query, request.signal)
-    if (verdict.outcome === 'timed-out') expire.abort(new Error(verdict.note))
+    // answerers still asking are told to stop: at the deadline, or once a grant recorded meanwhile answered
+    if (verdict.outcome === 'timed-out' || verdict.answeredBy === RULES_ANSWERER) expire.abort(new Error(verdict.note))
     this.audit('approval/decided', query.agent, {
       id: query.id,
       agent: query.agent,
@@ -314,15 +379,17 @@ export class Broker {
       onAbort = () => resolve({ outcome: 'cancelled', answeredBy: 'caller' })
       caller.addEventListener('abort', onAbort, { once: true })
     })
-    const asking = { plugin: 'none' }
+    const asking: Asking = { plugin: 'none', answered: false }
     const limit = this.config.timeoutMs
-    const answer = withDeadline(Promise.race([aborted, this.ask(query, asking)]), limit)
+    const recorded = this.grantRecorded(query, asking)
+    const answer = withDeadline(Promise.race([aborted, this.ask(query, asking), recorded.verdict]), limit)
     try {
       // a late answer loses the race and is discarded: nothing it asked to remember is recorded
       const verdict = await answer
       if (verdict !== TIMED_OUT) return verdict
       return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${formatDuration(limit)} (the approval deadline)` }
     } finally {
+      recorded.stop()
       caller.removeEventListener('abort', onAbort)
     }
   }
@@ -351,13 +418,14 @@ export class Broker {
   }
 
   /** the answerers in order; the first answer counts */
-  private async ask(query: ApprovalQuery, asking: { plugin: string }): Promise<Verdict> {
+  private async ask(query: ApprovalQuery, asking: Asking): Promise<Verdict> {
     this.checkAnswererNames()
     const deadline = (plugin: string) => this.config.answerers[plugin]?.timeoutMs
     const answer = await firstAnswer(this.listeners('approval/request', query.agent), [query], {
       deadline,
       asking: (plugin) => void (asking.plugin = plugin),
     })
+    asking.answered = true
     if (!answer) return { outcome: 'unavailable', answeredBy: 'none', note: 'no answerer answered' }
     const { plugin } = answer
     if (answer.failed) {

@@ -158,6 +158,8 @@ namespace Approval {
     /** per answerer (by plugin name): a shorter deadline of its own */
     answerers: Record<string, { timeoutMs?: number }>
     elicitationTimeoutMs: number
+    /** while a request waits, how often the store's grants are looked at again */
+    grantWatchMs: number
   }
 
   export interface ConfigInput {
@@ -168,6 +170,7 @@ namespace Approval {
     timeoutMs?: number
     answerers?: Record<string, { timeoutMs?: number }>
     elicitationTimeoutMs?: number
+    grantWatchMs?: number
   }
 
   export const Config = defineConfig<Config, ConfigInput>()(
@@ -202,6 +205,12 @@ namespace Approval {
         .min(1)
         .default(600_000)
         .description('how long a form (an imported MCP server asking its user) waits for an answer before it is cancelled'),
+      grantWatchMs: Schema.natural()
+        .min(10)
+        .default(1000)
+        .description(
+          'while a request waits for an answer, how often the grants in the store are looked at again: one another process recorded (faber grants import, its always answer) answers it',
+        ),
     }),
   )
 }

@@ -332,6 +332,53 @@ describe('approval: policies and what needs approval', () => {
   })
 })
 
+describe('approval: a grant recorded while a request waits answers it', () => {
+  let dir: string
+  beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-approval-'))))
+  afterEach(() => rm(dir, { recursive: true, force: true }))
+
+  /** an answerer that never answers, and stops when told to */
+  function away(ctx: Context) {
+    const signals: AbortSignal[] = []
+    answerer(ctx, 'away', (query) => {
+      signals.push(query.signal)
+      return new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
+    })
+    return signals
+  }
+
+  it('one recorded in this process: at once, and the answerer still asking is told to stop', async () => {
+    const ctx = await deployment({})
+    const runs: string[] = []
+    ctx.tools.register(tool('write', runs))
+    const events = audit(ctx)
+    const signals = away(ctx)
+    const pending = call(ctx, 'write')
+    while (signals.length === 0) await new Promise((resolve) => setImmediate(resolve))
+    await service(ctx).grant({ tool: 'write', scope: 'session', decision: 'allow' })
+    expect((await pending).isError).to.equal(false)
+    expect(runs).to.deep.equal(['write'])
+    expect(events.decided.map((e) => [e.outcome, e.answeredBy])).to.deep.equal([['allowed', 'approval-rules']])
+    expect(events.decided[0].note).to.match(/^decided by grant .+, recorded while the request waited$/)
+    expect(signals[0].aborted).to.equal(true)
+  })
+
+  it('one another process commits to the shared store (an always answer there, faber grants import): once seen', async () => {
+    const path = join(dir, 'faber.db')
+    const ctx = await deployment({ grantWatchMs: 50 }, { store: path })
+    const runs: string[] = []
+    ctx.tools.register(tool('write', runs))
+    const signals = away(ctx)
+    const pending = call(ctx, 'write')
+    while (signals.length === 0) await new Promise((resolve) => setImmediate(resolve))
+    const other = await deployment({}, { store: path })
+    await service(other).grant({ tool: 'write', scope: 'always', decision: 'reject' })
+    expect(denial(await pending)?.code).to.equal('DENIED')
+    expect(runs).to.deep.equal([])
+    expect(signals[0].aborted).to.equal(true)
+  })
+})
+
 describe('approval: the rules answerer and grants', () => {
   let dir: string
   beforeEach(async () => (dir = await mkdtemp(join(tmpdir(), 'faber-approval-'))))
