@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
-import type { Migration, Store } from '@faber/store'
+import type { Migration, Queryable, Store } from '@faber/store'
 import type { AddClientAuthentication, OAuthClientProvider, OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
 import { extractWWWAuthenticateParams } from '@modelcontextprotocol/sdk/client/auth.js'
 import { createPrivateKeyJwtAuth } from '@modelcontextprotocol/sdk/client/auth-extensions.js'
@@ -52,6 +52,8 @@ export interface SavedOAuth {
 export interface OAuthRecord {
   read(): Promise<SavedOAuth>
   write(patch: Partial<Record<keyof SavedOAuth, unknown>>): Promise<void>
+  /** fn with the record held against every other process and host sharing the store until it returns */
+  exclusive<T>(fn: (record: Pick<OAuthRecord, 'read' | 'write'>) => Promise<T>): Promise<T>
 }
 
 // updated_at is ms since the epoch: BIGINT on PostgreSQL, where INTEGER is 32-bit
@@ -84,32 +86,42 @@ export class OAuthTable {
   }
 
   record(server: string, url: string): OAuthRecord {
-    return {
+    const on = (q: Queryable): Pick<OAuthRecord, 'read' | 'write'> => ({
       read: async () => {
-        await this.ready()
-        const row = await this.store.get<Record<(typeof COLUMNS)[number], string | null>>(
-          `SELECT ${COLUMNS.join(', ')} FROM mcp_oauth WHERE server = ? AND url = ?`,
-          [server, url],
-        )
+        const row = await q.get<Record<(typeof COLUMNS)[number], string | null>>(`SELECT ${COLUMNS.join(', ')} FROM mcp_oauth WHERE server = ? AND url = ?`, [
+          server,
+          url,
+        ])
         const saved: SavedOAuth = {}
         for (const column of COLUMNS) if (row?.[column]) saved[column] = JSON.parse(row[column])
         return saved
       },
       write: async (patch) => {
+        const now = Date.now()
+        await q.run('INSERT INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?) ON CONFLICT (server, url) DO NOTHING', [server, url, now])
+        for (const [column, value] of Object.entries(patch)) {
+          if (!(COLUMNS as readonly string[]).includes(column)) throw new TypeError(`mcp_oauth has no column ${column}`)
+          await q.run(`UPDATE mcp_oauth SET ${column} = ?, updated_at = ? WHERE server = ? AND url = ?`, [
+            value === undefined ? null : JSON.stringify(value),
+            now,
+            server,
+            url,
+          ])
+        }
+      },
+    })
+    return {
+      read: async () => {
         await this.ready()
-        await this.store.transaction(async (tx) => {
-          const now = Date.now()
-          await tx.run('INSERT INTO mcp_oauth (server, url, updated_at) VALUES (?, ?, ?) ON CONFLICT (server, url) DO NOTHING', [server, url, now])
-          for (const [column, value] of Object.entries(patch)) {
-            if (!(COLUMNS as readonly string[]).includes(column)) throw new TypeError(`mcp_oauth has no column ${column}`)
-            await tx.run(`UPDATE mcp_oauth SET ${column} = ?, updated_at = ? WHERE server = ? AND url = ?`, [
-              value === undefined ? null : JSON.stringify(value),
-              now,
-              server,
-              url,
-            ])
-          }
-        })
+        return on(this.store).read()
+      },
+      write: async (patch) => {
+        await this.ready()
+        await this.store.transaction((tx) => on(tx).write(patch))
+      },
+      exclusive: async (fn) => {
+        await this.ready()
+        return this.store.exclusive(`mcp_oauth ${server} ${url}`, (tx) => fn(on(tx)))
       },
     }
   }
@@ -145,10 +157,19 @@ export class OAuthTable {
 /** a record kept in memory only, for a deployment without a store: lost when the process ends */
 export function memoryRecord(): OAuthRecord {
   let saved: SavedOAuth = {}
-  return {
+  let held: Promise<unknown> = Promise.resolve()
+  const record: Pick<OAuthRecord, 'read' | 'write'> = {
     read: async () => structuredClone(saved),
     write: async (patch) => {
       saved = { ...saved, ...structuredClone(patch) } as SavedOAuth
+    },
+  }
+  return {
+    ...record,
+    exclusive: (fn) => {
+      const run = held.then(() => fn(record))
+      held = run.catch(() => {})
+      return run
     },
   }
 }
@@ -248,9 +269,11 @@ export class StoredOAuthProvider implements OAuthClientProvider {
   async clientInformation(): Promise<OAuthClientInformationMixed | undefined> {
     if (this.config.clientId) return { client_id: this.config.clientId, ...(this.secret ? { client_secret: this.secret } : {}) }
     const { client } = await this.record.read()
-    // a registration made for another callback URL cannot receive this one's code: register again
+    // a registration made for another callback URL cannot receive this one's code: register again. only while a
+    // callback listens: without one no code is received here, and the client `faber mcp login` registered is the one
+    // its refresh token belongs to
     const uris = (client as { redirect_uris?: string[] } | undefined)?.redirect_uris
-    const redirect = this.redirectUrl
+    const redirect = this.callbackUrl
     if (client && redirect && uris?.length && !uris.includes(redirect)) return undefined
     return client
   }
@@ -328,14 +351,41 @@ export class StoredOAuthProvider implements OAuthClientProvider {
     return new URLSearchParams({ grant_type: 'client_credentials', ...(scope ? { scope } : {}) })
   }
 
+  /**
+   * a refresh, holding the record against every other process and host: a server that rotates refresh tokens takes
+   * each once, so two hosts refreshing with the same token at once would leave one with invalid_grant and no tokens.
+   * the one that waited finds the token it meant to spend already spent and gets, as the server's answer, the tokens
+   * the other obtained (kept before the record is let go)
+   */
+  private refreshOnce(spent: string, refresh: () => Promise<Response>): Promise<Response> {
+    return this.record.exclusive(async (record) => {
+      const { tokens } = await record.read()
+      if (tokens?.access_token && tokens.refresh_token && tokens.refresh_token !== spent) {
+        const { obtained_at, ...answer } = tokens
+        const left = expiresAt(tokens)
+        return Response.json(left === undefined ? answer : { ...answer, expires_in: Math.max(0, Math.floor((left - Date.now()) / 1000)) })
+      }
+      const response = await refresh()
+      const obtained = response.ok ? ((await response.clone().json()) as OAuthTokens) : undefined
+      if (obtained?.access_token)
+        await record.write({ tokens: { ...tokens, ...obtained, refresh_token: obtained.refresh_token ?? spent, obtained_at: Date.now() } })
+      return response
+    })
+  }
+
   /** the MCP endpoint answered `403 insufficient_scope` for `scope` */
   challenged(scope: string | undefined) {
     this.stepUp = scope ?? this.config.scope ?? ''
   }
 
-  /** a fetch for the transport that reports the endpoint's scope challenges to this provider */
+  /**
+   * a fetch for the transport that reports the endpoint's scope challenges to this provider, and makes a refresh one
+   * at a time across the processes and hosts sharing the store (see refreshOnce)
+   */
   watch(endpoint: URL, fetcher: FetchLike = fetch): FetchLike {
     return async (url, init) => {
+      const spent = refreshTokenOf(init)
+      if (spent !== undefined) return this.refreshOnce(spent, () => fetcher(url, init))
       const response = await fetcher(url, init)
       if (response.status === 403 && String(url) === endpoint.href) {
         const { error, scope } = extractWWWAuthenticateParams(response)
@@ -344,6 +394,13 @@ export class StoredOAuthProvider implements OAuthClientProvider {
       return response
     }
   }
+}
+
+/** the refresh token a token request spends, or undefined for any other request */
+function refreshTokenOf(init: RequestInit | undefined): string | undefined {
+  if (init?.method !== 'POST') return undefined
+  const form = init.body instanceof URLSearchParams ? init.body : typeof init.body === 'string' ? new URLSearchParams(init.body) : undefined
+  return form?.get('grant_type') === 'refresh_token' ? (form.get('refresh_token') ?? undefined) : undefined
 }
 
 /** the loopback callback a person's browser is sent back to: it hands each authorization code to whoever waits for its state */
