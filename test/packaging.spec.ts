@@ -106,6 +106,7 @@ import * as Guards from '@faber/plugin-guards'
 import Inspector from '@faber/plugin-tool-cordis'
 import Sandbox from '@faber/sandbox'
 import IsolateSandbox from '@faber/sandbox-isolate'
+import QuickJsSandbox from '@faber/sandbox-quickjs'
 import { Context } from 'cordis'
 
 // a third-party guard: nothing but @faber/core's public API
@@ -127,7 +128,7 @@ const code = [
 ].join('\\n')
 
 const out = { runs: {} }
-for (const Runtime of [Sandbox, IsolateSandbox]) {
+for (const Runtime of [Sandbox, IsolateSandbox, QuickJsSandbox]) {
   const ctx = new Context()
   ctx.plugin(ToolRuntime, { mode: 'code' })
   ctx.plugin(Runtime)
@@ -263,10 +264,11 @@ describe('packages installed from npm', function () {
     const ran = await ok(process.execPath, ['compose.mjs'], { cwd: project, env })
     const { runs, page } = JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')
     expect(page).to.equal(readFileSync(join(ROOT, 'plugins/tool-cordis/web/index.html'), 'utf8'))
-    expect(Object.keys(runs)).to.deep.equal(['worker-vm', 'isolated-vm'])
-    for (const { sandbox, result } of Object.values<any>(runs)) {
-      // the default tier: the program ran in a child process started from dist/, on plain node
-      expect(sandbox).to.equal('ProcessSandbox')
+    expect(Object.keys(runs)).to.deep.equal(['worker-vm', 'isolated-vm', 'quickjs-wasm'])
+    for (const [backend, { sandbox, result }] of Object.entries<any>(runs)) {
+      // the default tier: the program ran in a child process started from dist/, on plain node (QuickJS's is in process,
+      // on a worker thread started from dist/ with its WebAssembly from the installed build)
+      expect(sandbox).to.equal(backend === 'quickjs-wasm' ? 'QuickJsSandbox' : 'ProcessSandbox')
       expect(result.result.greeting).to.equal('greet npm')
       expect(result.result.refused).to.have.length(2)
       expect(result.result.refused[0]).to.contain('no-secrets: the secret tool is off limits')

@@ -15,6 +15,7 @@ import * as ToolsFs from '@faber/plugin-tools-fs'
 import * as ToolsShell from '@faber/plugin-tools-shell'
 import WorkerSandbox from '@faber/sandbox'
 import IsolateSandbox from '@faber/sandbox-isolate'
+import QuickJsSandbox from '@faber/sandbox-quickjs'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import { Service } from 'cordis'
@@ -54,6 +55,7 @@ const services: Record<string, { Config?: unknown }> = {
   '@faber/plugin-tool-cordis': Inspector,
   '@faber/sandbox': WorkerSandbox,
   '@faber/sandbox-isolate': IsolateSandbox,
+  '@faber/sandbox-quickjs': QuickJsSandbox,
   '@faber/store': DeploymentStore,
 }
 

@@ -1,11 +1,12 @@
-// the four tiers a deployment can choose (the worker and isolate backends, in-process and in a sandbox process) give a
-// hostile program the same outcome. each tier's own suites allow some latitude (a message that names a bound or the
-// stack); this spec holds them to one another, which is what a model sees when a deployment changes its tier. a value's
+// the tiers a deployment can choose (the worker and isolate backends, in-process and in a sandbox process, and QuickJS in
+// WebAssembly) give a hostile program the same outcome, but where QuickJS is known to differ (quickjsTells). each tier's
+// own suites allow some latitude (a message that names a bound or the stack); this spec holds them to one another, which is what a model sees when a deployment changes its tier. a value's
 // nesting once was bounded by the stack of whatever thread ran the step, and the process tier, which drives a program
 // from its main thread after a tool call, failed values the others passed
 
 import { type CodeRunLimits, type CodeRunOutcome, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
 import { IsolateSandbox } from '@faber/sandbox-isolate'
+import { QuickJsSandbox } from '@faber/sandbox-quickjs'
 import { expect } from 'chai'
 
 const limits: CodeRunLimits = { cpuMs: 300, wallMs: 5000, memoryMb: 32, outputBytes: 1 << 14 }
@@ -14,7 +15,7 @@ const call = async (name: string, json: string) => (name === 'fail' ? { ok: fals
 
 const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o };'
 // each program once as it is and once after a tool call (the step the process tier drives from its main thread)
-const programs: Record<string, [code: string, kind: string]> = {
+const programs: Record<string, [code: string, kind: string, cpuMs?: number]> = {
   'a recursion 5,000 deep': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(5000)', 'ok'],
   'a recursion that overflows the stack': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(1e6)', 'exception'],
   'a call made from 2,000 frames down': ['const f = async (n) => n === 0 ? await tools.echo({ a: [1, { b: 2 }] }) : f(n - 1); return await f(2000)', 'ok'],
@@ -31,8 +32,9 @@ const programs: Record<string, [code: string, kind: string]> = {
   'a function returned': ['return () => 1', 'exception'],
   'a BigInt argument': ['await tools.echo({ n: 1n })', 'exception'],
   'a cycle in an argument': ['const a = {}; a.a = a; await tools.echo(a)', 'exception'],
-  // past the 1024 calls the host takes at once, the rest wait in the sandbox: none is refused
-  'more calls at once than the host takes': ['return (await Promise.all(Array.from({ length: 1100 }, (_, i) => tools.echo({ i })))).length', 'ok'],
+  // past the 1024 calls the host takes at once, the rest wait in the sandbox: none is refused. a burst of work, not a
+  // spin: the default cpu budget
+  'more calls at once than the host takes': ['return (await Promise.all(Array.from({ length: 1100 }, (_, i) => tools.echo({ i })))).length', 'ok', 5000],
   'a thrown string': ['throw "plain"', 'exception'],
   'a Proxy argument whose traps throw': [
     'const p = new Proxy({}, { get() { throw new Error("get") }, ownKeys() { throw new Error("keys") }, getPrototypeOf() { throw new Error("proto") } }); return await tools.echo(p)',
@@ -51,6 +53,22 @@ const programs: Record<string, [code: string, kind: string]> = {
   'an argument of 5,000 keys': ['const o = {}; for (let i = 0; i < 5000; i++) o["k" + i] = i; return Object.keys(await tools.echo(o)).length', 'ok'],
 }
 
+// where QuickJS (@faber/sandbox-quickjs, no V8) tells a program something else, and why (its README says so too). there its
+// outcome must still be of the program's kind; where it computes slower, a timeout is allowed too: the same cpuMs buys
+// QuickJS's interpreter less work than V8's compiled code
+const quickjsTells: Record<string, string> = {
+  'a recursion that overflows the stack': 'another column: QuickJS places the error at the start of the call',
+  'an argument 5,000 deep': 'slower, and another column',
+  'a flood of logs': 'slower: it may run out of cpuMs before outputBytes',
+  'an allocation that never ends': 'slower: its collector may run out of cpuMs before the memory fills',
+  'a failed call, uncaught': 'no line and column: QuickJS has no async stack traces to find the await in',
+  'a name that is not a tool': "QuickJS says only 'not a function', so no nearest names are offered",
+  'a cycle in an argument': 'another column',
+  'a Proxy argument whose traps throw': 'another column',
+  'Error.stackTraceLimit and prepareStackTrace of its own, kept across calls': "QuickJS's Error has no prepareStackTrace until a program sets one",
+}
+const slower = (name: string) => /^slower/.test(quickjsTells[name] ?? '')
+
 interface Tier {
   run(request: Parameters<WorkerSandbox['run']>[0]): Promise<CodeRunOutcome>
   ready?(): Promise<void>
@@ -59,6 +77,7 @@ interface Tier {
 const tiers: [string, () => Tier][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
+  ['quickjs, in-process', () => new QuickJsSandbox({ limits })],
   ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
   [
     'isolate, process tier',
@@ -70,7 +89,7 @@ const tiers: [string, () => Tier][] = [
 const told = (outcome: CodeRunOutcome) =>
   outcome.ok ? `ok: ${outcome.result} (${outcome.logs.length} lines logged)` : `${outcome.kind}: ${outcome.message} (${outcome.logs.length} lines logged)`
 
-describe('the four tiers agree on what a hostile program is told', function () {
+describe('the tiers agree on what a hostile program is told', function () {
   this.timeout(120_000)
   const seen: Record<string, Record<string, string>> = {}
 
@@ -79,12 +98,12 @@ describe('the four tiers agree on what a hostile program is told', function () {
       const sandbox = make()
       try {
         await sandbox.ready?.()
-        for (const [name, [code]] of Object.entries(programs)) {
+        for (const [name, [code, , cpuMs = limits.cpuMs]] of Object.entries(programs)) {
           for (const [variant, text] of [
             ['', code],
             [', after a tool call', `await tools.echo({});\n${code}`],
           ]) {
-            const outcome = await sandbox.run({ code: text, tools: ['echo', 'fail'], call, signal: new AbortController().signal, limits })
+            const outcome = await sandbox.run({ code: text, tools: ['echo', 'fail'], call, signal: new AbortController().signal, limits: { ...limits, cpuMs } })
             ;(seen[`${name}${variant}`] ??= {})[tier] = told(outcome)
           }
         }
@@ -101,13 +120,16 @@ describe('the four tiers agree on what a hostile program is told', function () {
         expect(Object.keys(byTier)).to.have.length(tiers.length)
         const first = Object.values(byTier)[0]
         expect(first.startsWith(`${kind}:`), first).to.equal(true)
-        for (const [tier, text] of Object.entries(byTier)) expect(text, tier).to.equal(first)
+        for (const [tier, text] of Object.entries(byTier)) {
+          if (!(tier.startsWith('quickjs') && name in quickjsTells)) expect(text, tier).to.equal(first)
+          else if (!(slower(name) && text.startsWith('timeout:'))) expect(text.startsWith(`${kind}:`), `${tier}: ${text}`).to.equal(true)
+        }
       })
     }
   }
 })
 
-describe('the four tiers agree on where each call was made', function () {
+describe('the tiers agree on where each call was made', function () {
   this.timeout(60_000)
   // the lines and columns of the program as written: a call awaited at once, calls in a map's callback, through a
   // helper, split over lines, after a comment that names a tool, by a computed name, from an argument's getter, and by
@@ -124,6 +146,8 @@ describe('the four tiers agree on where each call was made', function () {
     'return await tools.echo({ get n() { tools.echo({ n: 9 }); return 10 } })',
   ].join('\n')
   const expected = ['1@1:13', '2@2:43', '3@2:43', '4@3:29', '5@6:4', '6@-', '7@8:32', '8@8:67', '9@9:43', '10@9:20']
+  // QuickJS places a call by a computed name at its callee (`tools['echo']`), V8 at its arguments
+  const expectedOn = (tier: string) => (tier.startsWith('quickjs') ? expected.map((site) => (site === '8@8:67' ? '8@8:54' : site)) : expected)
 
   for (const [tier, make] of tiers) {
     it(`${tier}: each call's line and column`, async () => {
@@ -142,7 +166,7 @@ describe('the four tiers agree on where each call was made', function () {
           }
           const outcome = await sandbox.run({ code: variant + program, tools: ['echo'], call: record, signal: new AbortController().signal, limits })
           expect(outcome.ok, told(outcome)).to.equal(true)
-          const shifted = expected.map((entry) => entry.replace(/@(\d+)/, (_, line) => `@${+line + lines}`))
+          const shifted = expectedOn(tier).map((entry) => entry.replace(/@(\d+)/, (_, line) => `@${+line + lines}`))
           expect(sites).to.deep.equal(lines ? ['0@1:13', ...shifted] : shifted)
         }
       } finally {

@@ -455,9 +455,11 @@
       if (seen.includes(v)) return grow('[Circular]')
       try {
         if (v instanceof $Error) {
-          const stack = v.stack
+          let stack = v.stack
           if (typeof stack === 'string' && stack) {
             if (stack.length > budget - size) throw tooLarge
+            // QuickJS's stack holds the frames alone: the name and message go first, as V8 writes them
+            if (apply(indexOfText, stack, ['    at ']) === 0) stack = `${describe(v)}\n${stack}`
             return grow(stack)
           }
           return grow(describe(v))

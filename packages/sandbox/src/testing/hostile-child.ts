@@ -1,5 +1,5 @@
 // a host for the hostile-program suite, run in a process of its own by hostile.ts: a crash here fails its cases, not mocha.
-// argv: <backend: worker-vm | isolated-vm> <isolation: process | in-process> <programs, a JSON array run one by one>
+// argv: <backend: worker-vm | isolated-vm | quickjs-wasm> <isolation: process | in-process> <programs, a JSON array run one by one>
 // stdout carries one line per program, its report; anything else written there or to stderr is a finding.
 
 import { ProcessSandbox, WorkerSandbox } from '../index.ts'
@@ -16,12 +16,18 @@ const modules = {
     exportName: 'IsolateSandbox',
     name: 'isolated-vm',
   },
+  'quickjs-wasm': {
+    module: new URL('../../../sandbox-quickjs/src/quickjs-sandbox.ts', import.meta.url).href,
+    exportName: 'QuickJsSandbox',
+    name: 'quickjs-wasm',
+  },
 }
 const inProcess = async () => {
   if (backend === 'worker-vm') return new WorkerSandbox(options)
-  // through the URL, not a literal path: sandbox-isolate depends on this package, so this one's build must not include it
-  const { IsolateSandbox } = await import(modules['isolated-vm'].module)
-  return new IsolateSandbox(options) as InstanceType<typeof WorkerSandbox>
+  // through the URL, not a literal path: the other backends depend on this package, so this one's build must not include them
+  const { module, exportName } = modules[backend as keyof typeof modules]
+  const Sandbox = (await import(module))[exportName]
+  return new Sandbox(options) as InstanceType<typeof WorkerSandbox>
 }
 const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: modules[backend as keyof typeof modules] }) : await inProcess()
 

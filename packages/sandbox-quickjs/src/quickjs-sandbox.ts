@@ -1,0 +1,142 @@
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
+import {
+  argumentBytes,
+  limitMessages,
+  maxPendingCalls,
+  overheadMb,
+  type PoolOptions,
+  type Program,
+  type ProgramHandle,
+  type ProgramReports,
+  preludeSource,
+  report,
+  type SandboxDriver,
+  SandboxPool,
+  type Unit,
+} from '@faber/sandbox/contract'
+
+const entry = new URL('./quickjs-worker.mjs', import.meta.url)
+// QuickJS's WebAssembly, compiled once for the process when the first unit is made: each thread instantiates it with a
+// memory of its own, and V8 shares the compiled code among them
+// (node's types leave WebAssembly to the DOM library)
+const { WebAssembly } = globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<object> } }
+let compiled: Promise<object> | undefined
+const wasmModule = () => {
+  compiled ??= readFile(createRequire(import.meta.url).resolve('@jitl/quickjs-ng-wasmfile-release-sync/wasm')).then((bytes) => WebAssembly.compile(bytes))
+  return compiled
+}
+const MB = 1024 * 1024
+// QuickJS's own stack bound, well under the thread's (stackSizeMb 4): a deep recursion ends as QuickJS's RangeError
+// before the module's frames overflow the thread's stack (at 1 MB: 5,000 frames of a plain recursion fit)
+const stackBytes = MB
+const stackSizeMb = 4
+
+export interface QuickJsSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
+  /** runs a unit (a thread and its QuickJS module) serves before it is replaced (default 200) */
+  maxRunsPerUnit?: number
+}
+
+interface Slot extends Unit {
+  worker: Worker
+  /** ms the thread spent making contexts and evaluating the prelude (quickjs-worker.mjs), not the programs' cpu */
+  setupMs: Float64Array
+}
+
+/**
+ * a CodeRuntime on QuickJS compiled to WebAssembly: each unit is a worker thread holding one QuickJS module whose
+ * memory has a maximum (memoryMb plus the prelude's share), each run a fresh runtime and context in it. a unit that
+ * failed in any way is ended whole, never reused or tidied.
+ */
+export class QuickJsSandbox extends SandboxPool<Slot> {
+  constructor(options: QuickJsSandboxOptions = {}) {
+    super(driver, { ...options, maxRuns: options.maxRunsPerUnit })
+  }
+}
+
+let seq = 0
+
+const driver: SandboxDriver<Slot> = {
+  backend: 'quickjs-wasm',
+  createFailure: 'could not start a QuickJS worker',
+
+  async create(memoryMb, lost) {
+    const shared = new SharedArrayBuffer(8)
+    const worker = new Worker(entry, {
+      env: {},
+      argv: [],
+      execArgv: [],
+      workerData: { prelude: preludeSource, memoryBytes: (memoryMb + overheadMb) * MB, stackBytes, wasmModule: await wasmModule(), shared },
+      // the program's heap is the module's WebAssembly memory; the thread's own heap holds the glue and what crosses
+      resourceLimits: { maxOldGenerationSizeMb: memoryMb + overheadMb, stackSizeMb },
+      // never read: the host's stdout may carry a protocol (see @faber/sandbox's worker backend)
+      stdout: true,
+      stderr: true,
+    })
+    worker.unref()
+    worker.on('error', () => {})
+    const slot: Slot = { worker, memoryMb, runs: 0, setupMs: new Float64Array(shared) }
+    worker.once('exit', lost)
+    return new Promise<Slot>((resolve, reject) => {
+      worker.once('message', () => resolve(slot))
+      worker.once('error', reject)
+      worker.once('exit', (code) => reject(new Error(`the QuickJS worker exited with code ${code} while starting`)))
+    })
+  },
+
+  dispose: (slot) => slot.worker.terminate(),
+
+  start({ worker, setupMs }, { request, limits }: Program, reports: ProgramReports): ProgramHandle {
+    const id = ++seq
+    const elu = worker.performance.eventLoopUtilization()
+    const setupBefore = setupMs[0]
+    // the reports of a step, in a list
+    const onMessage = (list: unknown) => {
+      if (!Array.isArray(list)) return
+      for (const message of list) {
+        if (!Array.isArray(message) || message[0] !== id) continue
+        if (message[1] === 'oom') reports.failed('memory', limitMessages.memory(limits))
+        else if (message[1] === 'crash') reports.failed('crash', `QuickJS failed: ${String(message[2]).slice(0, 500)}`)
+        else report(reports, message[1], message[2], message[3], message[4], message[5])
+      }
+    }
+    // the replies that came meanwhile go in one message, on the next microtask
+    let replies: unknown[][] = []
+    const send = () => {
+      worker.postMessage({ t: 'replies', id, list: replies })
+      replies = []
+    }
+    const onError = (error: Error & { code?: string }) =>
+      reports.failed(error.code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'memory' : 'crash', `the QuickJS worker failed: ${error.message}`)
+    const onExit = (code: number) => reports.failed('crash', `the QuickJS worker exited unexpectedly (code ${code})`)
+    worker.on('message', onMessage)
+    worker.on('error', onError)
+    worker.on('exit', onExit)
+    worker.ref()
+    const { outputBytes, memoryMb } = limits
+    worker.postMessage({
+      t: 'run',
+      id,
+      code: request.code,
+      tools: request.tools,
+      outputBytes,
+      bufferBytes: memoryMb * MB,
+      argumentBytes: argumentBytes(limits),
+      maxPendingCalls,
+    })
+    return {
+      deliver(call, reply) {
+        if (replies.push(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code]) === 1) queueMicrotask(send)
+      },
+      // the thread's active time (waiting for a reply is idle), less what it spent making this run's context or the next
+      cpuUsed: () => worker.performance.eventLoopUtilization(elu).active - (setupMs[0] - setupBefore),
+      end() {
+        worker.off('message', onMessage)
+        worker.off('error', onError)
+        worker.off('exit', onExit)
+        worker.unref()
+      },
+    }
+  },
+}
