@@ -212,6 +212,8 @@ export function logsToStderr() {
 export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promise<McpServing> {
   // the view ctx.tools gives is built once per context: holding it costs nothing per call
   const tools = ctx.tools
+  // calls go through the executor, held once: no cordis proxy on the path of each call
+  const executor = tools.executor
   if (!tools) throw new TypeError('serveMcp: no ToolRuntime is mounted at ctx.tools; load @faber/core and start the context first')
   const agent = typeof options.agent === 'string' ? tools.agent(options.agent) : options.agent
   if (typeof options.agent === 'string' && !agent) {
@@ -257,7 +259,7 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     const callId = `mcp-${session}-${++sequence}`
     inflight.set(callId, extra.requestId)
     try {
-      const result = await tools.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent, session })
+      const result = await executor.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent, session })
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
