@@ -794,6 +794,27 @@ describe('approval: the terminal answerer', () => {
     expect((await second).isError).to.equal(false)
   })
 
+  it("a person's time at the terminal does not count against the wall-clock budget of the program that made the call", async () => {
+    const term = terminal()
+    const ctx = await kit.deployment({ mode: 'code', codeLimits: { wallMs: 400 } }, (ctx) => {
+      started.push(ctx)
+      ctx.plugin(Sandbox, { poolSize: 1 })
+      ctx.plugin(Approval, { require: ['write'] })
+      ctx.plugin(TerminalAnswerer, { input: term.input, output: term.output })
+    })
+    const runs: string[] = []
+    ctx.tools.register(tool('write', runs))
+    const pending = call(ctx, 'run_code', { code: 'return await tools.write({})', description: 'writes' })
+    await term.seen('reject: ')
+    // the person reads for longer than the program's whole budget
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    term.type('y')
+    const result = await pending
+    expect(result.isError, result.content).to.equal(false)
+    expect(result.content).to.equal('write done')
+    expect(runs).to.deep.equal(['write'])
+  })
+
   it('shows the program of a nested call, with control characters made visible', async () => {
     const ctx = await deployment({})
     const term = terminal()

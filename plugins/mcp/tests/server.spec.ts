@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { createAgent, defineTool, t } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval from '@faber/plugin-approval'
+import WorkerSandbox from '@faber/sandbox'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -309,6 +310,21 @@ describe('mcp server: in process', () => {
     const direct = await call(ctx, 'ping', {})
     expect(direct.isError && direct.error.code).to.equal('DENIED')
     expect(asked).to.have.length(2)
+  })
+
+  it("a person's answer by elicitation does not count against the wall-clock budget of the program that made the call", async () => {
+    const ctx = await deployment({ mode: 'code', codeLimits: { wallMs: 400 } }, (ctx) => ctx.plugin(WorkerSandbox, { poolSize: 1 }))
+    ctx.tools.register(ping)
+    ctx.on('tools/pre-execute', (exec) => (exec.name === 'ping' ? { kind: 'ask', reason: 'ping asks' } : undefined))
+    // the client's person takes longer than the program's whole budget
+    const slow = (async () => {
+      await new Promise((resolve) => setTimeout(resolve, 700))
+      return { action: 'accept', content: { approve: true } }
+    }) as unknown as Elicit
+    const { client, serving } = await linked(ctx, undefined, slow)
+    const result = await client.callTool({ name: 'run_code', arguments: { code: 'return await tools.ping({})', description: 'pings' } })
+    expect(result.structuredContent).to.deep.equal({ logs: [], result: 'pong' })
+    await serving.close()
   })
 
   it('refuses an unknown agent by name', async () => {
