@@ -34,7 +34,7 @@ export const DEMO_USER = 'Make greet() use the greeting from src/config.ts, tick
 export const DEMO_CHANGELOG = '# Changelog\n\n- greet() takes its greeting and punctuation from src/config.ts\n'
 
 // the program the model writes; it runs in the sandbox and reaches every tool through the SDK
-const PROGRAM = `// read what the change touches, in parallel
+export const DEMO_PROGRAM = `// read what the change touches, in parallel
 const [greet, config, files] = await Promise.all([
   tools.read({ path: 'src/greet.ts' }),
   tools.read({ path: 'src/config.ts' }),
@@ -74,7 +74,7 @@ export const DEMO_SCRIPT: ScriptStep[] = [
   // 2. corrected by the route in the error: one run_code program
   {
     text: 'Right: here tools are reached through run_code. One program does the whole change.',
-    toolCalls: [{ name: 'run_code', arguments: { code: PROGRAM, description: 'make the greeting configurable, tick the TODO, start a changelog' } }],
+    toolCalls: [{ name: 'run_code', arguments: { code: DEMO_PROGRAM, description: 'make the greeting configurable, tick the TODO, start a changelog' } }],
   },
   // 3. a summary made from the program's result
   ({ results }) => {
