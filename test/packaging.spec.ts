@@ -8,6 +8,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -161,6 +162,21 @@ console.log(JSON.stringify(out))
 `
 
 // the public types as a TypeScript user meets them: module augmentation of cordis, the typed tool DSL, plugin configs
+// both drivers as a user's deployment reaches them: approval's grants kept in a SQLite file and in the PostgreSQL
+// database FABER_STORE_URL names, through the packages and the pg and better-sqlite3 npm installed
+const STORE_SCRIPT = `import { GrantStore } from '@faber/plugin-approval'
+import { openStore } from '@faber/store'
+const out = {}
+for (const [name, location] of [['file', { path: 'state/faber.db' }], ['server', { urlEnv: 'FABER_STORE_URL' }]]) {
+  const store = await openStore(location)
+  const grants = new GrantStore(store)
+  await grants.import({ version: 1, grants: [{ id: 'ship-it', tool: 'deploy', decision: 'allow' }] })
+  out[name] = { driver: store.driver, grants: (await grants.list()).map((grant) => grant.id) }
+  await store.close()
+}
+console.log(JSON.stringify(out))
+`
+
 const CONSUMER = `import { AgentSession, ScriptedModel } from '@faber/agent'
 import ToolRuntime, { createAgent, defineTool, type Execution, t, type ToolResult } from '@faber/core'
 import * as Guards from '@faber/plugin-guards'
@@ -315,6 +331,17 @@ describe('packages installed from npm', function () {
     expect(ran.stderr).to.contain('ERESOLVE')
     expect(ran.stderr).to.contain('peer cordis@"^3.18.1" from @faber/core')
     expect(existsSync(join(other, 'node_modules'))).to.equal(false)
+  })
+
+  it('keeps grants on SQLite and on PostgreSQL through the drivers npm installed', async function () {
+    const cluster = await requirePostgres(this)
+    await writeFile(join(project, 'store.mjs'), STORE_SCRIPT)
+    const ran = await ok(process.execPath, ['store.mjs'], { cwd: project, env: { ...env, FABER_STORE_URL: await cluster.database() } })
+    expect(JSON.parse(ran.stdout.trim().split('\n').at(-1) ?? '')).to.deep.equal({
+      file: { driver: 'sqlite', grants: ['ship-it'] },
+      server: { driver: 'postgres', grants: ['ship-it'] },
+    })
+    expect(existsSync(join(project, 'node_modules', 'pg', 'package.json')), 'pg installed from npm').to.equal(true)
   })
 
   it('type-checks a TypeScript consumer of the public types', async () => {
