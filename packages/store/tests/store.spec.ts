@@ -1,7 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import ToolRuntime, { assertStarted } from '@faber/core'
+import ToolRuntime, { assertStarted, defineTool, t } from '@faber/core'
+import { call } from '@faber/core/testing'
 import DeploymentStore, { changeTrigger, type Migration, openStore, type Store, type StoreLocation, storeUrl } from '@faber/store'
 import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
@@ -54,8 +55,12 @@ function contract(driver: 'sqlite' | 'postgres', location: () => Promise<StoreLo
       ctx.plugin(DeploymentStore, at)
       await ctx.start()
       const failed = await assertStarted(ctx).catch((error: Error) => error)
+      // the deployment's gate: no tool body runs while a plugin failed to start
+      ctx.tools.register(defineTool({ name: 'echo', description: 'echoes', parameters: t.object({}), output: { schema: t.string() }, execute: () => 'ran' }))
+      const refusedCall = await call(ctx, 'echo', {})
       await ctx.stop()
       expect(String(failed)).to.match(/plugin "store" failed to start: .*faber-store tables are at version 99/)
+      expect(refusedCall.isError && refusedCall.error.code).to.equal('DEPLOYMENT_FAILED')
     })
 
     it('a transaction commits when its function resolves and leaves nothing when it throws', async () => {
