@@ -214,6 +214,31 @@ export const outcome: CodeRunOutcome | undefined = undefined
 session.dispose()
 `
 
+// Koishi from npm, with the example bot (examples/koishi/app.mjs) driven through Koishi's own mock client
+const KOISHI = ['koishi@4.18.11', '@koishijs/plugin-mock@2.6.6']
+const KOISHI_DRIVER = `import { createBot } from './koishi-app.mjs'
+
+const app = await createBot()
+const client = app.mock.client('alice')
+const out = {}
+const ask = async (message) => (await client.receive(message)).join('\\n')
+out.tool = await ask('tool echo hello')
+out.guarded = await ask('tool drop_table users')
+out.approval = await ask('tool pay 10 EUR')
+out.collapsed = await ask('tool -c echo hello')
+out.program = await ask("code const a = await tools.echo({ text: 'a' }); const b = await tools.echo({ text: 'b' }); return [a.echoed, b.echoed]")
+out.middleware = await ask('ping')
+// a plugin of the Koishi app that fails to start: Faber runs no tool until it is disposed
+const broken = app.plugin({ name: 'broken-policy', apply() { throw new Error('its rules cannot be read') } })
+await app.lifecycle.flush()
+out.failed = await ask('tool echo hello')
+broken.dispose()
+out.restored = await ask('tool echo hello')
+console.log(JSON.stringify(out))
+// the sandbox's workers end with the process; Koishi's mock bot logs an error of its own when the app stops
+process.exit(0)
+`
+
 describe('packages installed from npm', function () {
   // a cold npm cache and two native addons compiled from source (better-sqlite3, isolated-vm) take minutes on 2 cores
   this.timeout(15 * 60_000)
@@ -342,6 +367,36 @@ describe('packages installed from npm', function () {
       server: { driver: 'postgres', grants: ['ship-it'] },
     })
     expect(existsSync(join(project, 'node_modules', 'pg', 'package.json')), 'pg installed from npm').to.equal(true)
+  })
+
+  it('runs inside a Koishi app installed from npm, driven through its mock client (examples/koishi)', async () => {
+    await ok('npm', ['install', '--no-save', ...KOISHI], { cwd: project, env })
+    await writeFile(join(project, 'koishi-app.mjs'), readFileSync(join(ROOT, 'examples/koishi/app.mjs'), 'utf8'))
+    await writeFile(join(project, 'koishi-drive.mjs'), KOISHI_DRIVER)
+    const ran = await ok(process.execPath, ['koishi-drive.mjs'], { cwd: project, env })
+    // Koishi logs to stdout too (the broken plugin's error): the driver's answer is its JSON line
+    const out = JSON.parse(
+      ran.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .at(-1) ?? '',
+    )
+    // a Koishi command ran a Faber tool
+    expect(out.tool).to.equal('echo: hello')
+    // a guard and approval refused theirs
+    expect(out.guarded).to.match(/^DENIED: .*tables are never dropped from chat/)
+    expect(out.approval).to.match(/^DENIED: the call to "pay" needs approval/)
+    // the Code Mode agent's direct call collapsed; its program made two nested calls in the sandbox
+    expect(out.collapsed).to.match(/^UNKNOWN_TOOL: unknown tool "echo": under code mode only run_code can be called directly/)
+    expect(JSON.parse(out.program)).to.deep.equal(['echo: a', 'echo: b'])
+    // Koishi's own middleware still answers, beside Faber's commands
+    expect(out.middleware).to.equal('pong')
+    // a Koishi plugin that fails to start stops every Faber call until it is disposed
+    expect(out.failed).to.match(/^DEPLOYMENT_FAILED: no tool can run: plugin "broken-policy" is not in force/)
+    expect(out.restored).to.equal('echo: hello')
+    // one cordis: npm put koishi's and Faber's in one place
+    const copies = await ok('npm', ['ls', 'cordis', '--all', '--parseable'], { cwd: project, env })
+    expect(new Set(copies.stdout.trim().split('\n'))).to.deep.equal(new Set([join(project, 'node_modules/cordis')]))
   })
 
   it('type-checks a TypeScript consumer of the public types', async () => {
