@@ -8,6 +8,7 @@
 
 import { type CodeRunLimits, type CodeRunOutcome, WorkerSandbox } from '@faber/sandbox'
 import { IsolateSandbox } from '@faber/sandbox-isolate'
+import { QuickJsSandbox } from '@faber/sandbox-quickjs'
 import { median, row } from './harness.ts'
 
 const RUNS = Number(process.env.BURST_RUNS ?? 1000)
@@ -32,6 +33,7 @@ export async function benchBurst() {
   for (const [name, Sandbox] of [
     ['worker', WorkerSandbox],
     ['isolate', IsolateSandbox],
+    ['quickjs', QuickJsSandbox],
   ] as const) {
     const sandbox = new Sandbox({ limits, poolSize: 2, maxConcurrent })
     await sandbox.ready()

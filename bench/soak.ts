@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { BridgeReply, CodeRunLimits } from '@faber/core'
 import { type Pool, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
 import { IsolateSandbox } from '@faber/sandbox-isolate'
+import { QuickJsSandbox } from '@faber/sandbox-quickjs'
 
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const runs = Number(process.env.SOAK_RUNS ?? 5000)
@@ -22,6 +23,11 @@ const backends = {
     inProcess: (maxConcurrent?: number) => new IsolateSandbox({ limits, maxConcurrent }),
     module: new URL('../packages/sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
     exportName: 'IsolateSandbox',
+  },
+  'quickjs-wasm': {
+    inProcess: (maxConcurrent?: number) => new QuickJsSandbox({ limits, maxConcurrent }),
+    module: new URL('../packages/sandbox-quickjs/src/quickjs-sandbox.ts', import.meta.url).href,
+    exportName: 'QuickJsSandbox',
   },
 }
 type Backend = keyof typeof backends
