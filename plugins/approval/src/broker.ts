@@ -7,6 +7,8 @@ import {
   type ApprovalOutcome,
   type ApprovalRequest,
   emitEach,
+  type Execution,
+  type ExecutionToken,
   firstAnswer,
   formatDuration,
   type Json,
@@ -14,6 +16,7 @@ import {
   messageOf,
   nearestKey,
   TIMED_OUT,
+  type ToolResult,
   withDeadline,
 } from '@faber/core'
 import type { Store } from '@faber/store'
@@ -94,6 +97,8 @@ interface Verdict {
 
 export class Broker {
   private sequence = 0
+  /** the calls allowed and not yet finished, by execution token: their end is audited as approval/settled */
+  private allowed = new Map<ExecutionToken, string>()
   private rules: Rule[]
   readonly requires: (name: string) => boolean
   private memory: { grant: Grant; matches: Matcher }[] = []
@@ -356,6 +361,7 @@ export class Broker {
     const verdict = await this.decide(query, request.signal)
     // answerers still asking are told to stop: at the deadline, or once a grant recorded meanwhile answered
     if (verdict.outcome === 'timed-out' || verdict.answeredBy === RULES_ANSWERER) expire.abort(new Error(verdict.note))
+    if (verdict.outcome === 'allowed' && request.exec) this.allowed.set(request.exec.token, query.id)
     this.audit('approval/decided', query.agent, {
       id: query.id,
       agent: query.agent,
@@ -468,7 +474,22 @@ export class Broker {
     }
   }
 
-  private audit<K extends 'approval/asked' | 'approval/decided'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
+  /** a call ended (tools/result): if approval allowed it, the audit trail says how it ended, the body's run included */
+  settled(exec: Execution, result: ToolResult) {
+    const id = this.allowed.get(exec.token)
+    if (id === undefined) return
+    this.allowed.delete(exec.token)
+    this.audit('approval/settled', exec.agent, {
+      id,
+      agent: exec.agent,
+      tool: exec.name,
+      callId: exec.callId,
+      outcome: result.isError ? result.error.code : 'ok',
+      ...(result.isError && result.error.withheldBy ? { withheldBy: result.error.withheldBy } : {}),
+    })
+  }
+
+  private audit<K extends 'approval/asked' | 'approval/decided' | 'approval/settled'>(event: K, agent: Agent | undefined, payload: Parameters<Events[K]>[0]) {
     const failed = (plugin: string, error: unknown) => this.logger.warn('an %s observer of plugin "%s" threw (ignored): %s', event, plugin, messageOf(error))
     emitEach(this.listeners(event, agent), [payload], failed)
   }

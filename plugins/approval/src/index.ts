@@ -1,4 +1,4 @@
-import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, Execution } from '@faber/core'
+import type { Agent, ApprovalOutcome, ApprovalRequest, ApprovalService, DeniedBy, ErrorCode, Execution, ToolResult } from '@faber/core'
 import { defineConfig, listenersFor, loadedPlugins, RUN_CODE } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { Broker, type ListenersFor } from './broker.ts'
@@ -53,12 +53,28 @@ export interface ApprovalDecided {
   durationMs: number
 }
 
+/**
+ * how a call approval allowed ended, so the audit trail says whether what was approved ran: `ok`, or the result's
+ * error code — `RESULT_WITHHELD` (the body ran, a later stage withheld its result; `withheldBy` says which),
+ * `TOOL_FAILED`, `DENIED` by a guard after approval, and so on
+ */
+export interface ApprovalSettled {
+  /** the id of the request that allowed the call (its `approval/asked` and `approval/decided`) */
+  id: string
+  agent?: Agent
+  tool: string
+  callId: string
+  outcome: 'ok' | ErrorCode
+  withheldBy?: DeniedBy
+}
+
 declare module 'cordis' {
   interface Events {
     /** answerers: answer, or return nothing to let the next one answer; a throw or a malformed answer denies */
     'approval/request'(query: ApprovalQuery): Awaitable<ApprovalAnswer | undefined | void>
     'approval/asked'(event: ApprovalAsked): void
     'approval/decided'(event: ApprovalDecided): void
+    'approval/settled'(event: ApprovalSettled): void
   }
 }
 
@@ -97,6 +113,7 @@ class Approval extends Service implements ApprovalService {
     })
     ctx.plugin(RulesAnswerer, { match: (query) => broker.match(query) })
     ctx.on('tools/session-end', ({ session }) => broker.endSession(session))
+    ctx.on('tools/result', (exec: Execution, result: ToolResult) => broker.settled(exec, result))
   }
 
   request(request: ApprovalRequest): Promise<ApprovalOutcome> {

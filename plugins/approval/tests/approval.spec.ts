@@ -7,7 +7,14 @@ import { PassThrough } from 'node:stream'
 import { mock } from 'node:test'
 import { assertStarted, createAgent, defineTool, type Mode, type ToolResult, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
-import Approval, { type ApprovalAnswer, type ApprovalDecided, type ApprovalQuery, GrantStore, TerminalAnswerer } from '@faber/plugin-approval'
+import Approval, {
+  type ApprovalAnswer,
+  type ApprovalDecided,
+  type ApprovalQuery,
+  type ApprovalSettled,
+  GrantStore,
+  TerminalAnswerer,
+} from '@faber/plugin-approval'
 import Sandbox from '@faber/sandbox'
 import DeploymentStore, { SqliteStore } from '@faber/store'
 import { expect } from 'chai'
@@ -101,6 +108,32 @@ describe('approval: outcomes', () => {
     expect(events.decided.map((e) => [e.id, e.outcome, e.answeredBy])).to.deep.equal([
       [events.asked[0].id, 'allowed', 'operator'],
       [events.asked[1].id, 'rejected', 'operator'],
+    ])
+  })
+
+  it('how an allowed call ended is audited: ok, or its result withheld after the body ran, naming who withheld it', async () => {
+    const ctx = await deployment({})
+    const runs: string[] = []
+    ctx.tools.register(tool('write', runs))
+    const events = audit(ctx)
+    const settled: ApprovalSettled[] = []
+    ctx.on('approval/settled', (event) => void settled.push(event))
+    answerer(ctx, 'operator', () => ({ decision: 'allow' }))
+    expect((await call(ctx, 'write', { path: 'a' })).isError).to.equal(false)
+    ctx.plugin({
+      name: 'strict-output',
+      apply: (ctx: Context) =>
+        ctx.on('tools/post-execute', () => {
+          throw new Error('the output check is broken')
+        }),
+    })
+    await assertStarted(ctx)
+    const withheld = await call(ctx, 'write', { path: 'b' })
+    expect(denial(withheld)?.code).to.equal('RESULT_WITHHELD')
+    expect(runs).to.deep.equal(['write', 'write'])
+    expect(settled.map((e) => [e.id, e.tool, e.outcome, e.withheldBy?.plugin])).to.deep.equal([
+      [events.asked[0].id, 'write', 'ok', undefined],
+      [events.asked[1].id, 'write', 'RESULT_WITHHELD', 'strict-output'],
     ])
   })
 
