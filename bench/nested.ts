@@ -223,7 +223,11 @@ async function workerSideAlone() {
     let outcome: { t: string; message?: string } | undefined
     // a call: `id:call:site:name length:name json`; the reply `id:call:json`
     const onMessage = (message: unknown) => {
-      if (typeof message !== 'string') return void (outcome = message as { t: string })
+      // anything but a call is the run's end, as the worker reports it (contract.ts): `[run id, kind, a, ...]`
+      if (typeof message !== 'string') {
+        const [, kind, detail] = message as unknown[]
+        return void (outcome = { t: String(kind), message: String(detail) })
+      }
       const first = message.indexOf(':')
       const second = message.indexOf(':', first + 1)
       const third = message.indexOf(':', second + 1)
