@@ -135,7 +135,9 @@ export class Transcript {
         break
       case 'retry': {
         const { retry } = event
-        const reason = retry.status ? `${retry.status} from the model` : `the model request failed: ${retry.reason}`
+        // 529 is Anthropic's "overloaded": a person reading only the number would not know it is the provider's load
+        const overloaded = retry.status === 529 ? ' (the provider is overloaded)' : ''
+        const reason = retry.status ? `${retry.status} from the model${overloaded}` : `the model request failed: ${retry.reason}`
         const wait = retry.delayMs >= 1000 ? `${Math.round(retry.delayMs / 100) / 10} s` : `${Math.round(retry.delayMs)} ms`
         if (this.streaming) this.out.write('\n')
         this.streaming = false

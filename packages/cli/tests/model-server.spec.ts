@@ -129,6 +129,23 @@ describe('faber against a local model server', function () {
     expect(json.stderr).to.match(/^faber run: turn 1 failed: .*the upstream is down\n$/)
   })
 
+  it('an Anthropic 529 retry says the provider is overloaded', async () => {
+    await writeFile(join(dir, 'overloaded.yml'), 'model: { provider: anthropic, model: claude-sonnet-4-5, apiKeyEnv: ANTHROPIC_API_KEY }\n')
+    server = await modelServer('anthropic', [
+      {
+        raw: (res) => {
+          res.writeHead(529, { 'content-type': 'application/json', 'retry-after': '0' })
+          res.end(JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }))
+        },
+      },
+      { text: 'Answered after the wait.' },
+    ])
+    const ran = await faber(['run', 'overloaded.yml', '--base-url', server.url], { cwd: dir, input: 'hello\n', env: { ANTHROPIC_API_KEY: 'sk-ant-local' } })
+    expect(ran.code, ran.stderr).to.equal(0)
+    expect(ran.stdout).to.match(/529 from the model \(the provider is overloaded\); retrying in \d+ ms \(attempt 2 of 4\)/)
+    expect(ran.stdout).to.include('Answered after the wait.')
+  })
+
   it('provider: anthropic, in a deployment file and in faber chat, against a local Messages API server', async () => {
     // the model line as the CLI README shows it
     const file = `mode: code
