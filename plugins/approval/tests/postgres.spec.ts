@@ -3,7 +3,10 @@
 // connections, a statement timeout, a read-only server) denies the calls that need a grant, lets the others go on,
 // and heals by itself once the database is back.
 
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
+import { chownSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir, userInfo } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { defineTool, type ToolResult, t } from '@faber/core'
@@ -134,6 +137,75 @@ describe('approval on PostgreSQL: across processes, and through faults', functio
       expect(decided.at(-1)?.note).to.match(/kept for this session only: .*read-only/)
     } finally {
       await admin(`ALTER DATABASE ${database()} SET default_transaction_read_only = off`)
+    }
+  })
+
+  it('a full disk: grants are still read, an always answer is kept for the session saying why; with room again, for good', async function () {
+    // the grants' table is moved onto a 1 MB file system of its own and filled, so the server's next write to it fails as
+    // on a full disk; mounting one takes root (as CI runs), so elsewhere this case says it is skipped
+    if (userInfo().uid !== 0) return this.skip()
+    const own = await cluster.database()
+    const setup = await openStore({ url: own })
+    await new GrantStore(setup).import({ version: 1, grants: [{ id: 'stored', tool: 'stored', decision: 'allow' }] })
+    const disk = mkdtempSync(join(tmpdir(), 'faber-full-disk-'))
+    const ids = execFileSync('id', ['postgres']).toString()
+    let mounted = false
+    let full: Context | undefined
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', disk])
+      mounted = true
+      chownSync(disk, Number(/uid=(\d+)/.exec(ids)![1]), Number(/gid=(\d+)/.exec(ids)![1]))
+      await admin(`CREATE TABLESPACE faber_full LOCATION '${disk}'`)
+      await setup.run('ALTER TABLE approval_grants SET TABLESPACE faber_full')
+      const answered: ApprovalDecided[] = []
+      full = await kit.deployment({ mode: 'native' }, (ctx) => {
+        ctx.plugin(DeploymentStore, { url: own })
+        ctx.plugin(Approval, { require: ['stored', 'ship', 'launch'] })
+        ctx.plugin({ name: 'operator', apply: (ctx: Context) => ctx.on('approval/request', () => ({ decision: 'allow', remember: 'always' })) })
+        ctx.on('approval/decided', (event) => void answered.push(event))
+      })
+      for (const name of ['stored', 'ship', 'launch', 'read']) full.tools.register(tool(name))
+      let filled = ''
+      for (let round = 0; round < 100 && !filled; round++) {
+        try {
+          await setup.run(
+            `INSERT INTO approval_grants (id, tool, decision, created_at, by) SELECT 'filler-${round}-' || n, 'filler', 'reject', '2026-01-01', repeat('x', 1500) FROM generate_series(1, 100) n`,
+          )
+        } catch (error) {
+          filled = String((error as Error).message)
+        }
+      }
+      expect(filled, 'the file system filled up').to.match(/No space left on device/)
+      // and the room left in its pages, with rows smaller than any grant, so the next grant needs a page there is no room for
+      for (let row = 0, room = true; row < 20_000 && room; row++) {
+        room = await setup.run(`INSERT INTO approval_grants (id, tool, decision, created_at) VALUES ('f${row}', 'filler', 'reject', '')`).then(
+          () => true,
+          () => false,
+        )
+      }
+      const stored = await kit.call(full, 'stored', {})
+      expect(stored.isError, `a stored grant is still read: ${stored.content} ${JSON.stringify(answered.at(-1))}`).to.equal(false)
+      expect((await kit.call(full, 'read', {})).isError, 'a call that needs no approval').to.equal(false)
+      expect((await kit.call(full, 'ship', {})).isError, 'the answer stands').to.equal(false)
+      expect(answered.at(-1)).to.include({ tool: 'ship', outcome: 'allowed', remember: 'session' })
+      expect(answered.at(-1)?.note).to.match(/kept for this session only: .*No space left on device/)
+      // room again: the next always answer is kept for good, with nothing restarted
+      execFileSync('mount', ['-o', 'remount,size=64m', disk])
+      expect((await kit.call(full, 'launch', {})).isError).to.equal(false)
+      expect(answered.at(-1), answered.at(-1)?.note).to.include({ tool: 'launch', outcome: 'allowed', remember: 'always' })
+      expect(answered.at(-1)?.note).to.equal(undefined)
+      const kept = await setup.get<{ n: string }>("SELECT count(*) AS n FROM approval_grants WHERE tool = 'launch'")
+      expect(Number(kept?.n)).to.equal(1)
+    } finally {
+      await full?.stop()
+      if (mounted) {
+        await setup.run("DELETE FROM approval_grants WHERE tool = 'filler'").catch(() => {})
+        await setup.run('ALTER TABLE approval_grants SET TABLESPACE pg_default').catch(() => {})
+      }
+      await setup.close()
+      await admin('DROP TABLESPACE IF EXISTS faber_full').catch(() => {})
+      if (mounted) execFileSync('umount', ['-l', disk])
+      rmSync(disk, { recursive: true, force: true })
     }
   })
 })
