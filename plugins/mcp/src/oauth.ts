@@ -215,6 +215,8 @@ export class AuthorizationRequired extends Error {
 export class StoredOAuthProvider implements OAuthClientProvider {
   private verifier?: string
   private stepUp?: string
+  /** the access token the MCP endpoint last refused (401): a refresh is for replacing that one, not a newer one */
+  private refused?: string
   /** the callback URL while a callback server listens; without one, the port configured (or a portless loopback URL) */
   callbackUrl?: string
   /** private_key_jwt: a signed assertion instead of a secret (the SDK calls this for every token request) */
@@ -360,7 +362,12 @@ export class StoredOAuthProvider implements OAuthClientProvider {
   private refreshOnce(spent: string, refresh: () => Promise<Response>): Promise<Response> {
     return this.record.exclusive(async (record) => {
       const { tokens } = await record.read()
-      if (tokens?.access_token && tokens.refresh_token && tokens.refresh_token !== spent) {
+      // another process refreshed first: its refresh token replaced the one this one means to spend (a server that
+      // rotates them), or its access token replaced the one the endpoint refused here and is not past its expiry (the
+      // SDK read the new tokens only after that refusal, so it would spend the new refresh token once more)
+      const expiry = expiresAt(tokens)
+      const replaced = this.refused !== undefined && tokens?.access_token !== this.refused && (expiry === undefined || expiry > Date.now())
+      if (tokens?.access_token && tokens.refresh_token && (tokens.refresh_token !== spent || replaced)) {
         const { obtained_at, ...answer } = tokens
         const left = expiresAt(tokens)
         return Response.json(left === undefined ? answer : { ...answer, expires_in: Math.max(0, Math.floor((left - Date.now()) / 1000)) })
@@ -387,6 +394,7 @@ export class StoredOAuthProvider implements OAuthClientProvider {
       const spent = refreshTokenOf(init)
       if (spent !== undefined) return this.refreshOnce(spent, () => fetcher(url, init))
       const response = await fetcher(url, init)
+      if (response.status === 401) this.refused = bearerOf(init) ?? this.refused
       if (response.status === 403 && String(url) === endpoint.href) {
         const { error, scope } = extractWWWAuthenticateParams(response)
         if (error === 'insufficient_scope') this.challenged(scope)
@@ -394,6 +402,12 @@ export class StoredOAuthProvider implements OAuthClientProvider {
       return response
     }
   }
+}
+
+/** the bearer token a request carried */
+function bearerOf(init: RequestInit | undefined): string | undefined {
+  const header = new Headers(init?.headers).get('authorization')
+  return header?.toLowerCase().startsWith('bearer ') ? header.slice(7) : undefined
 }
 
 /** the refresh token a token request spends, or undefined for any other request */
