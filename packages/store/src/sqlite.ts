@@ -48,18 +48,30 @@ export class SqliteStore implements Store {
     } catch (error) {
       throw new StoreError(this.path, (error as Error).message, { cause: error })
     }
-    try {
-      this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeout ?? 5000))}`)
-      if (this.path !== ':memory:' && !image) this.db.pragma('journal_mode = WAL')
-      this.db.pragma('synchronous = FULL')
-      // a process killed mid-write leaves a WAL that SQLite replays or discards on open; check what it left
-      const check = this.db.pragma('quick_check', { simple: true })
-      if (check !== 'ok') throw new Error(`quick_check says ${JSON.stringify(check)}; restore it from a backup or move it away`)
-      this.db.exec(SCHEMA)
-      this.db.transaction(() => this.migrateNow(STORE_OWNER, [SCHEMA])).immediate()
-    } catch (error) {
-      this.db.close()
-      throw StoreError.isInstance(error) ? error : new StoreError(this.path, (error as Error).message, { cause: error })
+    const busyTimeout = Math.max(0, Math.floor(options.busyTimeout ?? 5000))
+    // two processes opening a new file at once: switching it to WAL answers SQLITE_BUSY at once, without the busy
+    // handler (measured: 4 in 30 such pairs failed "database is locked"). every step is idempotent, so the loser tries
+    // again, within the busy timeout
+    const deadline = Date.now() + busyTimeout
+    for (;;) {
+      try {
+        this.db.pragma(`busy_timeout = ${busyTimeout}`)
+        if (this.path !== ':memory:' && !image) this.db.pragma('journal_mode = WAL')
+        this.db.pragma('synchronous = FULL')
+        // a process killed mid-write leaves a WAL that SQLite replays or discards on open; check what it left
+        const check = this.db.pragma('quick_check', { simple: true })
+        if (check !== 'ok') throw new Error(`quick_check says ${JSON.stringify(check)}; restore it from a backup or move it away`)
+        this.db.exec(SCHEMA)
+        this.db.transaction(() => this.migrateNow(STORE_OWNER, [SCHEMA])).immediate()
+        break
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 'SQLITE_BUSY' && Date.now() < deadline) {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10)
+          continue
+        }
+        this.db.close()
+        throw StoreError.isInstance(error) ? error : new StoreError(this.path, (error as Error).message, { cause: error })
+      }
     }
     const statement = (sql: string) => {
       let prepared = this.statements.get(sql)

@@ -25,7 +25,13 @@ function granter(store: string, prefix: string, count: number | 'forever', onAck
   let stderr = ''
   let buffer = ''
   let markReady!: () => void
-  const ready = new Promise<void>((resolve) => (markReady = resolve))
+  let notReady!: (error: Error) => void
+  const ready = new Promise<void>((resolve, reject) => {
+    markReady = resolve
+    notReady = reject
+  })
+  // a child that fails to start is the test's failure, with what it said, not a wait until the timeout
+  ready.catch(() => {})
   proc.stderr.on('data', (chunk) => (stderr += chunk))
   proc.stdout.on('data', (chunk) => {
     buffer += chunk
@@ -37,7 +43,12 @@ function granter(store: string, prefix: string, count: number | 'forever', onAck
     }
     onAck?.(acked)
   })
-  const exited = new Promise<number | null>((resolve) => proc.on('close', (code) => resolve(code)))
+  const exited = new Promise<number | null>((resolve) =>
+    proc.on('close', (code) => {
+      notReady(new Error(`the granter exited ${code} before it was ready: ${stderr}`))
+      resolve(code)
+    }),
+  )
   return { proc, acked, ready, exited, stderr: () => stderr }
 }
 
