@@ -70,6 +70,14 @@ interface Hooks {
   filterHooks(hooks: Listener[], thisArg?: object): Listener[]
 }
 
+// the one read of cordis' hook table. cordis 3.18 lists an event's listeners nowhere public: its emit, parallel, serial
+// and bail call them in a dispatch that the first throw (or, in serial, rejection) ends for all the rest, and that tells
+// no caller which listener, of which plugin, answered, so neither isolation nor a plugin's deadline could be kept on
+// it. what it selects is pinned to what cordis' own emit calls, in order, by core's listeners spec
+function hooksOn(lifecycle: Hooks, event: string): Listener[] | undefined {
+  return lifecycle._hooks[event]
+}
+
 function select(lifecycle: Hooks, hooks: Listener[] | undefined, audience: Audience): readonly Listener[] {
   if (!hooks?.length) return NONE
   return Object.freeze(lifecycle.filterHooks(hooks, audience === EVERY_AGENT ? EVERYONE : scopeOf(audience)))
@@ -84,7 +92,7 @@ const NONE: readonly Listener[] = Object.freeze([])
  */
 export function listenersFor(ctx: Context, event: string, audience: Audience): readonly Listener[] {
   const lifecycle = ctx.root.lifecycle as unknown as Hooks
-  return select(lifecycle, lifecycle._hooks[event], audience)
+  return select(lifecycle, hooksOn(lifecycle, event), audience)
 }
 
 interface Kept {
@@ -110,7 +118,7 @@ export class EventListeners {
     const index = this.index
     let kept = audience === undefined ? this.global : audience === EVERY_AGENT ? this.every : this.agents?.get(audience)
     if (kept && kept.version === index.version && kept.length === (kept.source?.length ?? 0)) return kept.list
-    const source = index.table[this.event]
+    const source = hooksOn(index.lifecycle, this.event)
     kept = { list: select(index.lifecycle, source, audience), source, length: source?.length ?? 0, version: index.version }
     if (audience === undefined) this.global = kept
     else if (audience === EVERY_AGENT) this.every = kept
@@ -130,13 +138,11 @@ export class EventListeners {
 export class ListenerIndex {
   /** @internal */ version = 0
   /** @internal */ readonly lifecycle: Hooks
-  /** @internal */ readonly table: HookTable
   private events = new Map<string, EventListeners>()
 
   /** `ctx`: the context of the service that keeps the index; it listens for as long as that service lives */
   constructor(ctx: Context) {
     this.lifecycle = ctx.root.lifecycle as unknown as Hooks
-    this.table = this.lifecycle._hooks
     ctx.on('internal/listener', () => void this.version++, { global: true })
   }
 
