@@ -3,11 +3,9 @@
 // tools/execute wrapper answers with the recorded result instead of running the body, so later calls see the world
 // the session saw. nothing is written: stores are held as in-memory snapshots, approvals never reach a person.
 
-import { createReadStream } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { resolve as resolvePath } from 'node:path'
-import { createInterface } from 'node:readline'
-import { LOG_VERSION } from '@faber/agent'
+import { type RecordedCall, RecordedCallsError, type RecordedNestedCall, type RecordedOutcome, streamRecordedCalls } from '@faber/agent'
 import {
   type Agent,
   ERROR_CODES,
@@ -97,54 +95,7 @@ export interface ReplayOptions {
 
 // who answered an approval without a person: the rules answerer, and the policy (never / auto)
 const RULE_ANSWERERS = new Set(['approval-rules', 'policy'])
-// the record types of LOG_VERSION 2; anything else (a later writer's checkpoints, say) is counted and passed over
-const KNOWN_RECORDS = new Set([
-  'session',
-  'resume',
-  'turn',
-  'message',
-  'model',
-  'call',
-  'result',
-  'nested-call',
-  'nested-result',
-  'approval',
-  'turn-end',
-  'retry',
-])
 const CODES: ReadonlySet<string> = new Set(ERROR_CODES)
-const MAX_LINE = 256 * 1024 * 1024
-
-/** the recorded outcome of one call, as the log has it */
-interface Recorded {
-  isError: boolean
-  value?: Json
-  code?: string
-  toolCode?: string
-  deniedBy?: { stage: string; plugin: string }
-  trace?: { stage: string; decision: string; by?: string }[]
-  content?: string
-}
-
-interface NestedEntry {
-  callId: string
-  name: string
-  arguments: unknown
-  line?: number
-  column?: number
-  result?: Recorded
-}
-
-interface DirectEntry {
-  callId: string
-  name: string
-  turn: number
-  /** the parsed arguments, or the parse error */
-  arguments: unknown
-  badJson?: string
-  nested: NestedEntry[]
-  result?: Recorded
-}
 
 // ---- the read-only deployment
 
@@ -181,31 +132,6 @@ function readOnly(plugins: PluginSpec[], store: unknown): PluginSpec[] {
   return plugins.map((entry) => (entry.use.split('#')[0] === '@faber/store' && !entry.plugin ? { ...entry, plugin: store } : entry))
 }
 
-// ---- reading records
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-function recordedOutcome(record: Record<string, unknown>, where: string): Recorded {
-  if (typeof record.isError !== 'boolean') throw new ReplayInputError(`${where}: a result without isError (true or false); the log is not one Faber wrote`)
-  if (!record.isError && !('value' in record))
-    throw new ReplayInputError(`${where}: a successful result without its value; the log is not one Faber ${LOG_VERSION} wrote`)
-  const deniedBy = isObject(record.deniedBy) ? { stage: String(record.deniedBy.stage), plugin: String(record.deniedBy.plugin) } : undefined
-  const trace = Array.isArray(record.trace)
-    ? record.trace.filter(isObject).map((s) => ({ stage: String(s.stage), decision: String(s.decision), by: typeof s.by === 'string' ? s.by : undefined }))
-    : undefined
-  return {
-    isError: record.isError,
-    value: record.value as Json,
-    code: typeof record.code === 'string' ? record.code : undefined,
-    toolCode: typeof record.toolCode === 'string' ? record.toolCode : undefined,
-    deniedBy,
-    trace,
-    content: typeof record.content === 'string' ? record.content : undefined,
-  }
-}
-
 function argumentsText(value: unknown): string {
   let text: string
   try {
@@ -217,7 +143,7 @@ function argumentsText(value: unknown): string {
 }
 
 /** what the recorded session decided for a call */
-function oldDecision(recorded: Recorded, answeredBy: string | undefined): Decision {
+function oldDecision(recorded: RecordedOutcome, answeredBy: string | undefined): Decision {
   const person = answeredBy !== undefined && !RULE_ANSWERERS.has(answeredBy)
   if (!recorded.isError) return person ? { verdict: 'ask', stage: 'approval', plugin: answeredBy, reason: `answered by ${answeredBy}` } : { verdict: 'allow' }
   const code = recorded.code
@@ -253,7 +179,7 @@ function differs(old: Decision, now: Decision) {
 }
 
 /** the result a recorded outcome hands back to the pipeline in place of the body */
-function replayedResult(recorded: Recorded | undefined, name: string): ToolResult {
+function replayedResult(recorded: RecordedOutcome | undefined, name: string): ToolResult {
   if (!recorded || (recorded.isError && (recorded.deniedBy || recorded.trace?.some((s) => s.stage === 'create')))) {
     // the new policy lets through a call that did not run in the recorded session: there is no result to give back
     return errorResult('ABORTED_BEFORE_DISPATCH', `faber replay: "${name}" did not run in the recorded session, so there is no result to hand back`)
@@ -269,7 +195,7 @@ function replayedResult(recorded: Recorded | undefined, name: string): ToolResul
 class Replayer {
   private readonly signal = new AbortController().signal
   /** the recorded entry of the call now in the pipeline, by callId */
-  private readonly current = new Map<string, { name: string; result?: Recorded; nested?: NestedEntry[]; reached: boolean }>()
+  private readonly current = new Map<string, { name: string; result?: RecordedOutcome; nested?: RecordedNestedCall[]; reached: boolean }>()
   /** questions the replay answered for a person: callId → the reason asked */
   private readonly asked = new Map<string, string>()
   /** the recorded world's files: absolute path → version (or absent) */
@@ -282,7 +208,6 @@ class Replayer {
   private agentName?: string
   private agent?: Agent
   private missingAgent = false
-  private answeredBy = new Map<string, string>()
   // keyed by names a log or a deployment chose: maps, never object keys (a tool named __proto__ or constructor)
   private readonly byTool = new Map<string, Tally>()
   private readonly byPlugin = new Map<string, { denied: number; asked: number }>()
@@ -375,15 +300,16 @@ class Replayer {
     return replayedResult(entry.result, exec.name)
   }
 
-  private async replayNested(nested: NestedEntry, outer: Execution) {
+  private async replayNested(nested: RecordedNestedCall, outer: Execution) {
     const within = this.within(outer, nested)
-    await this.run(nested.callId, nested.name, nested.arguments, nested.result, undefined, { parent: outer.token }, within)
+    await this.run(nested.callId, nested.name, nested.arguments, nested.outcome, nested.answeredBy, undefined, { parent: outer.token }, within)
   }
 
-  private within(outer: Execution, nested: NestedEntry): ReplayedCall['within'] {
+  private within(outer: Execution, nested: RecordedNestedCall): ReplayedCall['within'] {
     const code = (outer.arguments as { code?: unknown } | null)?.code
-    const source = typeof code === 'string' && nested.line !== undefined ? code.split('\n')[nested.line - 1]?.trim() : undefined
-    return { callId: outer.callId, line: nested.line, column: nested.column, source: source?.slice(0, 200) }
+    const line = nested.site?.line
+    const source = typeof code === 'string' && line !== undefined ? code.split('\n')[line - 1]?.trim() : undefined
+    return { callId: outer.callId, line, column: nested.site?.column, source: source?.slice(0, 200) }
   }
 
   /** one call through the pipeline, compared with what was recorded */
@@ -391,8 +317,9 @@ class Replayer {
     callId: string,
     name: string,
     args: unknown,
-    recorded: Recorded | undefined,
-    nested: NestedEntry[] | undefined,
+    recorded: RecordedOutcome | undefined,
+    answeredBy: string | undefined,
+    nested: RecordedNestedCall[] | undefined,
     how: { parent?: Execution['token'] },
     within?: ReplayedCall['within'],
   ) {
@@ -400,7 +327,7 @@ class Replayer {
       this.report.summary.unrecorded++
       return
     }
-    const old = oldDecision(recorded, this.answeredBy.get(callId))
+    const old = oldDecision(recorded, answeredBy)
     const entry = { name, result: recorded, nested, reached: false }
     let now: Decision
     if (this.missingAgent) {
@@ -434,7 +361,7 @@ class Replayer {
   }
 
   /** the recorded world moves on: what a recorded read, write or edit saw of a file */
-  private learn(name: string, args: unknown, recorded: Recorded) {
+  private learn(name: string, args: unknown, recorded: RecordedOutcome) {
     if (!this.roots.has(name)) {
       const root = this.deployed.ctx.tools.get(name, this.agent)?.annotations?.fsRoot
       this.roots.set(name, typeof root === 'string' ? root : undefined)
@@ -493,176 +420,64 @@ class Replayer {
   /** reads one log as a stream, replaying each step's calls once the step is complete */
   async replayLog(path: string, totalBytes: number, bytesBefore: number, options: ReplayOptions) {
     this.log = path
-    const summary = {
-      path,
-      sessions: 0,
-      directCalls: 0,
-      unknownRecords: {} as Record<string, number>,
-      truncated: undefined as ReplayReport['logs'][number]['truncated'],
-    }
+    const summary: ReplayReport['logs'][number] = { path, sessions: 0, directCalls: 0, unknownRecords: {} }
     const unknown = new Map<string, number>()
-    let pending: DirectEntry[] = []
-    const byId = new Map<string, DirectEntry>()
-    const flush = async () => {
-      for (const entry of pending) {
-        this.turn = entry.turn
-        if (entry.badJson !== undefined) {
-          // the agent loop answered it without the pipeline: arguments that are not JSON are not a policy matter
-          this.tally(entry.callId, entry.name, entry.badJson, { verdict: 'error' }, { verdict: 'error' }, undefined)
-        } else {
-          await this.run(entry.callId, entry.name, entry.arguments, entry.result, entry.nested, {})
-        }
-        summary.directCalls++
-        this.calls++
-        options.onProgress?.({ calls: this.calls, bytes: bytesBefore + bytes, totalBytes })
-      }
-      pending = []
-      byId.clear()
-      this.answeredBy.clear()
-    }
-    let lineNo = 0
     let bytes = 0
-    let previous: string | undefined
-    let sawSession = false
-    const stream = createReadStream(path, { encoding: 'utf8' })
-    const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY })
-    const handle = async (raw: string, line: number, last: boolean) => {
-      if (!raw.trim()) return
-      const where = `${path}:${line}`
-      if (raw.length > MAX_LINE) throw new ReplayInputError(`${where}: a line of ${raw.length} characters, longer than any record Faber writes`)
-      let record: unknown
-      try {
-        record = JSON.parse(raw)
-      } catch {
-        // a crash mid-write leaves a torn last line: reported, left out; anywhere else it is corruption
-        if (last) {
-          summary.truncated = { line, bytes: Buffer.byteLength(raw) }
-          return
-        }
-        throw new ReplayInputError(`${where}: not a log record (${raw.slice(0, 80)}); the log is corrupted before its last line`)
-      }
-      if (!isObject(record) || typeof record.type !== 'string')
-        throw new ReplayInputError(`${where}: not a log record: a record is a JSON object with a "type"`)
-      const type = record.type
-      if (!KNOWN_RECORDS.has(type)) {
-        const name = type.slice(0, 64)
-        unknown.set(name, (unknown.get(name) ?? 0) + 1)
-        return
-      }
-      if (type === 'session') {
-        await flush()
-        if (record.version !== LOG_VERSION) {
-          const version = typeof record.version === 'number' ? record.version : JSON.stringify(record.version)
-          throw new ReplayInputError(
-            typeof record.version === 'number' && record.version < LOG_VERSION
-              ? `${where}: this log was written at LOG_VERSION ${version}, which records no result values to hand back; faber replay reads LOG_VERSION ${LOG_VERSION}: record the session again with this Faber`
-              : `${where}: this log was written at LOG_VERSION ${version}, which this Faber (LOG_VERSION ${LOG_VERSION}) does not know; replay it with the Faber that wrote it`,
-          )
-        }
-        sawSession = true
-        summary.sessions++
-        this.session = typeof record.id === 'string' ? record.id : ''
-        this.agentName = typeof record.agent === 'string' ? record.agent : undefined
-        await this.startProcess(false)
-        return
-      }
-      if (!sawSession) throw new ReplayInputError(`${where}: a "${type}" record before the log's session record; the log is not one Faber wrote`)
-      switch (type) {
-        case 'turn':
-          await flush()
-          if (!this.missingAgent) this.turnStarts(Number(record.turn) || 0)
-          return
-        case 'resume':
-          await flush()
-          await this.startProcess(true)
-          return
-        case 'model':
-        case 'turn-end':
-          await flush()
-          return
-        case 'call': {
-          const call = record.call
-          if (!isObject(call) || typeof call.id !== 'string' || typeof call.name !== 'string' || typeof call.arguments !== 'string') {
-            throw new ReplayInputError(`${where}: a call record without call { id, name, arguments (JSON text) }`)
-          }
-          if (byId.has(call.id)) throw new ReplayInputError(`${where}: a second call with the id "${call.id}" in one step`)
-          const entry: DirectEntry = { callId: call.id, name: call.name, turn: Number(record.turn) || 0, arguments: undefined, nested: [] }
-          try {
-            entry.arguments = call.arguments.trim() ? JSON.parse(call.arguments) : {}
-          } catch {
-            entry.badJson = call.arguments
-          }
-          pending.push(entry)
-          byId.set(call.id, entry)
-          return
-        }
-        case 'nested-call': {
-          const outer = typeof record.outerCallId === 'string' ? byId.get(record.outerCallId) : undefined
-          if (!outer || typeof record.callId !== 'string' || typeof record.name !== 'string') {
-            throw new ReplayInputError(`${where}: a nested call whose run_code (outerCallId) is not a call of this step`)
-          }
-          // the call site the runtime reported (site: { line, column }, 1-based in the program as written), when it did
-          const site = isObject(record.site) ? record.site : {}
-          const line = typeof site.line === 'number' && Number.isSafeInteger(site.line) && site.line > 0 ? site.line : undefined
-          const column = typeof site.column === 'number' && Number.isSafeInteger(site.column) ? site.column : undefined
-          outer.nested.push({ callId: record.callId, name: record.name, arguments: record.arguments, line, column })
-          return
-        }
-        case 'nested-result': {
-          const outer = typeof record.outerCallId === 'string' ? byId.get(record.outerCallId) : undefined
-          const nested = outer?.nested.find((n) => n.callId === record.callId && !n.result)
-          // a nested call no code/call-start announced: its call record is the result itself
-          if (!nested && outer && typeof record.callId === 'string' && typeof record.name === 'string') {
-            outer.nested.push({ callId: record.callId, name: record.name, arguments: {}, result: recordedOutcome(record, where) })
-            return
-          }
-          if (!nested) throw new ReplayInputError(`${where}: a nested result whose run_code (outerCallId) is not a call of this step`)
-          nested.result = recordedOutcome(record, where)
-          return
-        }
-        case 'result': {
-          const entry = typeof record.callId === 'string' ? byId.get(record.callId) : undefined
-          if (!entry) throw new ReplayInputError(`${where}: a result for a call this step did not make`)
-          entry.result = recordedOutcome(record, where)
-          return
-        }
-        case 'message': {
-          const message = record.message
-          if (isObject(message) && message.role === 'tool' && typeof message.toolCallId === 'string') {
-            const entry = byId.get(message.toolCallId)
-            if (entry?.result && typeof message.content === 'string') entry.result.content = message.content
-          }
-          return
-        }
-        case 'approval': {
-          const detail = record.detail
-          if (record.event === 'approval/decided' && typeof record.callId === 'string' && isObject(detail) && typeof detail.answeredBy === 'string') {
-            this.answeredBy.set(record.callId, detail.answeredBy)
-          }
-          return
-        }
-      }
-    }
+    const events = streamRecordedCalls(path, {
+      onBytes: (read) => {
+        bytes = read
+      },
+      onTruncated: (torn) => {
+        summary.truncated = torn
+      },
+    })
     try {
-      for await (const raw of lines) {
-        lineNo++
-        if (previous !== undefined) await handle(previous, lineNo - 1, false)
-        previous = raw
-        bytes += Buffer.byteLength(raw) + 1
+      for await (const event of events) {
+        switch (event.kind) {
+          case 'session':
+            summary.sessions++
+            this.session = event.id
+            this.agentName = event.agent
+            await this.startProcess(false)
+            break
+          case 'resume':
+            await this.startProcess(true)
+            break
+          case 'turn':
+            if (!this.missingAgent) this.turnStarts(event.turn)
+            break
+          case 'step':
+            for (const call of event.calls) {
+              await this.replayCall(call)
+              summary.directCalls++
+              this.calls++
+              options.onProgress?.({ calls: this.calls, bytes: bytesBefore + bytes, totalBytes })
+            }
+            break
+          case 'other': {
+            // a later writer's records (a checkpoint, say): counted, never acted on
+            const name = event.type.slice(0, 64)
+            unknown.set(name, (unknown.get(name) ?? 0) + 1)
+            break
+          }
+        }
       }
-      if (previous !== undefined) await handle(previous, lineNo, true)
     } catch (error) {
-      lines.close()
-      stream.destroy()
-      if (error instanceof ReplayInputError) throw error
-      const code = (error as NodeJS.ErrnoException).code
-      throw new ReplayInputError(`${path}: cannot read the log (${code ?? messageOf(error)})`)
+      if (error instanceof RecordedCallsError) throw new ReplayInputError(error.message)
+      throw error
     }
-    if (!sawSession) throw new ReplayInputError(`${path}: no session record; is it a Faber session log (faber run/chat/demo --log)?`)
-    await flush()
     summary.unknownRecords = sorted(unknown)
-    if (!summary.truncated) delete summary.truncated
-    this.report.logs.push(summary as ReplayReport['logs'][number])
+    this.report.logs.push(summary)
+  }
+
+  private async replayCall(call: RecordedCall) {
+    this.turn = call.turn
+    if (call.badJson !== undefined) {
+      // the agent loop answered it without the pipeline: arguments that are not JSON are not a policy matter
+      this.tally(call.callId, call.name, call.badJson, { verdict: 'error' }, { verdict: 'error' }, undefined)
+      return
+    }
+    await this.run(call.callId, call.name, call.arguments, call.outcome, call.answeredBy, call.nested, {})
   }
 
   finish(): ReplayReport {
