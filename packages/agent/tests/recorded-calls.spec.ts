@@ -1,6 +1,6 @@
 import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AgentSession, type RecordedEvent, RecordedCallsError, recordedCalls, ScriptedModel, SessionLog, streamRecordedCalls } from '@faber/agent'
+import { AgentSession, RecordedCallsError, type RecordedEvent, recordedCalls, ScriptedModel, SessionLog, streamRecordedCalls } from '@faber/agent'
 import { assertStarted, defineTool, t } from '@faber/core'
 import { deployment } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
@@ -82,9 +82,11 @@ describe('recorded calls', () => {
     const lines = text.split('\n')
     const at = lines.findIndex((line) => line.includes('"type":"nested-call"'))
     lines[at] = lines[at].replace('"outerCallId":"run1"', '"outerCallId":"elsewhere"')
-    expect(() => recordedCalls(lines.filter(Boolean).map((line) => JSON.parse(line)), path)).to.throw(
-      RecordedCallsError,
-      `session.jsonl:${at + 1}: a nested call whose run_code (outerCallId) is not a call of this step`,
-    )
+    expect(() =>
+      recordedCalls(
+        lines.filter(Boolean).map((line) => JSON.parse(line)),
+        path,
+      ),
+    ).to.throw(RecordedCallsError, `session.jsonl:${at + 1}: a nested call whose run_code (outerCallId) is not a call of this step`)
   })
 })
