@@ -23,7 +23,7 @@ import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { RunBridge } from '../packages/sandbox/src/bridge.ts'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
-import { callsText, flatJsonText, preludeSource, workerTexts, wrapProgram } from '../packages/sandbox/src/prelude.ts'
+import { callsSource, preludeSource, workerTexts, wrapProgram } from '../packages/sandbox/src/prelude.ts'
 import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
@@ -143,11 +143,10 @@ async function freshContextFloor() {
 async function isolateSideAlone() {
   const isolate = new ivm.Isolate({ memoryLimit: 128 })
   const prelude = isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
+  const own = isolate.createContextSync()
+  const shared = isolate.compileScriptSync(callsSource, { filename: 'faber-calls.js' }).runSync(own, { reference: true })
   const driver = isolate
-    .compileScriptSync(`(function (setup, toolNamesJson, ...rest) {
-      const objectPrototype = Object.getPrototypeOf(Object.getPrototypeOf(setup))
-      ${flatJsonText}
-      ${callsText}
+    .compileScriptSync(`((shared) => function (setup, toolNamesJson, ...rest) {
       let ended
       const end = new Promise((resolve) => { ended = resolve })
       const settled = Promise.resolve()
@@ -156,10 +155,11 @@ async function isolateSideAlone() {
         if (kind === 'call') settled.then(() => api.deliver(a, true, c))
         else if (kind === 'done' || kind === 'throw') ended(kind === 'done' ? 'done' : String(a))
         return true
-      }, toolNamesJson, ...rest, flatJson, makeCalls)
+      }, toolNamesJson, ...rest, shared)
       return { begin: (main) => { api.start(main); return end } }
     })`)
-    .runSync(isolate.createContextSync(), { reference: true })
+    .runSync(own, { reference: true })
+    .applySync(undefined, [shared.derefInto()], { result: { reference: true } }) as Reference
   const once = async (code: string) => {
     const context = isolate.createContextSync()
     const setup = prelude.runSync(context, { reference: true })

@@ -3,8 +3,7 @@ import {
   type Backoff,
   backoff,
   burst,
-  callsText,
-  flatJsonText,
+  callsSource,
   handoffBytes,
   handoffCounts,
   handoffTally,
@@ -95,8 +94,8 @@ const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 const outboxUnits = 32 * 1024
 const outboxRecordUnits = 4096
 
-// the driver: made once per isolate, in a context of its own that no program reaches, and called for each run with the
-// prelude's `setup` of that run's context. its closures are made per run, but their code is the isolate's: V8 optimizes it
+// the driver: made once per isolate, in a context of its own that no program reaches, with calls-script.js's answer
+// evaluated there (`shared`), and called for each run with the prelude's `setup` of that run's context. its closures are made per run, but their code is the isolate's: V8 optimizes it
 // once, not again in every run's fresh context (there it was ~40% of the optimizing compiles of a run of 2,000 calls, on
 // a thread that competes with both spinning sides for the cores). its intrinsics are that context's, which no program
 // can replace; it is strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace).
@@ -114,7 +113,7 @@ const outboxRecordUnits = 4096
 // thread spins for the reply once the program's synchronous part is done (in a microtask: an isolate has no
 // setImmediate), at most `spinLoops` turns; a reply that comes meanwhile through lane 1's ring is delivered there, and
 // the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
-const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) {
+const driverSource = `'use strict';((shared) => function (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) {
   const { load, store, add, sub, compareExchange } = Atomics
   const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
   const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
@@ -277,14 +276,6 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
     return answer
   }
 
-  // the prelude's flatJson made here, where V8 optimizes it once per isolate: it only calls this realm's builtins on the
-  // program's argument and compares its prototype with the program realm's Object.prototype (setup's, still untouched)
-  const objectPrototype = Object.getPrototypeOf(Object.getPrototypeOf(setup))
-  ${flatJsonText}
-  // and its makeCalls: the calls' slots, ids and promises, whose code is optimized here once per isolate, not again in
-  // every run's context. each call crosses to this realm once (open), and a reply is settled from here (deliver)
-  ${callsText}
-
   let ended
   const end = new Promise((resolve) => { ended = resolve })
   const api = setup((kind, a, b, c, d) => {
@@ -297,7 +288,7 @@ const driverSource = `'use strict';(function (onHost, offHost, outbox, handoff, 
       ended()
     }
     return answer
-  }, toolNamesJson, ...rest, flatJson, makeCalls, recordedJson)
+  }, toolNamesJson, ...rest, shared, recordedJson)
   const { start, deliver } = api
   return {
     start: (main) => { start(main) },
@@ -809,7 +800,11 @@ class IsolateDriver implements SandboxDriver<Slot> {
     // of the runs)
     if (this.spinMs > 0) calibrate()
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
-    slot.driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(slot.isolate.createContextSync(), { reference: true })
+    // the driver's context: calls-script.js evaluated whole there, once per isolate, is every run's `shared`
+    const own = slot.isolate.createContextSync()
+    const shared = slot.isolate.compileScriptSync(callsSource, { filename: 'faber-calls.js' }).runSync(own, { reference: true })
+    const driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(own, { reference: true })
+    slot.driver = driver.applySync(undefined, [shared.derefInto()], { result: { reference: true } })
     slot.outbox = new Outbox()
     slot.handoff = new SharedArrayBuffer(handoffBytes)
     slot.pair = backoff(slot.handoff)

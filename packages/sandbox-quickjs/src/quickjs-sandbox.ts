@@ -10,11 +10,11 @@ import {
   type Program,
   type ProgramHandle,
   type ProgramReports,
-  preludeSource,
   report,
   type SandboxDriver,
   SandboxPool,
   type Unit,
+  workerTexts,
 } from '@faber/sandbox/contract'
 
 const entry = new URL('./quickjs-worker.mjs', import.meta.url)
@@ -67,7 +67,7 @@ const driver: SandboxDriver<Slot> = {
       env: {},
       argv: [],
       execArgv: [],
-      workerData: { prelude: preludeSource, memoryBytes: (memoryMb + overheadMb) * MB, stackBytes, wasmModule: await wasmModule(), shared },
+      workerData: { ...workerTexts, memoryBytes: (memoryMb + overheadMb) * MB, stackBytes, wasmModule: await wasmModule(), shared },
       // the program's heap is the module's WebAssembly memory; the thread's own heap holds the glue and what crosses
       resourceLimits: { maxOldGenerationSizeMb: memoryMb + overheadMb, stackSizeMb },
       // never read: the host's stdout may carry a protocol (see @faber/sandbox's worker backend)

@@ -9,7 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import variant from '@jitl/quickjs-ng-wasmfile-release-sync'
 import { newQuickJSWASMModuleFromVariant, newVariant } from 'quickjs-emscripten-core'
 
-const { prelude, memoryBytes, stackBytes, wasmModule, shared } = workerData
+const { prelude, calls, memoryBytes, stackBytes, wasmModule, shared } = workerData
 // ms this thread spent making contexts and evaluating the prelude: active time on its event loop that is not a program's
 const setupMs = new Float64Array(shared, 0, 1)
 const timed = (make) => {
@@ -60,7 +60,9 @@ const fresh = () =>
     const vm = runtime.newContext()
     // what QuickJS-ng adds to the standard globals, which a V8 context does not have: a clock and a way to queue work
     vm.unwrapResult(vm.evalCode(nonStandard, 'faber-globals.js')).dispose()
-    return { runtime, vm, setup: vm.unwrapResult(vm.evalCode(prelude, 'faber-prelude.js')) }
+    // the calls' script evaluated whole in the program's realm, before anything of the program: the prelude's `shared`
+    const shared = vm.unwrapResult(vm.evalCode(calls, 'faber-calls.js'))
+    return { runtime, vm, shared, setup: vm.unwrapResult(vm.evalCode(prelude, 'faber-prelude.js')) }
   })
 // the next run's, made once the last run ended cleanly, while this thread waits: compiling the prelude is most of what a
 // trivial run costs. no program has run in it
@@ -73,7 +75,7 @@ const prepareNext = () => {
 }
 
 function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls }) {
-  const { runtime, vm, setup } = next ?? fresh()
+  const { runtime, vm, shared, setup } = next ?? fresh()
   next = undefined
   // every handle the run holds, freed after a clean end (QuickJS asserts on a runtime freed with objects alive)
   const held = []
@@ -103,10 +105,11 @@ function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPend
   })
   hold(crossing)
   hold(setup)
+  hold(shared)
   try {
     const numbers = [outputBytes, bufferBytes, argumentBytes, maxPendingCalls].map((n) => hold(vm.newNumber(n)))
     const texts = [JSON.stringify(tools), `\n${code}`].map((text) => hold(vm.newString(text)))
-    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, texts[0], ...numbers, texts[1]))))
+    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, texts[0], ...numbers, texts[1], shared))))
     const start = hold(vm.getProp(api, 'start'))
     state.deliver = hold(vm.getProp(api, 'deliver'))
     const main = vm.evalCode(`${header}${code}\n})`, 'program.js')

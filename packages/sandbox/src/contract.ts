@@ -126,4 +126,4 @@ export { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } 
 // what a backend builds on besides the contract (`@faber/sandbox/contract`, the one entry for backends): the pool it
 // extends, the prelude it evaluates, the budgets and messages every backend says alike, the hand-off lanes
 export { type PoolOptions, SandboxPool } from './pool.ts'
-export { callsText, flatJsonText, preludeSource, wrapProgram } from './prelude.ts'
+export { callsSource, preludeSource, workerTexts, wrapProgram } from './prelude.ts'

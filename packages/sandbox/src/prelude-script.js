@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, sharedFlatJson, sharedCalls, recordedJson) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, shared, recordedJson) {
   // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
   // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
   // it throws is a refusal
@@ -17,7 +17,7 @@
     }
   }
   const { parse, stringify } = JSON
-  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create, hasOwn } = Object
+  const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
   const { apply, construct } = Reflect
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
   const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
@@ -25,7 +25,6 @@
   const { indexOf: indexOfText, lastIndexOf, slice } = String.prototype
   const $Number = Number
   const $max = Math.max
-  const $floor = Math.floor
   const $min = Math.min
   const { isArray } = Array
   const objectPrototype = Object.prototype
@@ -127,7 +126,7 @@
   // exactly: throws `tooLarge` as soon as the text would pass `budget` characters, before building it. the path to a
   // value is made only for a message, from the frames kept on the way down. the walk's functions are made once and a
   // call's state is one record. every run starts in a fresh context, whose code starts cold: there the walk costs more
-  // than flatJson below (counted under callgrind, 2000 sequential calls of `{ i }` a run: ~8 700 instructions more a
+  // than flatJson (calls-script.js; counted under callgrind, 2000 sequential calls of `{ i }` a run: ~8 700 instructions more a
   // call), so the common argument goes through flatJson first
   const toJson = (root, label, budget) => {
     const state = { label, budget, size: 0 }
@@ -230,176 +229,16 @@
     return `${text}}`
   }
 
-  // the common argument, a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything
-  // else — nesting, a getter (which may throw, or answer differently when read again), a Proxy whose trap throws, a value
-  // JSON would change, more than `budget` characters — answers undefined, and toJson decides with its message. its text,
-  // from `const flatJson` to the line `// flat-json end`, is the isolate driver's too (see sharedFlatJson below)
+  // `shared` is what calls-script.js answered, evaluated by the backend (most often in a realm of its own): its flatJson
+  // answers undefined where it cannot say, and what it throws, an error of its realm, is no answer too
+  const { flatJson: sharedFlatJson, makeCalls } = shared
   const flatJson = (value, budget) => {
     try {
-      if (typeof value !== 'object' || value === null || getPrototypeOf(value) !== objectPrototype) return undefined
-      if (getOwnPropertySymbols(value).length > 0) return undefined
-      const names = keys(value)
-      let text = '{'
-      for (let i = 0; i < names.length; i++) {
-        const name = names[i]
-        const descriptor = getOwnPropertyDescriptor(value, name)
-        if (descriptor === undefined || !hasOwn(descriptor, 'value')) return undefined
-        const v = descriptor.value
-        let part
-        switch (typeof v) {
-          case 'string':
-            if (v.length > budget - text.length) return undefined
-            part = stringify(v)
-            break
-          case 'number':
-            if (!isFiniteNumber(v)) return undefined
-            part = stringify(v)
-            break
-          case 'boolean':
-            part = v ? 'true' : 'false'
-            break
-          default:
-            if (v !== null) return undefined
-            part = 'null'
-        }
-        if (name.length > budget - text.length) return undefined
-        text += `${i ? ',' : ''}${stringify(name)}:${part}`
-        if (text.length >= budget) return undefined
-      }
-      return `${text}}`
+      return sharedFlatJson(value, budget, objectPrototype)
     } catch {
       return undefined
     }
   }
-  // flat-json end
-
-  // the calls waiting on the host, made once per run: `open(name, json, site)` sends a call made at `site` (siteOf's
-  // number) and answers the promise of its reply (a promise of the program's realm, which `promiseFor(record)` makes,
-  // putting its settling functions on `record`), or 1 when the call could not be sent; `deliver(id, ok, text, code)`
-  // settles call `id`
-  // with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's error `failed`
-  // makes. its text, from `const makeCalls` to the line `// calls end`, is the backends' drivers' too (see sharedCalls
-  // below): made there once per isolate or worker, its code is optimized once, not again in every run's fresh context
-  // (~7 ms of optimizing compiles a run, on a thread that competes with both spinning sides for the cores). whatever
-  // it is handed and answers is a primitive or of the program's realm.
-  //
-  // each call has a slot: a record of what settles it and its id (`seq` × maxPendingCalls + its slot, so a reply finds
-  // its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from `free`
-  // and given back when its reply comes: no map, closure or record per call. the slots are made as calls need them,
-  // 8 then doubling up to maxPendingCalls (filling all 1024 before every run cost its setup tens of µs), each index
-  // defined, not assigned, and never removed: a write finds the index there, never a setter on Array.prototype, and a
-  // record's fields are its own
-  const makeCalls = (promiseFor, parse, failed, maxPendingCalls, crossing) => {
-    const slots = []
-    const free = []
-    let made = 0
-    let freeCount = 0
-    // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
-    const generations = $floor(2 ** 31 / maxPendingCalls)
-    const define = (list, index, value) => defineProperty(list, index, { __proto__: null, value, writable: true, enumerable: true, configurable: true })
-    const makeSlots = () => {
-      const more = $min(made === 0 ? 8 : made, maxPendingCalls - made)
-      // `free` is as long as `slots`, so that every place of the stack is there before it is written
-      for (let i = 0; i < more; i++) {
-        define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '' })
-        define(free, made, -1)
-        made++
-      }
-      for (let i = 1; i <= more; i++) free[freeCount++] = made - i
-    }
-    let seq = 0
-    const release = (slot) => {
-      const record = slots[slot]
-      record.id = -1
-      record.resolve = undefined
-      record.reject = undefined
-      record.name = ''
-      free[freeCount++] = slot
-    }
-    // calls beyond maxPendingCalls wait here, in order, as records of their own (`next` links them: no list a setter on
-    // Array.prototype could see), and are sent as earlier calls settle: a fan-out of any size sees no refusal, and the
-    // host never holds more than maxPendingCalls of them. the program's own memory and cpu budgets bound what waits
-    let first
-    let last
-    const send = (slot, record, name, json, site) => {
-      if (++seq === generations) seq = 1
-      const id = seq * maxPendingCalls + slot
-      record.id = id
-      record.name = name
-      let sent = false
-      try {
-        sent = crossing('call', id, name, json, site) !== false
-      } catch {}
-      if (!sent) release(slot)
-      return sent
-    }
-    const open = (name, json, site) => {
-      if (freeCount === 0 && made < maxPendingCalls) makeSlots()
-      if (freeCount === 0) {
-        const held = { name, json, site, resolve: undefined, reject: undefined, next: undefined }
-        const reply = promiseFor(held)
-        if (last === undefined) first = held
-        else last.next = held
-        last = held
-        return reply
-      }
-      const slot = free[freeCount - 1]
-      const record = slots[slot]
-      // the promise first: a stack overflow while it is made leaves no slot taken (a free record's settling functions are
-      // never called: no reply finds its id)
-      const reply = promiseFor(record)
-      freeCount--
-      return send(slot, record, name, json, site) ? reply : 1
-    }
-    // a slot came free: the calls held longest go out
-    const sendHeld = () => {
-      while (first !== undefined && freeCount > 0) {
-        const held = first
-        first = held.next
-        if (first === undefined) last = undefined
-        const slot = free[--freeCount]
-        const record = slots[slot]
-        record.resolve = held.resolve
-        record.reject = held.reject
-        if (!send(slot, record, held.name, held.json, held.site)) held.reject(failed(held.name, 'the call could not be sent to the host'))
-      }
-    }
-    const deliver = (id, ok, text, code) => {
-      if (typeof id !== 'number') return
-      const slot = id % maxPendingCalls
-      if (!(slot >= 0 && slot < made) || slots[slot].id !== id) return
-      const record = slots[slot]
-      const resolve = record.resolve
-      const reject = record.reject
-      const name = record.name
-      release(slot)
-      if (first !== undefined) sendHeld()
-      if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
-      let value
-      try {
-        value = parse(text)
-      } catch {
-        return reject(failed(name, 'the host replied with text that is not JSON'))
-      }
-      resolve(value)
-    }
-    return { __proto__: null, open, deliver }
-  }
-  // calls end
-
-  // a backend may hand in a flatJson of its own, which V8 optimizes once rather than again in every run's fresh context
-  // (the isolate's driver makes one of the text above, in a context of its own). what it throws, an error of its realm,
-  // is no answer
-  const flatJsonOf =
-    typeof sharedFlatJson === 'function'
-      ? (value, budget) => {
-          try {
-            return sharedFlatJson(value, budget)
-          } catch {
-            return undefined
-          }
-        }
-      : flatJson
 
   // a message or stack no longer than this is shown (cut to `shown`); a longer one is only described, never copied
   const shown = 2000
@@ -591,7 +430,7 @@
         try {
           json = list
             ? toJson(argument, `${label} arguments`, argumentBytes)
-            : (flatJsonOf(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
+            : (flatJson(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
         } catch (error) {
           // what the host would refuse it with, said before anything crossed
           if (error === tooDeep) {
@@ -895,10 +734,9 @@
     return error
   }
 
-  // the host's reply to call `id` (the JSON text of its result, or why it failed) goes to `deliver`. a backend may hand in
-  // a makeCalls of its own (sharedCalls), made of the text above where V8 optimizes it once. the calls' `crossing` is
-  // then its own: what that throws, an error of its realm, open catches. this realm's Promise and parse, taken before the
-  // program ran, make what the program gets
+  // the host's reply to call `id` (the JSON text of its result, or why it failed) goes to `deliver`. the calls' `crossing`
+  // is the backend's own: what that throws, an error of its realm, open catches. this realm's Promise and parse, taken
+  // before the program ran, make what the program gets
   // (a Promise of this realm made with an executor of another is refused by V8 when that other realm's context was
   // entered: the executor is this realm's, and puts the settling functions on the record it is given)
   let settling
@@ -912,10 +750,7 @@
     settling = undefined
     return reply
   }
-  const { open, deliver } =
-    typeof sharedCalls === 'function'
-      ? sharedCalls(promiseFor, parse, failed, maxPendingCalls, crossing)
-      : makeCalls(promiseFor, parse, failed, maxPendingCalls, bridge)
+  const { open, deliver } = makeCalls(promiseFor, parse, failed, maxPendingCalls, crossing)
 
   const refuseImport = () => new $TypeError('import() is not available to programs; use tools')
 

@@ -8,35 +8,12 @@ import { backoff, handoffWaited, lane } from './lane.mjs'
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
 
-// the prelude's flatJson (the common argument's JSON, read without a walk), made in a context of this worker's own that
-// no program reaches, once: V8 optimizes its code once per worker, not again in every run's fresh context. it only calls
-// that realm's builtins on the program's argument, and compares its prototype with the run's Object.prototype (taken
-// before the program runs); it answers a string or undefined, and the prelude takes whatever it throws (an error of that
-// realm) as no answer. strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace).
-// never this worker's own realm, which has `process`
+// the calls' slots and the common argument's JSON (calls-script.js), made in a context of this worker's own that no
+// program reaches, once: V8 optimizes their code once per worker, not again in every run's fresh context. each run makes
+// its calls of it, with its own realm's Promise and parse. the crossing it calls is `bridge` below, of this worker's
+// realm: what that throws never reaches the program. never this worker's own realm, which has `process`
 const driver = vm.createContext(Object.create(null), { name: 'faber-worker-driver', codeGeneration: { strings: false, wasm: false } })
-const sharedFlatJson = vm.runInContext(
-  `'use strict'
-  ;(objectPrototype) => {
-    ${workerData.flatJson}
-    return flatJson
-  }`,
-  driver,
-  { filename: 'faber-driver.js' },
-)
-// and its makeCalls (the calls' slots, ids and promises), made there once for the same reason: each run makes its calls
-// of it, with its own realm's Promise and parse. the crossing it calls is `bridge` below, of this worker's realm: what
-// that throws never reaches the program (makeCalls catches it)
-const sharedCalls = vm.runInContext(
-  `'use strict'
-  ;(() => {
-    ${workerData.calls}
-    return makeCalls
-  })()`,
-  driver,
-  { filename: 'faber-driver.js' },
-)
-const { getPrototypeOf } = Object
+const shared = vm.runInContext(workerData.calls, driver, { filename: 'faber-calls.js' })
 
 // a run talks to the host over two lanes, one each way (lane.mjs): while the receiving side spins for a message, it comes
 // through a ring in shared memory, with no syscall and no turn of the event loop; otherwise through a port. after posting
@@ -136,9 +113,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 
   const { context, setup } = next ?? freshContext()
   next = undefined
-  // the run's Object.prototype, before anything of the program ran: its Function.prototype's
-  const flatJson = sharedFlatJson(getPrototypeOf(getPrototypeOf(setup)))
-  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, flatJson, sharedCalls, recorded)
+  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, shared, recorded)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 

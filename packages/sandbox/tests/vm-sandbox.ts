@@ -10,10 +10,11 @@ import vm from 'node:vm'
 import { type Program, type ProgramReports, report, type SandboxDriver, type Unit } from '../src/contract.ts'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
 import { type PoolOptions, SandboxPool } from '../src/pool.ts'
-import { preludeSource } from '../src/prelude.ts'
+import { callsSource, preludeSource } from '../src/prelude.ts'
 import type { BridgeReply } from '../src/types.ts'
 
 const prelude = new vm.Script(preludeSource, { filename: 'faber-prelude.js' })
+const calls = new vm.Script(callsSource, { filename: 'faber-calls.js' })
 // the program's code runs only inside a step: `$faberStep` starts it or hands it the replies that came, and the context
 // runs its microtasks before the step returns ('afterEvaluate'), all under the step's timeout. a `let` at the top of a
 // script is a binding of the context's scripts, not a property of its global object. the replies wait in a
@@ -75,6 +76,8 @@ const vmDriver: SandboxDriver<Unit> = {
       return report(held, kind, a, b, c, d)
     }
     const context = vm.createContext(Object.create(null), { name: 'faber-program', microtaskMode: 'afterEvaluate' })
+    // the calls' script in the program's realm, before the prelude: the prelude's `shared`
+    const shared = calls.runInContext(context)
     const setup = prelude.runInContext(context)
     const api = driver.runInContext(context)(
       setup,
@@ -85,6 +88,7 @@ const vmDriver: SandboxDriver<Unit> = {
       argumentBytes(limits),
       maxPendingCalls,
       source,
+      shared,
     )
 
     // runs the program until it waits on the host, bounded by what is left of both budgets
