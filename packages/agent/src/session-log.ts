@@ -3,11 +3,14 @@
 // and cut off on open, never fatal. a broken line anywhere else is corruption and refuses to load.
 
 import { type FileHandle, open, readFile } from 'node:fs/promises'
-import type { CallSite, Json } from '@faber/core'
+import type { BridgeReply, CallSite, CodeCheckpoint, JournalCall, Json } from '@faber/core'
 import type { Message, ToolCall, Usage } from './model.ts'
 
-/** 2: a success's result records carry its JSON value (what a replay hands the pipeline back); 1 recorded none */
-export const LOG_VERSION = 2
+/**
+ * 3: a run_code program checkpointed while it waits on a person records its journal (`checkpoint`, then `journal`).
+ * 2: a success's result records carry its JSON value (what a replay hands the pipeline back); 1 recorded none
+ */
+export const LOG_VERSION = 3
 
 interface Base {
   /** ms since the epoch */
@@ -48,6 +51,8 @@ export type LogRecord = Base &
     | { type: 'approval'; turn: number; event: string; callId?: string; tool?: string; detail: Record<string, unknown> }
     | { type: 'turn-end'; turn: number; reason: string; steps: number; usage?: Usage; error?: string; partial?: string }
     | { type: 'retry'; turn: number; step: number; attempt: number; maxAttempts: number; delayMs: number; reason: string; status?: number }
+    | ({ type: 'checkpoint'; turn: number; outerCallId: string } & CodeCheckpoint)
+    | { type: 'journal'; turn: number; outerCallId: string; index?: number; call?: JournalCall; reply?: BridgeReply; values?: number[] }
   )
 
 export type LogRecordOf<T extends LogRecord['type']> = Extract<LogRecord, { type: T }>
@@ -124,6 +129,52 @@ export function conversationOf(records: readonly LogRecord[]): { messages: Messa
     }
   }
   return { messages, dangling }
+}
+
+/** a run_code program checkpointed in a log, with no result recorded: what a new process runs it again from */
+export interface RecordedCheckpoint {
+  outerCallId: string
+  turn: number
+  checkpoint: CodeCheckpoint
+  /**
+   * its calls recorded as running whose body may have started: no person was still being asked about them when the log
+   * ends (one that was is made again when the program reaches it). a program with any is not run again
+   */
+  unsure: JournalCall[]
+}
+
+/** the checkpointed run_code programs of a log that have no result yet: its last checkpoint of each, and what followed */
+export function checkpointsOf(records: readonly LogRecord[]): Map<string, RecordedCheckpoint> {
+  const open = new Map<string, { turn: number; calls: JournalCall[]; values: number[]; sequence: number }>()
+  // the nested calls a person was asked about, and those the answer let through
+  const asked = new Set<string>()
+  const allowed = new Set<string>()
+  for (const record of records) {
+    if (record.type === 'checkpoint') {
+      const calls = record.calls.map((call) => ({ ...call }))
+      open.set(record.outerCallId, { turn: record.turn, calls, values: record.values.slice(), sequence: record.sequence })
+    } else if (record.type === 'journal') {
+      const journal = open.get(record.outerCallId)
+      if (!journal) continue
+      if (record.values) journal.values.push(...record.values)
+      if (record.index === undefined) continue
+      if (record.call) {
+        journal.calls[record.index] = { ...record.call }
+        const id = Number(record.call.callId?.slice(record.call.callId.lastIndexOf('/') + 1))
+        if (Number.isSafeInteger(id)) journal.sequence = Math.max(journal.sequence, id)
+      } else if (record.reply && journal.calls[record.index]) journal.calls[record.index].reply = record.reply
+    } else if (record.type === 'result') open.delete(record.callId)
+    else if (record.type === 'approval' && record.callId) {
+      if (record.event === 'approval/asked') asked.add(record.callId)
+      else if (record.event === 'approval/decided' && record.detail.outcome === 'allowed') allowed.add(record.callId)
+    }
+  }
+  const found = new Map<string, RecordedCheckpoint>()
+  for (const [outerCallId, { turn, calls, values, sequence }] of open) {
+    const unsure = calls.filter((call) => !call.reply && !(call.callId && asked.has(call.callId) && !allowed.has(call.callId)))
+    found.set(outerCallId, { outerCallId, turn, checkpoint: { calls, values, sequence }, unsure })
+  }
+  return found
 }
 
 export class SessionLog {

@@ -4,6 +4,7 @@
 
 import {
   type Agent,
+  type CodeCheckpoint,
   type ExecutionMode,
   emitEach,
   errorResult,
@@ -19,7 +20,7 @@ import {
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, type Prompt } from './prompt.ts'
-import { type CallOutcome, conversationOf, LOG_VERSION, type SessionLog } from './session-log.ts'
+import { type CallOutcome, checkpointsOf, conversationOf, LOG_VERSION, type RecordedCheckpoint, type SessionLog } from './session-log.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -113,6 +114,20 @@ function project(value: unknown, depth = 0): unknown {
   return out
 }
 
+function toolMessage(call: ToolCall, result: ToolResult): ToolMessage {
+  return result.isError
+    ? { role: 'tool', toolCallId: call.id, name: call.name, content: result.content, isError: true }
+    : { role: 'tool', toolCallId: call.id, name: call.name, content: result.content }
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    return text.trim() ? JSON.parse(text) : {}
+  } catch {
+    return {}
+  }
+}
+
 function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
   const trace = result.trace?.map((s) => ({ ...s }))
   if (!result.isError) return { isError: false, value: result.value, trace, durationMs }
@@ -133,6 +148,11 @@ export class AgentSession {
   private inflight = new Set<string>()
   private nested = new Set<string>()
   private busy = false
+  /** run_code calls checkpointed when the log was last written, by call id: resume() runs them again */
+  private waiting = new Map<string, RecordedCheckpoint>()
+  private pendingCalls = new Map<string, ToolCall>()
+  /** the journals of the calls resume() is running again, for code/resume */
+  private resuming = new Map<string, CodeCheckpoint>()
 
   constructor(
     private ctx: Context,
@@ -146,11 +166,21 @@ export class AgentSession {
     const resumed = log?.resumed === true
     if (log && resumed) {
       const { messages, dangling } = conversationOf(log.records)
-      this.messages.push(...messages, ...dangling)
       this.turn = log.records.reduce((n, r) => (r.type === 'turn' ? Math.max(n, r.turn) : n), 0)
+      // a call left without a result is answered as interrupted, but a program checkpointed while it waited on a person
+      const checkpoints = checkpointsOf(log.records)
+      const calls = new Map(messages.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []) : [])).map((call) => [call.id, call]))
+      const interrupted = dangling.filter((message) => {
+        const checkpoint = checkpoints.get(message.toolCallId)
+        if (!checkpoint) return true
+        this.waiting.set(message.toolCallId, checkpoint)
+        this.pendingCalls.set(message.toolCallId, calls.get(message.toolCallId)!)
+        return false
+      })
+      this.messages.push(...messages, ...interrupted)
       for (const record of log.records) if (record.type === 'model') this.usage = addUsage(this.usage, record.usage)
       log.append({ type: 'resume', turns: this.turn, skipped: log.truncated })
-      for (const message of dangling) log.append({ type: 'message', turn: this.turn, message })
+      for (const message of interrupted) log.append({ type: 'message', turn: this.turn, message })
     }
     const begun = log?.records.find((record) => record.type === 'session')
     this.id = begun?.type === 'session' ? begun.id : `${Date.now().toString(36)}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
@@ -193,6 +223,17 @@ export class AgentSession {
         })
         this.emit({ type: 'nested-end', turn: this.turn, event })
       }),
+      // a checkpointed program's journal, durably: a new process runs it again from the log
+      scope.on('code/journal', ({ outerCallId, agent, change }) => {
+        if (!this.mine(agent, outerCallId)) return
+        const { kind, ...rest } = change
+        if (kind === 'checkpoint') {
+          this.record({ type: 'checkpoint', turn: this.turn, outerCallId, ...(rest as CodeCheckpoint) })
+          // on disk before the program's unit is gone: a restart from here finds it
+          this.options.log?.flush().catch((error) => this.ctx.root.logger('agent').warn('writing a checkpoint failed: %s', messageOf(error)))
+        } else this.record({ type: 'journal', turn: this.turn, outerCallId, ...rest })
+      }),
+      scope.on('code/resume', (exec) => (exec.agent === this.agent && !exec.parent ? this.resuming.get(exec.callId) : undefined)),
       // a nested call that a code runtime made without announcing it still reaches the log
       scope.on('tools/result', (exec, result) => {
         if (!exec.parent || this.nested.has(exec.callId) || !this.mine(exec.agent, exec.rootCallId)) return
@@ -253,9 +294,71 @@ export class AgentSession {
   /** one user turn: runs until the model answers without tool calls, the step limit, or an abort */
   async send(user: string, options: { signal?: AbortSignal } = {}): Promise<TurnOutcome> {
     if (this.busy) throw new Error('AgentSession.send: a turn is already running; await it first')
-    this.busy = true
+    // a program checkpointed before a restart is answered first: the model's last turn still waits for its result
+    if (this.waiting.size) await this.resume(options)
     const signal = options.signal ?? new AbortController().signal
     const turn = ++this.turn
+    return this.loop(turn, signal, () => {
+      this.observe('agent/turn', { agent: this.agent, turn })
+      this.record({ type: 'turn', turn })
+      this.emit({ type: 'turn-start', turn, user })
+      this.push({ role: 'user', content: user })
+    })
+  }
+
+  /** the run_code calls of the log's last turn that were checkpointed, waiting on a person, when the session stopped */
+  get checkpointed(): string[] {
+    return [...this.waiting.keys()]
+  }
+
+  /**
+   * runs again each program the log holds checkpointed (its calls recorded are answered from the log, the one it waited
+   * on is asked again), then goes on with the model's turn that was waiting for them. undefined when none was
+   */
+  async resume(options: { signal?: AbortSignal } = {}): Promise<TurnOutcome | undefined> {
+    if (this.busy) throw new Error('AgentSession.resume: a turn is already running; await it first')
+    if (!this.waiting.size) return undefined
+    const signal = options.signal ?? new AbortController().signal
+    const waiting = [...this.waiting.values()]
+    this.waiting.clear()
+    return this.loop(this.turn, signal, () => this.runAgain(waiting, signal))
+  }
+
+  private async runAgain(waiting: RecordedCheckpoint[], signal: AbortSignal) {
+    const tools = this.ctx.tools.executor
+    const results = await Promise.all(
+      waiting.map(async ({ outerCallId, checkpoint, unsure }) => {
+        const call = this.pendingCalls.get(outerCallId)!
+        const begin = performance.now()
+        let result: ToolResult
+        if (unsure.length) {
+          const which = unsure.map((c) => `tools.${c.name}(${c.arguments.length > 80 ? `${c.arguments.slice(0, 79)}…` : c.arguments})`).join(', ')
+          result = errorResult(
+            'CODE_RUN_FAILED',
+            `run_code failed (interrupted): the session stopped while ${which} was running, after it was let through; it may or may not have run, so the program was not run again. Check what it did before running the program again`,
+            { kind: 'crash' },
+          )
+        } else {
+          this.resuming.set(outerCallId, checkpoint)
+          this.inflight.add(outerCallId)
+          try {
+            result = await tools.execute({ callId: outerCallId, name: call.name, arguments: parseArguments(call.arguments), agent: this.agent, signal })
+          } finally {
+            this.inflight.delete(outerCallId)
+            this.resuming.delete(outerCallId)
+          }
+        }
+        this.finished(this.turn, call, result, performance.now() - begin)
+        return toolMessage(call, result)
+      }),
+    )
+    for (const message of results) this.push(message)
+    await this.options.log?.flush()
+  }
+
+  /** one model turn from `begin` on: runs until the model answers without tool calls, the step limit, or an abort */
+  private async loop(turn: number, signal: AbortSignal, begin: () => void | Promise<void>): Promise<TurnOutcome> {
+    this.busy = true
     this.nested.clear()
     const maxSteps = this.options.maxSteps ?? 24
     const log = this.options.log
@@ -264,10 +367,7 @@ export class AgentSession {
     let steps = 0
     let reason: StopReason = 'max-steps'
     try {
-      this.observe('agent/turn', { agent: this.agent, turn })
-      this.record({ type: 'turn', turn })
-      this.emit({ type: 'turn-start', turn, user })
-      this.push({ role: 'user', content: user })
+      await begin()
       while (steps < maxSteps) {
         if (signal.aborted) {
           reason = 'aborted'
@@ -413,12 +513,7 @@ export class AgentSession {
       if (mode === 'exclusive') await task
     }
     await Promise.all(running)
-    return calls.map((call, index) => {
-      const result = results[index]
-      return result.isError
-        ? { role: 'tool', toolCallId: call.id, name: call.name, content: result.content, isError: true }
-        : { role: 'tool', toolCallId: call.id, name: call.name, content: result.content }
-    })
+    return calls.map((call, index) => toolMessage(call, results[index]))
   }
 
   private finished(turn: number, call: ToolCall, result: ToolResult, durationMs: number) {

@@ -75,7 +75,7 @@ describe('recorded calls', () => {
   it('refuses LOG_VERSION 1 by name, and names the line of a forged record', async () => {
     const path = await recorded()
     const text = await readFile(path, 'utf8')
-    await writeFile(path, text.replace('"version":2', '"version":1'))
+    await writeFile(path, text.replace('"version":3', '"version":1'))
     const error = await collect(streamRecordedCalls(path)).catch((caught) => caught)
     expect(error).to.be.instanceOf(RecordedCallsError)
     expect(error.message).to.match(/:1: this log was written at LOG_VERSION 1, which records no result values/)

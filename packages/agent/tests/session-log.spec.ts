@@ -81,7 +81,7 @@ describe('session log', () => {
     await log.close()
     const all = await records(path)
     expect(all[0]).to.include({ type: 'session', version: LOG_VERSION })
-    expect(LOG_VERSION).to.equal(2)
+    expect(LOG_VERSION).to.equal(3)
     expect(all.find((r) => r.type === 'result')).to.include({ isError: false, value: 'A' })
   })
 
@@ -100,7 +100,7 @@ describe('session log', () => {
     await log.close()
     await ctx.stop()
     const all = await records(path)
-    const nested = all.filter((r) => r.type === 'nested-call' || r.type === 'nested-result') as Extract<LogRecord, { outerCallId: string }>[]
+    const nested = all.filter((r) => r.type === 'nested-call' || r.type === 'nested-result') as Extract<LogRecord, { type: 'nested-call' | 'nested-result' }>[]
     expect(nested.map((r) => [r.type, r.outerCallId, r.name])).to.have.deep.members([
       ['nested-call', 'run1', 'note'],
       ['nested-call', 'run1', 'note'],

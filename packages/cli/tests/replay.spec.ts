@@ -318,8 +318,8 @@ describe('faber replay', function () {
 
     it('refuses an older or newer LOG_VERSION by name, and forged records with a clear error', async () => {
       const text = await readFile(log, 'utf8')
-      await refused(text.replace('"version":2', '"version":1'), /LOG_VERSION 1, which records no result values.*record the session again/)
-      await refused(text.replace('"version":2', '"version":7'), /LOG_VERSION 7, which this Faber \(LOG_VERSION 2\) does not know/)
+      await refused(text.replace('"version":3', '"version":1'), /LOG_VERSION 1, which records no result values.*record the session again/)
+      await refused(text.replace('"version":3', '"version":7'), /LOG_VERSION 7, which this Faber \(LOG_VERSION 3\) does not know/)
       await writeFile(log, text)
       await rewrite(log, (record) => (record.type === 'call' ? { ...record, call: { id: 1 } } : record))
       await refused(await readFile(log, 'utf8'), /a call record without call/)

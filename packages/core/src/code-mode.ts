@@ -4,7 +4,7 @@
 import { setMaxListeners } from 'node:events'
 import type { Agent } from './agent.ts'
 import { type Catalog, SEARCH_LIMIT } from './catalog.ts'
-import { CallJournal } from './code-replay.ts'
+import { CallJournal, type CodeJournalEvent, checkpointOf } from './code-replay.ts'
 import type { BridgeReply, CallSite, CodeRunLimits, CodeRunOutcome, CodeRuntime } from './code-runtime.ts'
 import type { CallRequest, PreparedCall } from './execution.ts'
 import { type Json, JsonError, snapshot } from './json.ts'
@@ -16,7 +16,7 @@ import { type ExecutionMode, Scheduler } from './scheduler.ts'
 import { t } from './schema.ts'
 import { argNames, renderIndex, type SdkTool, sdkUsage, withoutHelpers } from './sdk.ts'
 import { stripTypes } from './strip.ts'
-import { type CompiledTool, compileTool, defineTool, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
+import { type CompiledTool, compileTool, defineTool, type Execution, RUN_CODE, type ToolDefinition, type ToolRun } from './tool.ts'
 
 export type CodeFailure = NonNullable<ToolErrorInfo['kind']>
 
@@ -79,6 +79,10 @@ export interface CodeModeHost {
     agent: Agent | undefined,
     payload: K extends 'code/call-start' ? NestedCallStart : NestedCallSettle,
   ): void
+  /** tells code/journal listeners of a checkpointed program's journal */
+  journal(event: CodeJournalEvent): void
+  /** the first answer of code/resume listeners: the journal recorded for this run_code call before a restart */
+  recorded(exec: Execution): unknown
   /** the binding names a program of this agent gets: every tool it can see but run_code, and the helpers */
   programTools(agent: Agent | undefined): string[]
   sdkTools(agent: Agent | undefined): SdkTool[]
@@ -197,6 +201,29 @@ compileTool(
 )
 
 export function createRunCode(runtime: CodeModeHost): CodeMode {
+  // the journal a code/resume listener kept for this call before a restart, checked: it is read back from a file
+  const resumed = (exec: Execution) => {
+    const unreadable = (error: unknown) =>
+      new ToolResultError(
+        failure(
+          'crash',
+          `the journal recorded for this program before a restart could not be read (${messageOf(error)}); nothing of it ran again: check what its calls did before running it again`,
+        ),
+      )
+    let answer: unknown
+    try {
+      answer = runtime.recorded(exec)
+    } catch (error) {
+      throw unreadable(error)
+    }
+    if (answer === undefined) return undefined
+    try {
+      return checkpointOf(answer)
+    } catch (error) {
+      throw unreadable(error)
+    }
+  }
+
   async function run(args: { code: string; description: string }, run: ToolRun) {
     const { exec } = run
     const agent = exec.agent
@@ -232,10 +259,13 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     let drained: (() => void) | undefined
     let settled = false
     let sequence = 0
-    // the calls the program made, to answer them again when it runs again after a checkpoint (code-replay.ts)
+    // the calls the program made, to answer them again when it runs again after a checkpoint (code-replay.ts), in this
+    // process or, from the journal a code/resume listener kept, in a new one
     const { checkpointAfterMs } = runtime.config
-    const journal = checkpointAfterMs > 0 ? new CallJournal(runtime.config.maxCheckpointBytes, callText) : undefined
-    const live = (name: string, argumentsJson: string, site: CallSite | undefined) => nestedCall(++sequence, name, argumentsJson, site)
+    const recorded = resumed(exec)
+    const journal = checkpointAfterMs > 0 || recorded ? new CallJournal(runtime.config.maxCheckpointBytes, callText, exec.callId) : undefined
+    const durable = (change: CodeJournalEvent['change']) => runtime.journal({ outerCallId: exec.callId, agent, change })
+    if (recorded) journal?.seed(recorded, durable)
 
     // the bridge answers every call and never rejects: whatever a nested call does, the program gets a reply
     // (a failure becomes its ToolCallError) and no promise is left for the host to find unhandled. a reply that needed
@@ -253,8 +283,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         }
       }
       const at = siteOf(site)
-      if (!journal) return live(name, argumentsJson, at)
-      const reply = journal.call(name, argumentsJson, () => live(name, argumentsJson, at))
+      if (!journal) return nestedCall(++sequence, name, argumentsJson, at)
+      const reply = journal.call(name, argumentsJson, (id) => nestedCall(id, name, argumentsJson, at))
       // another path than the first run's: the run ends, on a turn of its own (not inside the backend's report of the call)
       if (journal.diverged) queueMicrotask(() => attempt.abort(new Error('the program took another path')))
       return reply
@@ -415,14 +445,16 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
       if (!journal?.recording || !waits.waiting || checkpointed || attempt.signal.aborted) return
       checkpointed = true
       waits.checkpoint()
+      journal.durable(durable)
       attempt.abort(new Error('checkpointed while it waits on a person'))
     }
-    const unwatch = journal
-      ? waits.watch((waiting) => {
-          clearTimeout(checkpointTimer)
-          if (waiting) checkpointTimer = setTimeout(checkpoint, checkpointAfterMs).unref()
-        })
-      : undefined
+    const unwatch =
+      journal && checkpointAfterMs > 0
+        ? waits.watch((waiting) => {
+            clearTimeout(checkpointTimer)
+            if (waiting) checkpointTimer = setTimeout(checkpoint, checkpointAfterMs).unref()
+          })
+        : undefined
     const abortAttempt = () => attempt.abort(run.signal.reason)
     run.signal.addEventListener('abort', abortAttempt)
     let outcome!: CodeRunOutcome

@@ -9,7 +9,7 @@ import { type CodeRunLimits, CodeRunLimits as CodeRunLimitsSchema, type CodeRunt
 import { bindable, collapses, type Mode } from './collapse.ts'
 import { defineConfig } from './config.ts'
 import { EVERY_AGENT, ListenerIndex, pluginName, traceCallerAs } from './cordis.ts'
-import { emitEach } from './dispatch.ts'
+import { dispatch, emitEach } from './dispatch.ts'
 import type { ApprovalService, DispatchNext, ExecutionInput, Executor, Guard, PostDecision, PreDecision } from './execution.ts'
 import { DeploymentHealth, type PluginFault } from './health.ts'
 import { messageOf } from './message.ts'
@@ -165,6 +165,8 @@ class ToolRuntime extends Service {
     // keyed lookups V8 does not cache (two a call, 330 of a nested call's ~9,500 instructions under callgrind)
     const callStart = listeners.event('code/call-start')
     const callSettle = listeners.event('code/call-settle')
+    const journal = listeners.event('code/journal')
+    const resume = listeners.event('code/resume')
     // a service lookup through a cordis context costs tens of µs; remember it until that service changes
     ctx.on('internal/service', (name: string) => void this.services.delete(name))
     this.layers.set(undefined, { tools: new Map(), guards: [], masks: [], modes: [], sdks: [] })
@@ -179,6 +181,16 @@ class ToolRuntime extends Service {
       jsonOf: (value) => this.pipeline.jsonOf(value),
       observesNested: (agent) => callStart.for(agent).length > 0 || callSettle.for(agent).length > 0,
       notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
+      journal: (event) =>
+        emitEach(journal.for(event.agent), [event], (plugin, error) =>
+          this.log().warn('a code/journal listener of plugin "%s" threw (ignored): %s', plugin, messageOf(error)),
+        ),
+      recorded: (exec) => {
+        for (const answer of dispatch(resume.for(exec.agent), [exec])) {
+          if (answer.failed) throw answer.error
+          if (answer.value !== undefined && answer.value !== null) return answer.value
+        }
+      },
       programTools: (agent) => this.programTools(agent),
       sdkTools: (agent) => this.sdkTools(agent),
       sdkDeclarations: (agent) => this.sdkDeclarations(agent),
