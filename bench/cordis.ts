@@ -3,11 +3,11 @@
 // and a run_code program's sequential nested calls (an in-process code runtime: no sandbox hand-off in the figure),
 // with the cordis costs under them: one read of ctx.tools, one call of a listener cordis bound.
 
-import ToolRuntime, { type CodeRuntime, createAgent } from '@faber/core'
+import ToolRuntime, { createAgent } from '@faber/core'
 import Approval from '@faber/plugin-approval'
 import Guards from '@faber/plugin-guards'
 import { Context, type Events, Logger } from 'cordis'
-import { addTool, isMain, median, row, timeOp } from './harness.ts'
+import { addTool, isMain, median, row, seamDeployment, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -16,18 +16,6 @@ const NESTED = 2000
 const SETUPS = Number(process.env.CORDIS_SETUPS ?? 60)
 
 const add = addTool('add', { concurrencySafe: true })
-
-// a code runtime with no boundary: the "program" awaits its bindings one after another, NESTED times
-class InProcess implements CodeRuntime {
-  readonly backend = 'in-process'
-  async run(request: Parameters<CodeRuntime['run']>[0]) {
-    for (let i = 0; i < NESTED; i++) {
-      const reply = await request.call('add', '{"a":1,"b":2}')
-      if (!reply.ok) return { ok: false as const, kind: 'exception' as const, message: reply.message, logs: [] }
-    }
-    return { ok: true as const, logs: [], result: '3' }
-  }
-}
 
 // a deployment as the README composes one: the runtime, guards, approval, an agent made by a plugin of its own
 async function deployment(floor: boolean) {
@@ -69,11 +57,7 @@ export async function benchCordis() {
   const floorSetup = await setupMs(true)
   const setup = await setupMs(false)
 
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'both' })
-  ctx.set('codeRuntime', new InProcess())
-  await ctx.start()
-  ctx.tools.register(add)
+  const ctx = await seamDeployment(NESTED)
   ctx.on('bench/noop' as keyof Events, () => undefined)
 
   const direct = await timeOp(() => add.execute(args, run), ITERATIONS)

@@ -1,7 +1,8 @@
 // a tiny timing harness: best-of-rounds per-op time, so a shared, noisy machine disturbs the figure less.
 // figures are printed next to a baseline measured in the same run, as a ratio.
 
-import { defineTool, t } from '@faber/core'
+import ToolRuntime, { type CodeRuntime, defineTool, t } from '@faber/core'
+import { Context } from 'cordis'
 
 export async function timeOp(op: () => unknown | Promise<unknown>, iterations: number, rounds = 5): Promise<number> {
   for (let i = 0; i < Math.min(iterations, 2000); i++) await op()
@@ -52,4 +53,31 @@ export function nopTool(name: string, description: string) {
     isConcurrencySafe: () => true,
     execute: () => null,
   })
+}
+
+// a code runtime with no boundary: the "program" awaits its `add` bindings one after another, `calls` times a run
+class InProcess implements CodeRuntime {
+  readonly backend = 'in-process'
+  constructor(private calls: number) {}
+
+  async run(request: Parameters<CodeRuntime['run']>[0]) {
+    for (let i = 0; i < this.calls; i++) {
+      const reply = await request.call('add', '{"a":1,"b":2}')
+      if (!reply.ok) return { ok: false as const, kind: 'exception' as const, message: reply.message, logs: [] }
+    }
+    return { ok: true as const, logs: [], result: '3' }
+  }
+}
+
+/**
+ * the seam benches' deployment: the runtime in both modes, the concurrency-safe addTool, and a run_code whose program
+ * makes `nested` sequential calls of it through the bridge with no sandbox, so no hand-off is in a nested call's figure
+ */
+export async function seamDeployment(nested: number) {
+  const ctx = new Context()
+  ctx.plugin(ToolRuntime, { mode: 'both' })
+  ctx.set('codeRuntime', new InProcess(nested))
+  await ctx.start()
+  ctx.tools.register(addTool('add', { concurrencySafe: true }))
+  return ctx
 }

@@ -2,39 +2,21 @@
 // users write it) against a held reference, and the run_code bridge's own cost per sequential nested call, measured
 // with an in-process code runtime that calls its bindings directly, so no sandbox hand-off is in the figure.
 
-import ToolRuntime, { type CodeRuntime } from '@faber/core'
-import { Context, Logger } from 'cordis'
-import { addTool, isMain, row, timeOp } from './harness.ts'
+import { Logger } from 'cordis'
+import { addTool, isMain, row, seamDeployment, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
 const ITERATIONS = 20000
 const NESTED = 2000
 
-const add = addTool('add', { concurrencySafe: true })
-
-// a code runtime with no boundary: the "program" awaits its bindings one after another, NESTED times
-class InProcess implements CodeRuntime {
-  readonly backend = 'in-process'
-  async run(request: Parameters<CodeRuntime['run']>[0]) {
-    for (let i = 0; i < NESTED; i++) {
-      const reply = await request.call('add', '{"a":1,"b":2}')
-      if (!reply.ok) return { ok: false as const, kind: 'exception' as const, message: reply.message, logs: [] }
-    }
-    return { ok: true as const, logs: [], result: '3' }
-  }
-}
-
 export async function benchSeam() {
   const args = { a: 1, b: 2 }
   const signal = new AbortController().signal
   const run = { signal } as never
 
-  const ctx = new Context()
-  ctx.plugin(ToolRuntime, { mode: 'both' })
-  ctx.set('codeRuntime', new InProcess())
-  await ctx.start()
-  ctx.tools.register(add)
+  const add = addTool('add', { concurrencySafe: true })
+  const ctx = await seamDeployment(NESTED)
 
   const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
   const held = ctx.tools
