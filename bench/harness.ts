@@ -22,6 +22,14 @@ export function row(label: string, micros: number, baseline: number, target?: st
   console.log(`  ${label.padEnd(48)} ${figure.padStart(11)}  ${ratio.padStart(16)}${target ? `   (target ${target})` : ''}`)
 }
 
+/**
+ * the row under a figure that includes costs cordis 3.18 sets (its floors, each timed alone in the same run): Faber's
+ * part, the figure less those floors, which is what a target for Faber's own path is about
+ */
+export function faberPart(micros: number, floors: number, baseline: number, target?: string) {
+  row("  Faber's part (less cordis' floors in it)", Math.max(0, micros - floors), baseline, target)
+}
+
 /** the middle value (the mean of the two middle ones for an even count); `values` is left as it is */
 export function median(values: number[]) {
   const sorted = [...values].sort((a, b) => a - b)

