@@ -114,7 +114,21 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
       transcript.note(
         `model ${options.model.name}${deployed.agent ? `, agent "${deployed.agent.name}"` : ''}, mode ${deployed.ctx.tools.modeFor(deployed.agent)}. /exit leaves.`,
       )
-      lines.prompt()
+      if (!session.checkpointed.length) lines.prompt()
+    }
+    // a program the session's last turn checkpointed while it waited on a person: run again before any new turn
+    if (session.checkpointed.length) {
+      transcript.note(`(the last turn's program was waiting on a person when the session stopped: running it again from ${log?.path})`)
+      running = new AbortController()
+      try {
+        await session.resume({ signal: running.signal })
+      } catch (error) {
+        transcript.failure(error, `${options.command ?? 'faber'}: turn ${session.turn} failed`)
+        exitCode = 1
+      } finally {
+        running = undefined
+      }
+      if (interactive && !leaving) lines.prompt()
     }
     while (!leaving) {
       const raw = queue.shift()

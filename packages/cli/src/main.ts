@@ -135,7 +135,7 @@ Options:
                        or ANTHROPIC_API_KEY)
   --root DIR           the workspace the fs tools work in (default: the current directory)
   --mode MODE          native | code | both (default code)
-  --log FILE           a JSONL session log; continued when it exists
+  --log FILE           a JSONL session log; continued when it exists (a program left waiting on a person runs again first)
   --json               JSON lines instead of the transcript
   --verbose            every nested call on its own lines, also on a terminal
   --web [HOST:]PORT    serve the live web view while it runs (see faber inspect --help)
