@@ -9,17 +9,13 @@ import { defineTool, type ToolResult, t, waitOnPerson } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
+import { tiersOf } from '@faber/sandbox/testing'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 
-const tiers = [
-  ['worker, in-process', WorkerSandboxService, 'in-process'],
-  ['isolate, in-process', IsolateSandboxService, 'in-process'],
-  ['worker, process tier', WorkerSandboxService, 'process'],
-  ['isolate, process tier', IsolateSandboxService, 'process'],
-] as const
+const tiers = tiersOf({ worker: WorkerSandboxService, isolate: IsolateSandboxService })
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** resolves once `check` holds, looking every 10 ms (a loaded machine makes any fixed pause a guess) */

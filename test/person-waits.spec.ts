@@ -7,16 +7,12 @@ import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalQuery, WebAnswerer } from '@faber/plugin-approval'
 import { inspect } from '@faber/plugin-tool-cordis'
 import WorkerSandboxService from '@faber/sandbox'
+import { tiersOf } from '@faber/sandbox/testing'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 
-const tiers = [
-  ['worker, in-process', WorkerSandboxService, 'in-process'],
-  ['isolate, in-process', IsolateSandboxService, 'in-process'],
-  ['worker, process tier', WorkerSandboxService, 'process'],
-  ['isolate, process tier', IsolateSandboxService, 'process'],
-] as const
+const tiers = tiersOf({ worker: WorkerSandboxService, isolate: IsolateSandboxService })
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
