@@ -128,16 +128,20 @@ describe('no tool runs while a plugin of the deployment is not in force', () => 
     })
   }
 
-  it('a third-party guard waiting for a service that never comes, past the grace', async () => {
-    await deploy(
+  /** a third-party guard that needs a service, `vault`, no plugin provides until a case loads one */
+  const deployVaultGuard = (startGraceMs: number) =>
+    deploy(
       (ctx) =>
         ctx.plugin({
           name: 'vault-guard',
           inject: ['tools', 'vault'],
           apply: (ctx: Context) => ctx.tools.guard(() => 'denied by the vault'),
         }),
-      { startGraceMs: 200 },
+      { startGraceMs },
     )
+
+  it('a third-party guard waiting for a service that never comes, past the grace', async () => {
+    await deployVaultGuard(200)
     expect(ctx.tools.faults()[0]).to.deep.include({ plugin: 'vault-guard', state: 'starting', missing: ['vault'] })
     const started = Date.now()
     // a call made within the grace waits for the plugin, then is refused when it never comes
@@ -147,15 +151,7 @@ describe('no tool runs while a plugin of the deployment is not in force', () => 
   })
 
   it('a call waiting within the grace runs under the plugin once its service comes', async () => {
-    await deploy(
-      (ctx) =>
-        ctx.plugin({
-          name: 'vault-guard',
-          inject: ['tools', 'vault'],
-          apply: (ctx: Context) => ctx.tools.guard(() => 'denied by the vault'),
-        }),
-      { startGraceMs: 5_000 },
-    )
+    await deployVaultGuard(5_000)
     const pending = call(ctx)
     await new Promise((resolve) => setTimeout(resolve, 20))
     ctx.plugin({ name: 'vault', apply: (ctx: Context) => ctx.set('vault', {}) })
