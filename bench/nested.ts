@@ -164,7 +164,7 @@ async function isolateSideAlone() {
     const context = isolate.createContextSync()
     const setup = prelude.runSync(context, { reference: true })
     const source = wrapProgram(code)
-    const api = driver.applySync(undefined, [setup.derefInto(), '["echo"]', 65536, 64 << 20, 1 << 20, 1024, source], {
+    const api = driver.applySync(undefined, [setup.derefInto(), '["echo"]', 65536, 64 << 20, 1 << 20, 1024], {
       result: { reference: true },
     }) as Reference
     const begin = api.getSync('begin', { reference: true })

@@ -63,7 +63,6 @@ const quickjsTells: Record<string, string> = {
   'an argument 5,000 deep': 'slower, and another column',
   'a flood of logs': 'slower: it may run out of cpuMs before outputBytes',
   'an allocation that never ends': 'slower: its collector may run out of cpuMs before the memory fills',
-  'a failed call, uncaught': 'no line and column: QuickJS has no async stack traces to find the await in',
   'a name that is not a tool': "QuickJS says only 'not a function', so no nearest names are offered",
   'a cycle in an argument': 'another column',
   'a Proxy argument whose traps throw': 'another column',

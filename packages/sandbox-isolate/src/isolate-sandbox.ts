@@ -728,7 +728,6 @@ class IsolateDriver implements SandboxDriver<Slot> {
         limits.memoryMb * MB,
         argumentBytes(limits),
         maxPendingCalls,
-        source,
       ]
       const api: ivm.Reference<any> = hold(slot.driver.applySync(undefined, args, { result: { reference: true } }))
       // without hostDrive the program's whole run is its first stretch: `begin` resolves once it reported its end, and

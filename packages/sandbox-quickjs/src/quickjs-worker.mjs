@@ -108,8 +108,8 @@ function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPend
   hold(shared)
   try {
     const numbers = [outputBytes, bufferBytes, argumentBytes, maxPendingCalls].map((n) => hold(vm.newNumber(n)))
-    const texts = [JSON.stringify(tools), `\n${code}`].map((text) => hold(vm.newString(text)))
-    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, texts[0], ...numbers, texts[1], shared))))
+    const toolsJson = hold(vm.newString(JSON.stringify(tools)))
+    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, toolsJson, ...numbers, shared))))
     const start = hold(vm.getProp(api, 'start'))
     state.deliver = hold(vm.getProp(api, 'deliver'))
     const main = vm.evalCode(`${header}${code}\n})`, 'program.js')

@@ -59,8 +59,9 @@
   // the calls waiting on the host, made once per run: `open(name, json, site)` sends a call made at `site` (siteOf's
   // number) and answers the promise of its reply (a promise of the program's realm, which `promiseFor(record)` makes,
   // putting its settling functions on `record`), or 1 when the call could not be sent; `deliver(id, ok, text, code)`
-  // settles call `id` with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's error `failed`
-  // makes. whatever it is handed and answers is a primitive or of the program's realm.
+  // settles call `id` with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's
+  // error that `failed(name, text, code, site)` makes. whatever it is handed and answers is a primitive or of the
+  // program's realm.
   //
   // each call has a slot: a record of what settles it and its id (`seq` × maxPendingCalls + its slot, so a reply finds
   // its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from `free`
@@ -80,7 +81,7 @@
       const more = $min(made === 0 ? 8 : made, maxPendingCalls - made)
       // `free` is as long as `slots`, so that every place of the stack is there before it is written
       for (let i = 0; i < more; i++) {
-        define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '' })
+        define(slots, made, { id: -1, resolve: undefined, reject: undefined, name: '', site: 0 })
         define(free, made, -1)
         made++
       }
@@ -93,6 +94,7 @@
       record.resolve = undefined
       record.reject = undefined
       record.name = ''
+      record.site = 0
       free[freeCount++] = slot
     }
     // calls beyond maxPendingCalls wait here, in order, as records of their own (`next` links them: no list a setter on
@@ -105,6 +107,7 @@
       const id = seq * maxPendingCalls + slot
       record.id = id
       record.name = name
+      record.site = site
       let sent = false
       try {
         sent = crossing('call', id, name, json, site) !== false
@@ -140,7 +143,7 @@
         const record = slots[slot]
         record.resolve = held.resolve
         record.reject = held.reject
-        if (!send(slot, record, held.name, held.json, held.site)) held.reject(failed(held.name, 'the call could not be sent to the host'))
+        if (!send(slot, record, held.name, held.json, held.site)) held.reject(failed(held.name, 'the call could not be sent to the host', undefined, held.site))
       }
     }
     const deliver = (id, ok, text, code) => {
@@ -151,14 +154,15 @@
       const resolve = record.resolve
       const reject = record.reject
       const name = record.name
+      const site = record.site
       release(slot)
       if (first !== undefined) sendHeld()
-      if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`))
+      if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`, site))
       let value
       try {
         value = parse(text)
       } catch {
-        return reject(failed(name, 'the host replied with text that is not JSON'))
+        return reject(failed(name, 'the host replied with text that is not JSON', undefined, site))
       }
       resolve(value)
     }

@@ -5,7 +5,7 @@
 // `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
 // nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
 // of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
-;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, shared, recordedJson) {
+;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recordedJson) {
   // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
   // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
   // it throws is a refusal
@@ -22,10 +22,11 @@
   const { propertyIsEnumerable: isEnumerable } = Object.prototype
   const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
   const { some } = Array.prototype
-  const { indexOf: indexOfText, lastIndexOf, slice } = String.prototype
+  const { indexOf: indexOfText } = String.prototype
   const $Number = Number
   const $max = Math.max
   const $min = Math.min
+  const $floor = Math.floor
   const { isArray } = Array
   const objectPrototype = Object.prototype
   const arrayPrototype = Array.prototype
@@ -417,66 +418,59 @@
     return 0
   }
 
-  // `$`-prefixed bindings (tools.$search, tools.$describe) are the host's helpers: they take their arguments as a list
+  const finished = (name, called) => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
+  // the promise of a call's reply. a call without an argument means "no arguments", which tools take as an empty object
+  const send = (name, called, argument, list, site) => {
+    if (settled) throw finished(name, called)
+    let json = '{}'
+    if (list || argument !== undefined) {
+      try {
+        json = list
+          ? toJson(argument, `${called}: arguments`, argumentBytes)
+          : (flatJson(argument, argumentBytes) ?? toJson(argument, `${called}: argument`, argumentBytes))
+      } catch (error) {
+        // what the host would refuse it with, said before anything crossed
+        if (error === tooDeep) {
+          throw new ToolCallError(
+            name,
+            `${called} was not called: its argument is ${deeperThan}, which is more than a tool call takes; pass a flatter value`,
+            'INVALID_ARGUMENTS',
+          )
+        }
+        if (error !== tooLarge) throw error
+        // what crosses to the host is held there while the call runs: the run ends rather than copy it
+        settled = true
+        bridge('memory', 'argument')
+        throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
+      }
+    }
+    // a getter of the argument may have made calls, or ended the run, meanwhile
+    if (settled) throw finished(name, called)
+    // the clock readings and random numbers read so far go first: the host has them before the call they may shape
+    if (valuesRead !== undefined) flushValues()
+    let reply = 1
+    try {
+      reply = open(name, json, site)
+    } catch {}
+    if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
+    return reply
+  }
+  // the reply's promise itself: nothing of the binding's is kept while the call waits (an async binding held ~450 bytes
+  // a waiting call). what `send` throws rejects it, as it would an async function's
+  const call = (name, called, argument, list, site) => {
+    try {
+      return send(name, called, argument, list, site)
+    } catch (error) {
+      return new $Promise((_, reject) => reject(error))
+    }
+  }
+
+  // `$`-prefixed bindings (tools.$search, tools.$describe) are the host's helpers: they take their arguments as a list.
+  // a binding holds its name and how the program calls it, nothing else: a run may bind tens of thousands
   const bind = (name) => {
     const called = key('tools', name)
-    const label = `${called}:`
-    const finished = () => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
-    // the promise of the call's reply. a call without an argument means "no arguments", which tools take as an empty object
-    const send = (argument, list, site) => {
-      if (settled) throw finished()
-      let json = '{}'
-      if (list || argument !== undefined) {
-        try {
-          json = list
-            ? toJson(argument, `${label} arguments`, argumentBytes)
-            : (flatJson(argument, argumentBytes) ?? toJson(argument, `${label} argument`, argumentBytes))
-        } catch (error) {
-          // what the host would refuse it with, said before anything crossed
-          if (error === tooDeep) {
-            throw new ToolCallError(
-              name,
-              `${called} was not called: its argument is ${deeperThan}, which is more than a tool call takes; pass a flatter value`,
-              'INVALID_ARGUMENTS',
-            )
-          }
-          if (error !== tooLarge) throw error
-          // what crosses to the host is held there while the call runs: the run ends rather than copy it
-          settled = true
-          bridge('memory', 'argument')
-          throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
-        }
-      }
-      // a getter of the argument may have made calls, or ended the run, meanwhile
-      if (settled) throw finished()
-      // the clock readings and random numbers read so far go first: the host has them before the call they may shape
-      if (valuesRead !== undefined) flushValues()
-      let reply = 1
-      try {
-        reply = open(name, json, site)
-      } catch {}
-      if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
-      return reply
-    }
-    // the program's frame that awaits the call is on the stack when `await reply` throws: `located` finds it there
     const binding =
-      name[0] === '$'
-        ? async (...args) => {
-            const reply = send(args, true, siteOf(binding))
-            try {
-              return await reply
-            } catch (error) {
-              throw located(error, name)
-            }
-          }
-        : async (argument) => {
-            const reply = send(argument, false, siteOf(binding))
-            try {
-              return await reply
-            } catch (error) {
-              throw located(error, name)
-            }
-          }
+      name[0] === '$' ? (...args) => call(name, called, args, true, siteOf(binding)) : (argument) => call(name, called, argument, false, siteOf(binding))
     defineProperty(binding, 'name', { value: name })
     return binding
   }
@@ -682,55 +676,12 @@
     bridge('done', json)
   }
 
-  // a failed call's error points at the line and column of the program that made the call. it is located once it
-  // fails, from the async frame of the program that awaits the call (its `await`), moved on to the call itself when that
-  // await takes it directly (`await tools.name(`): where the two differ, siteOf's site (the host's) is the call's own.
-  // a call awaited elsewhere (Promise.all, a later `await p`) is located at that await; one never awaited, nowhere
-  const located = (error, name) => {
-    try {
-      if (!(error instanceof ToolCallError)) return error
-      const match = locationPattern.exec(new $Error().stack)
-      if (match) {
-        const [line, column] = awaitedCall(+match[1], +match[2], name)
-        defineProperty(error, 'stack', {
-          __proto__: null,
-          value: `ToolCallError: ${error.message}\n    at program.js:${line}:${column}`,
-          writable: true,
-          configurable: true,
-        })
-      }
-    } catch {}
-    return error
-  }
-
-  // `programSource` is the text compiled as program.js with lineOffset -1: its line `line` is the program's line `line - 1`
-  const awaitedCallPattern = /^await\s+(?:\(\s*)*tools\s*\.\s*([A-Za-z_$][\w$]*)/
-  let lineStarts
-  let lines = 0
-  const awaitedCall = (line, column, name) => {
-    if (typeof programSource !== 'string') return [line, column]
-    if (lineStarts === undefined) {
-      // a null-prototype object: no index setter a program put on Array.prototype sees it
-      lineStarts = create(null)
-      lineStarts[0] = 0
-      lines = 1
-      for (let i = apply(indexOfText, programSource, ['\n']); i !== -1; i = apply(indexOfText, programSource, ['\n', i + 1])) lineStarts[lines++] = i + 1
-    }
-    if (line >= lines) return [line, column]
-    const at = lineStarts[line] + column - 1
-    const match = awaitedCallPattern.exec(apply(slice, programSource, [at, at + 200 + name.length]))
-    if (match === null || match[1] !== name) return [line, column]
-    const before = apply(slice, match[0], [0, match[0].length - name.length])
-    const lastBreak = apply(lastIndexOf, before, ['\n'])
-    if (lastBreak === -1) return [line, column + before.length]
-    let breaks = 0
-    for (let i = 0; i < before.length; i++) if (before[i] === '\n') breaks++
-    return [line + breaks, before.length - lastBreak]
-  }
-
-  const failed = (name, text, code) => {
+  // a failed call's error points at the line and column where the program made the call (its site, siteOf's number; 0
+  // when none is known), wherever the program awaits it
+  const failed = (name, text, code, site) => {
     const error = new ToolCallError(name, text, code)
-    defineProperty(error, 'stack', { __proto__: null, value: `ToolCallError: ${text}`, writable: true, configurable: true })
+    const at = site > 0 ? `\n    at program.js:${$floor(site / 2097152)}:${site % 2097152}` : ''
+    defineProperty(error, 'stack', { __proto__: null, value: `ToolCallError: ${text}${at}`, writable: true, configurable: true })
     return error
   }
 

@@ -2,9 +2,8 @@ import { readFileSync } from 'node:fs'
 
 /**
  * the source of the function that builds `tools`, `console` and `ToolCallError` inside a program's realm.
- * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, programSource, shared, recordedJson?)`
- * returning `{ start, deliver, refuseImport }`; `programSource` is `wrapProgram(code)`, which locates a failed call;
- * `shared` is what `callsSource` answered, evaluated by the backend
+ * evaluated, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recordedJson?)`
+ * returning `{ start, deliver, refuseImport }`; `shared` is what `callsSource` answered, evaluated by the backend
  */
 export const preludeSource = readFileSync(new URL('./prelude-script.js', import.meta.url), 'utf8')
 

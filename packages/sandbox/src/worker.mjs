@@ -113,7 +113,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 
   const { context, setup } = next ?? freshContext()
   next = undefined
-  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, source, shared, recorded)
+  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recorded)
   const { start, deliver, refuseImport } = api
   run.deliver = deliver
 

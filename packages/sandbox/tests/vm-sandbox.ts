@@ -87,7 +87,6 @@ const vmDriver: SandboxDriver<Unit> = {
       limits.memoryMb * 1024 * 1024,
       argumentBytes(limits),
       maxPendingCalls,
-      source,
       shared,
     )
 
