@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import ToolRuntime from '@faber/core'
+import ToolRuntime, { replayRole } from '@faber/core'
 import Approval, { TerminalAnswerer, WebAnswerer } from '@faber/plugin-approval'
 import * as FsObservation from '@faber/plugin-fs-observation'
 import * as Guards from '@faber/plugin-guards'
@@ -116,9 +116,9 @@ function moduleProblems(module: Record<string, unknown>): string[] {
   if (typeof module.apply !== 'function') problems.push('apply is not a function')
   const fallback = module.default as Record<string, unknown> | undefined
   const keys = Object.keys(fallback ?? {}).sort()
-  if (keys.join() !== [...MODULE_MEMBERS].sort().join())
-    problems.push(`the default export has ${keys.join(', ') || 'nothing'}, not ${MODULE_MEMBERS.join(', ')}`)
-  else for (const key of MODULE_MEMBERS) if (fallback?.[key] !== module[key]) problems.push(`default.${key} is not the exported ${key}`)
+  const members = 'replay' in module ? [...MODULE_MEMBERS, 'replay'] : MODULE_MEMBERS
+  if (keys.join() !== [...members].sort().join()) problems.push(`the default export has ${keys.join(', ') || 'nothing'}, not ${members.join(', ')}`)
+  else for (const key of members) if (fallback?.[key] !== module[key]) problems.push(`default.${key} is not the exported ${key}`)
   return problems
 }
 
@@ -184,6 +184,13 @@ describe('the plugin contract', () => {
       (kind === 'service' ? serviceProblems(value) : moduleProblems(value)).map((problem) => `${label}: ${problem}`),
     )
     expect(problems).to.deep.equal([])
+  })
+
+  it('every plugin says what it does in a replay (faber replay refuses one that does not)', async () => {
+    // the core is what a replay composes, and the store is held by the replay itself as a copy it never writes
+    const own = new Set<unknown>([ToolRuntime, DeploymentStore])
+    const silent = (await exportedPlugins()).filter(({ value }) => !own.has(value) && replayRole(value) === undefined).map(({ label }) => label)
+    expect(silent).to.deep.equal([])
   })
 
   it('the shape checks refuse the shapes the repository no longer has', () => {

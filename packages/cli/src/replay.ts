@@ -18,11 +18,22 @@ import {
   listenersFor,
   messageOf,
   RUN_CODE,
+  replayRole,
   type ToolResult,
 } from '@faber/core'
 import DeploymentStore, { SqliteStore, type Store } from '@faber/store'
 import { type Context, Service } from 'cordis'
-import { compose, type Deployed, type DeploymentSpec, type PluginSpec } from './deployment.ts'
+import {
+  compose,
+  type Deployed,
+  DeploymentError,
+  type DeploymentSpec,
+  describe,
+  type LoadedPlugin,
+  loadPlugins,
+  type Path,
+  type PluginSpec,
+} from './deployment.ts'
 
 export type Verdict = 'allow' | 'deny' | 'ask' | 'unknown' | 'error'
 
@@ -128,8 +139,35 @@ function snapshotStore(copies: Map<string, Store>) {
   }
 }
 
-function readOnly(plugins: PluginSpec[], store: unknown): PluginSpec[] {
-  return plugins.map((entry) => (entry.use.split('#')[0] === '@faber/store' && !entry.plugin ? { ...entry, plugin: store } : entry))
+/**
+ * the deployment's plugins as a replay starts them, each as it says (its ReplayRole): as it is, left out, or a stand-in
+ * in its place; the store as an in-memory copy. a plugin that says nothing is refused: what it does when it starts
+ * (connect out, write) is not known, and a replay must do neither
+ */
+function forReplay(deployment: DeploymentSpec, loaded: LoadedPlugin[], at: Path, store: unknown): PluginSpec[] {
+  const out: PluginSpec[] = []
+  const refused: string[] = []
+  for (const { spec: entry, plugin, config } of loaded) {
+    if (plugin === DeploymentStore) {
+      out.push({ ...entry, plugin: store })
+      continue
+    }
+    const role = replayRole(plugin)
+    if (role === undefined) {
+      refused.push(
+        describe(
+          deployment.source,
+          deployment.locate,
+          [...at, entry.key],
+          `"${entry.use}" does not say what it does in a replay, so faber replay cannot start it and still promise to reach no network and write nothing. ` +
+            "if starting it does neither, give the plugin replay: 'inert'; if it only observes, replay: 'omit' (see @faber/core's ReplayRole); or replay with a deployment without it",
+        ),
+      )
+    } else if (role === 'inert') out.push({ ...entry, plugin })
+    else if (role !== 'omit') out.push({ ...entry, plugin: role.plugin, config: role.config ? role.config(config) : config })
+  }
+  if (refused.length) throw new DeploymentError(refused.join('\n'))
+  return out
 }
 
 function argumentsText(value: unknown): string {
@@ -222,6 +260,8 @@ class Replayer {
   private approval?: { match?(query: unknown): Promise<{ decision: 'allow' | 'reject'; by: string } | undefined> }
   /** the fsRoot annotation of each tool, as the session's agent sees it */
   private roots = new Map<string, string | undefined>()
+  /** the tool names this process's calls named so far */
+  private named = new Set<string>()
 
   constructor(
     private composeOne: () => Promise<Deployed>,
@@ -262,6 +302,7 @@ class Replayer {
     this.agent = this.agentName === undefined ? undefined : this.deployed.agents.get(this.agentName)
     this.missingAgent = this.agentName !== undefined && !this.agent
     this.roots.clear()
+    this.named.clear()
     if (!this.missingAgent) this.deployed.ctx.emit('agent/session', { agent: this.agent, id: `faber-replay:${this.session}`, resumed })
   }
 
@@ -333,6 +374,7 @@ class Replayer {
     if (this.missingAgent) {
       now = { verdict: 'unknown', stage: 'create', plugin: 'core', reason: `the deployment defines no agent named "${this.agentName}"` }
     } else {
+      this.standIn(name)
       this.current.set(callId, entry)
       let result: ToolResult
       try {
@@ -353,6 +395,14 @@ class Replayer {
     }
     this.learn(name, args, recorded)
     this.tally(callId, name, args, old, now, within, nested && !entry.reached ? nested.length : undefined)
+  }
+
+  /** a tool the deployment does not have: a plugin's replay stand-in may register it from the name (replay/tool) */
+  private standIn(name: string) {
+    if (this.named.has(name)) return
+    this.named.add(name)
+    if (this.deployed.ctx.tools.get(name, this.agent)) return
+    emitEach(listenersFor(this.deployed.ctx, 'replay/tool', this.agent), [name, this.agent], () => undefined)
   }
 
   /** a user turn begins, as the agent loop tells it (the guards' repeat breaker and per-turn limits reset on it) */
@@ -513,10 +563,14 @@ export async function replay(logs: string[], deployment: DeploymentSpec, options
   }
   const copies = new Map<string, Store>()
   const store = snapshotStore(copies)
+  const loaded = await loadPlugins(deployment)
   const spec: DeploymentSpec = {
     ...deployment,
-    plugins: readOnly(deployment.plugins, store),
-    agents: deployment.agents.map((agent) => ({ ...agent, plugins: readOnly(agent.plugins, store) })),
+    plugins: forReplay(deployment, loaded.global, ['plugins'], store),
+    agents: deployment.agents.map((agent, index) => ({
+      ...agent,
+      plugins: forReplay(deployment, loaded.agents.get(agent.name) ?? [], ['agents', index, 'plugins'], store),
+    })),
     session: { ...deployment.session, log: undefined },
   }
   const replayer = new Replayer(() => compose(spec), deployment.source)

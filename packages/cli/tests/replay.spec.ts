@@ -20,6 +20,7 @@ let asked: number
 /** a tool whose body leaves a trace in the workspace (and in `bodies`) every time it runs */
 const Stamp = {
   name: 'stamp',
+  replay: 'inert',
   apply(ctx: Context, config: { file: string }) {
     ctx.tools.register(
       defineTool({
@@ -41,6 +42,7 @@ const Stamp = {
 function withPerson(spec: DeploymentSpec): DeploymentSpec {
   const Person = {
     name: 'person',
+    replay: 'inert',
     apply: (ctx: Context) =>
       ctx.on('approval/request', () => {
         asked++

@@ -58,5 +58,10 @@ declare module 'cordis' {
      * the disk. `faber replay` answers it from the recorded calls, not from the disk of today
      */
     'fs/disk-version'(file: string): { version?: string } | undefined | void
+    /**
+     * told by `faber replay` before it replays a recorded call of a tool the deployment does not have: a replay
+     * stand-in (see ReplayRole) whose real plugin would have registered it registers it now, from the name alone
+     */
+    'replay/tool'(name: string, agent?: Agent): void
   }
 }

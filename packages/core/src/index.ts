@@ -18,6 +18,7 @@ export type * from './execution.ts'
 export { canonicalJson, type Json, JsonError, MAX_JSON_DEPTH, MAX_JSON_VALUES, snapshot } from './json.ts'
 export { messageOf } from './message.ts'
 export { type WaitingPrograms, waitOnPerson } from './person-wait.ts'
+export { type ReplayRole, replayRole } from './replay-role.ts'
 export {
   type DeniedBy,
   ERROR_CODES,

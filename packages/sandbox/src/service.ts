@@ -21,6 +21,8 @@ export interface ProcessBackend {
 }
 
 export abstract class SandboxService<P extends Pool = Pool> extends Service implements CodeRuntime {
+  /** starting it starts units that run nothing until asked, and a replay never asks (run_code's body does not run) */
+  static replay = 'inert' as const
   declare ctx: Context
   declare config: SandboxService.Config
   abstract readonly backend: string

@@ -83,6 +83,8 @@ class Approval extends Service implements ApprovalService {
   static name = 'approval'
   /** the deployment's store keeps always grants; it may come and go while the service runs */
   static inject = { store: { required: false } }
+  /** starting it reaches no network and writes nothing but through ctx.store (faber replay gives it a copy) */
+  static replay = 'inert' as const
   declare ctx: Context
   private broker: Broker
   private elicitor: Elicitor

@@ -241,5 +241,8 @@ function fieldValue(field: ElicitationField, typed: string): unknown {
   return typed
 }
 
+/** starting it reaches no network and writes nothing (faber replay starts it as it is) */
+export const replay = 'inert'
+
 /** the answerer as one object, for `ctx.plugin(TerminalAnswerer, config)` */
-export default { name, inject, reusable, Config, apply }
+export default { name, inject, reusable, Config, apply, replay }

@@ -34,6 +34,8 @@ interface Held {
 class WebAnswerer extends Service {
   static name = 'approvalWeb'
   static inject = ['approval']
+  /** it holds questions for the inspector's view and listens on nothing itself */
+  static replay = 'inert' as const
   declare ctx: Context
   private held = new Map<string, Held>()
   private watchers = new Set<(change: WebAnswererChange) => void>()

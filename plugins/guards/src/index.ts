@@ -307,5 +307,8 @@ export function apply(ctx: Context, config: Config) {
   ctx.on('tools/session-end', ({ session }) => void conversation.end(session))
 }
 
+/** starting it reaches no network and writes nothing (faber replay starts it as it is) */
+export const replay = 'inert'
+
 /** the plugin as one object, for `ctx.plugin(Guards, config)` with a default import */
-export default { name, inject, reusable, Config, apply }
+export default { name, inject, reusable, Config, apply, replay }

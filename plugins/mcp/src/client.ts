@@ -30,6 +30,7 @@ import {
 import { type Context, type Logger, Schema } from 'cordis'
 import { renderContent } from './content.ts'
 import { AuthorizationRequired, type McpAuth, memoryRecord, OAuthCallback, OAuthTable, StoredOAuthProvider } from './oauth.ts'
+import McpReplayed, { FABER_NAME, replayConfig, toolPrefix } from './replay.ts'
 import { type McpSampling, sample } from './sampling.ts'
 import { importSchema } from './schema.ts'
 
@@ -95,7 +96,6 @@ class McpCallError extends Error {
   }
 }
 
-const FABER_NAME = /[^A-Za-z0-9_.:-]/g
 const STDERR_TAIL = 2000
 
 // a plain error with a code: McpError would put its "MCP error -32600:" prefix into the message sent
@@ -143,7 +143,7 @@ export class McpConnection {
   ) {}
 
   get prefix() {
-    return this.config.prefix ?? `${this.config.name.replace(FABER_NAME, '_')}__`
+    return toolPrefix(this.config)
   }
 
   /** the Faber names of the tools this server contributes */
@@ -727,5 +727,8 @@ export async function apply(ctx: Context, config: Config) {
   await Promise.all(connections.map((connection) => connection.start()))
 }
 
+/** faber replay starts no server: a stand-in registers the tools recorded calls name under a server's prefix */
+export const replay = { plugin: McpReplayed, config: replayConfig }
+
 /** the MCP client plugin as one object, for `ctx.plugin(Mcp, config)` with a default import */
-export default { name, inject, reusable, Config, apply }
+export default { name, inject, reusable, Config, apply, replay }

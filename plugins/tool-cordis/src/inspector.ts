@@ -71,6 +71,8 @@ class Records {
 class Inspector extends Service {
   static name = 'inspector'
   static inject = ['tools']
+  /** faber replay starts it without its web view (which would listen): its tool stays registered, as it was */
+  static replay = { plugin: Inspector, config: (config: Inspector.ConfigInput) => ({ ...config, web: undefined }) }
 
   declare ctx: Context
   private records: Records

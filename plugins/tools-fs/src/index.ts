@@ -43,5 +43,8 @@ export function apply(ctx: Context, config: Config) {
   for (const tool of fsTools(ctx, workspace, limits)) ctx.tools.register(tool)
 }
 
+/** starting it reaches no network and writes nothing (faber replay starts it as it is) */
+export const replay = 'inert'
+
 /** the plugin as one object, for `ctx.plugin(ToolsFs, config)` with a default import */
-export default { name, reusable, inject, Config, apply }
+export default { name, reusable, inject, Config, apply, replay }

@@ -199,5 +199,8 @@ export function apply(ctx: Context, config: Config) {
   for (const tool of shell.tools) ctx.tools.register(tool)
 }
 
+/** starting it reaches no network and writes nothing (its bubblewrap probe runs with no network and writes nothing): faber replay starts it as it is */
+export const replay = 'inert'
+
 /** the plugin as one object, for `ctx.plugin(ToolsShell, config)` with a default import */
-export default { name, reusable, inject, Config, apply }
+export default { name, reusable, inject, Config, apply, replay }
