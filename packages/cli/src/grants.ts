@@ -2,7 +2,7 @@
 // directly (no deployment is started), so it works while agents run: they see a revoke on their next call.
 
 import { readFile, writeFile } from 'node:fs/promises'
-import { GrantStore } from '@faber/plugin-approval'
+import { GrantStore, PendingQuestions } from '@faber/plugin-approval'
 import { openStore, type Store, StoreError, type StoreLocation } from '@faber/store'
 import { deploymentStore, loadDeploymentFile } from './deployment.ts'
 
@@ -23,10 +23,17 @@ Usage:
   faber grants revoke <id>... (--store FILE|URL | --deployment FILE)
   faber grants export (--store FILE|URL | --deployment FILE) [--output FILE]
   faber grants import <file.json | -> (--store FILE|URL | --deployment FILE) [--replace]
+  faber grants pending (--store FILE|URL | --deployment FILE) [--json]
+  faber grants answer <id> allow|reject (--store FILE|URL | --deployment FILE)
 
 "Always" answers of @faber/plugin-approval are kept in the deployment's store (@faber/store). Running agents see
 changes made here on their next call, on every host that shares the store. export writes { "version": 1, "grants": [...] }; import reads the same
 (an entry with an id already stored replaces it; --replace drops the stored grants that are not in the file).
+
+A question that has waited for a person longer than the approval plugin's grantWatchMs is kept in the store too:
+pending lists them, whichever process asked, and answer decides one once (allow or reject). The process that asked
+goes on within grantWatchMs; if it stopped meanwhile, the program it was part of finds the answer when the session is
+continued (faber run/chat --log).
 
 Options:
   --store FILE|URL    the SQLite store, or a postgres:// URL
@@ -57,13 +64,20 @@ function table(rows: string[][]): string {
 /** runs one `faber grants` subcommand; resolves with the exit code */
 export async function grants(args: string[], options: GrantsOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const [action, ...rest] = args
-  if (!['list', 'revoke', 'export', 'import'].includes(action)) {
-    throw new GrantsUsageError(`faber grants: expected list, revoke, export or import${action ? `, not "${action}"` : ''}\nRun faber grants --help for usage.`)
+  if (!['list', 'revoke', 'export', 'import', 'pending', 'answer'].includes(action)) {
+    throw new GrantsUsageError(
+      `faber grants: expected list, revoke, export, import, pending or answer${action ? `, not "${action}"` : ''}\nRun faber grants --help for usage.`,
+    )
   }
-  if (action === 'revoke' ? !rest.length : action === 'import' ? rest.length !== 1 : rest.length) {
-    const wanted = action === 'revoke' ? 'one or more grant ids' : action === 'import' ? 'one file (or - for stdin)' : 'no arguments'
-    throw new GrantsUsageError(`faber grants ${action}: expected ${wanted}\nRun faber grants --help for usage.`)
-  }
+  const wanted =
+    action === 'revoke'
+      ? !rest.length && 'one or more grant ids'
+      : action === 'import'
+        ? rest.length !== 1 && 'one file (or - for stdin)'
+        : action === 'answer'
+          ? (rest.length !== 2 || !['allow', 'reject'].includes(rest[1])) && 'a question id and allow or reject'
+          : rest.length > 0 && 'no arguments'
+  if (wanted) throw new GrantsUsageError(`faber grants ${action}: expected ${wanted}\nRun faber grants --help for usage.`)
   const location = await storeLocation(options)
   let data: unknown
   if (action === 'import') {
@@ -91,7 +105,36 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
   }
   try {
     const saved = new GrantStore(store)
+    const questions = new PendingQuestions(store, () => saved.ready())
     switch (action) {
+      case 'pending': {
+        const list = await questions.list()
+        if (options.json) {
+          out.write(`${JSON.stringify(list, null, 2)}\n`)
+          return 0
+        }
+        if (!list.length) {
+          out.write(`no questions wait for a person in ${store.path}\n`)
+          return 0
+        }
+        const rows = [['ID', 'TOOL', 'AGENT', 'ARGUMENTS', 'CALL', 'ASKED', 'ANSWER']]
+        for (const q of list) {
+          const args = JSON.stringify(q.arguments)
+          const answer = q.decision ? `${q.decision} (${q.answeredBy ?? '?'})` : '-'
+          rows.push([q.id, q.tool, q.agent ?? '-', args.length > 60 ? `${args.slice(0, 59)}…` : args, q.callId, q.askedAt, answer])
+        }
+        out.write(`${table(rows)}\n`)
+        return 0
+      }
+      case 'answer': {
+        const [id, decision] = rest as [string, 'allow' | 'reject']
+        if (await questions.answer(id, decision, 'faber grants answer')) {
+          out.write(`answered ${id}: ${decision}\n`)
+          return 0
+        }
+        process.stderr.write(`faber grants answer: no question "${id}" waits for an answer in ${store.path} (faber grants pending lists them)\n`)
+        return 1
+      }
       case 'list': {
         if (options.json) {
           out.write(`${JSON.stringify(await saved.export(), null, 2)}\n`)

@@ -40,7 +40,7 @@ Commands:
                             with --web, a live view of it in the browser
   mcp <deployment.yml>      serve the deployment's agent over MCP (stdio, or --http)
   mcp login|logout <server> OAuth for a server the deployment imports: sign in, keep the tokens in its store
-  grants list|revoke|export|import  the approval grants kept in a deployment's store
+  grants list|revoke|export|import|pending|answer  the approval grants kept in a deployment's store, and its open questions
   replay <log>… --with <deployment.yml>  recorded sessions through a changed policy: what would change
 
 run, chat, inspect and mcp without a file use ./faber.yml, else ./faber.yaml.

@@ -25,6 +25,7 @@ plugins:
   '@faber/store': { path: '\${dir}/faber.db' }
   '@faber/plugin-approval':
     require: [write]
+    grantWatchMs: 50
     rules:
       - { tool: write, arguments: { '$.path': '^log' }, decision: allow }
   '@faber/plugin-approval#TerminalAnswerer': {}
@@ -81,6 +82,8 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(result).to.have.length(1)
       expect(result[0]).to.deep.include({ isError: false, value: { logs: [], result: ['log1.txt', 'out.txt'] } })
       expect(records.at(-1)).to.include({ type: 'turn-end', turn: 1, reason: 'done' })
+      const left = await faber(['grants', 'pending', '--store', join(dir, 'faber.db'), '--json'])
+      expect(JSON.parse(left.stdout), 'no question is left in the store').to.deep.equal([])
     }
 
     it('with the answer given while it was down: a grant imported into the store', async () => {
@@ -94,6 +97,23 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(second.code).to.equal(0)
       expect(second.stdout).to.contain('running it again').and.contain('the program is done')
       await expectResumed(made)
+    })
+
+    it('with the question answered in the store while it was down (faber grants answer): the answer is not lost', async () => {
+      const made = await killedWhileWaiting()
+      const store = join(dir, 'faber.db')
+      const pending = JSON.parse((await faber(['grants', 'pending', '--store', store, '--json'])).stdout)
+      expect(pending.map((q: { tool: string; arguments: unknown }) => [q.tool, q.arguments])).to.deep.equal([
+        ['write', { path: 'out.txt', content: 'approved' }],
+      ])
+      expect((await faber(['grants', 'answer', pending[0].id, 'allow', '--store', store])).code).to.equal(0)
+      await writeFile(join(dir, 'faber.yml'), deploymentFile(backend, AFTER))
+      const second = await faber(['run', 'faber.yml'], { cwd: dir, timeoutMs: 60_000 })
+      expect(second.stderr).to.equal('')
+      expect(second.code).to.equal(0)
+      await expectResumed(made)
+      const decided = jsonLines(await readFile(join(dir, 'session.jsonl'), 'utf8')).filter((r) => r.event === 'approval/decided')
+      expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
     })
 
     it('with the person asked again at the terminal after the restart', async () => {

@@ -24,7 +24,11 @@ import type { Events, Logger } from 'cordis'
 import { exactCommandPattern } from './commands.ts'
 import { compileMatcher, type Decision, type Grant, type GrantInput, type GrantScope, GrantStore, type Matcher, newGrant } from './grants.ts'
 import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
+import { type PendingQuestion, PendingQuestions } from './pending.ts'
 import { name as RULES_ANSWERER } from './rules.ts'
+
+/** who answered a request whose question was answered in the store (`faber grants answer`, another process) */
+export const STORE_ANSWERER = 'approval-store'
 
 interface Config {
   policy: 'ask' | 'never' | 'auto'
@@ -104,6 +108,8 @@ export class Broker {
   private memory: { grant: Grant; matches: Matcher }[] = []
   private persisted: { grant: Grant; matches: Matcher }[] = []
   private saved?: GrantStore
+  /** the questions waiting for a person, in the same store */
+  private questions?: PendingQuestions
   /** the store's change mark when `persisted` was read: another process's or host's commit moves it */
   private seen?: number
   /** the read under way, and the mark it was started at: checks at the same mark share it */
@@ -136,7 +142,9 @@ export class Broker {
   /** keeps `always` grants in `store` from now on; the promise settles once its tables are ready (rejects, naming it, when they cannot be) */
   useStore(store: Store | undefined): Promise<void> | undefined {
     if (store === this.saved?.store) return
-    this.saved = store && new GrantStore(store)
+    const saved = store && new GrantStore(store)
+    this.saved = saved
+    this.questions = saved && new PendingQuestions(saved.store, () => saved.ready())
     this.persisted = []
     this.seen = undefined
     // migrated now, not at the first call: a failure here is said at once, and every read waits for it anyway
@@ -360,7 +368,7 @@ export class Broker {
     })
     const verdict = await this.decide(query, request.signal)
     // answerers still asking are told to stop: at the deadline, or once a grant recorded meanwhile answered
-    if (verdict.outcome === 'timed-out' || verdict.answeredBy === RULES_ANSWERER) expire.abort(new Error(verdict.note))
+    if (verdict.outcome === 'timed-out' || verdict.answeredBy === RULES_ANSWERER || verdict.answeredBy === STORE_ANSWERER) expire.abort(new Error(verdict.note))
     if (verdict.outcome === 'allowed' && request.exec) this.allowed.set(request.exec.token, query.id)
     this.audit('approval/decided', query.agent, {
       id: query.id,
@@ -387,8 +395,18 @@ export class Broker {
     })
     const asking: Asking = { plugin: 'none', answered: false }
     const limit = this.config.timeoutMs
+    // a program run again after a restart: its call may have been answered in the store while no process asked it
+    const left = query.nested ? await this.leftBehind(query) : undefined
+    if (left?.decision) {
+      caller.removeEventListener('abort', onAbort)
+      this.forget(left)
+      const outcome = left.decision === 'allow' ? 'allowed' : 'rejected'
+      const note = `answered by ${left.answeredBy ?? 'someone'} in the store (question ${left.id}) while the process that asked it had stopped`
+      return { outcome, answeredBy: STORE_ANSWERER, note }
+    }
     const recorded = this.grantRecorded(query, asking)
-    const answer = withDeadline(Promise.race([aborted, this.ask(query, asking), recorded.verdict]), limit)
+    const question = this.questioned(query, asking)
+    const answer = withDeadline(Promise.race([aborted, this.ask(query, asking), recorded.verdict, question.verdict]), limit)
     try {
       // a late answer loses the race and is discarded: nothing it asked to remember is recorded
       const verdict = await answer
@@ -396,8 +414,100 @@ export class Broker {
       return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${formatDuration(limit)} (the approval deadline)` }
     } finally {
       recorded.stop()
+      question.stop()
       caller.removeEventListener('abort', onAbort)
+      // the request asked again is decided: the question the stopped process left for it goes too
+      if (left) this.forget(left)
     }
+  }
+
+  /** the question a process that stopped left in the store for this call (the program that asked it runs again) */
+  private async leftBehind(query: ApprovalQuery): Promise<PendingQuestion | undefined> {
+    const questions = this.questions
+    const root = query.exec?.rootCallId
+    if (!questions?.store.open || root === undefined) return
+    try {
+      return await questions.leftBehind(root, query.tool, query.agent?.name, query.arguments)
+    } catch (error) {
+      this.logger.warn('the questions kept in the store cannot be read (the request is asked as usual): %s', messageOf(error))
+    }
+  }
+
+  private forget(question: PendingQuestion) {
+    this.questions?.remove(question.id).catch((error) => this.logger.warn('a decided question stays in the store: %s', messageOf(error)))
+  }
+
+  /**
+   * a request still waiting after grantWatchMs is written to the store as a question (pending.ts), so another process
+   * can see it and answer it; its answer there answers the request, read once the table changed, every grantWatchMs.
+   * it leaves the store when the request is decided
+   */
+  private questioned(query: ApprovalQuery, asking: Asking): { verdict: Promise<Verdict>; stop(): void } {
+    const questions = this.questions
+    let found!: (verdict: Verdict) => void
+    const verdict = new Promise<Verdict>((resolve) => (found = resolve))
+    if (!questions?.store.open) return { verdict, stop: () => {} }
+    let stopped = false
+    let id: string | undefined
+    let mark: number | undefined
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const every = this.config.grantWatchMs
+    const later = (fn: () => Promise<void>) => {
+      timer = setTimeout(() => void fn().catch((error) => this.logger.warn('a question kept in the store: %s', messageOf(error))), every)
+      // the request's own deadline keeps the process up, not this
+      timer.unref()
+    }
+    const write = async () => {
+      if (stopped || asking.answered) return
+      mark = questions.mark()
+      const written = await questions.ask({
+        rootCallId: query.exec?.rootCallId ?? query.callId,
+        callId: query.callId,
+        tool: query.tool,
+        agent: query.agent?.name,
+        arguments: query.arguments,
+        reason: query.reason,
+      })
+      id = written
+      if (stopped) return questions.remove(written)
+      later(look)
+    }
+    const look = async () => {
+      if (stopped || id === undefined) return
+      const now = questions.mark()
+      if (now === undefined || now !== mark) {
+        mark = now
+        const question = await questions.get(id)
+        if (stopped) return
+        if (question?.decision) {
+          const outcome = question.decision === 'allow' ? 'allowed' : 'rejected'
+          found({ outcome, answeredBy: STORE_ANSWERER, note: `answered by ${question.answeredBy ?? 'someone'} in the store (question ${id})` })
+          return
+        }
+      }
+      later(look)
+    }
+    later(write)
+    return {
+      verdict,
+      stop: () => {
+        stopped = true
+        clearTimeout(timer)
+        if (id !== undefined) questions.remove(id).catch((error) => this.logger.warn('a decided question stays in the store: %s', messageOf(error)))
+      },
+    }
+  }
+
+  /** the questions waiting for a person in the store, this process's and others' */
+  async pending(): Promise<PendingQuestion[]> {
+    if (!this.questions?.store.open) return []
+    return this.questions.list()
+  }
+
+  /** answers a question waiting in the store, whichever process asked it; false when there is none not yet answered */
+  async answer(id: string, decision: Decision, by = 'api'): Promise<boolean> {
+    if (!this.questions?.store.open) throw new TypeError('approval.answer: the questions waiting for a person are kept in a store; load @faber/store')
+    return this.questions.answer(id, decision, by)
   }
 
   /**

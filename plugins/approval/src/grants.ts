@@ -171,6 +171,19 @@ const GRANT_COLUMNS = `id TEXT NOT NULL UNIQUE,
   created_at TEXT NOT NULL,
   by TEXT`
 
+const PENDING_COLUMNS = `id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  root_call_id TEXT NOT NULL,
+  call_id TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  agent TEXT,
+  arguments TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  asked_at TEXT NOT NULL,
+  decision TEXT CHECK (decision IN ('allow', 'reject')),
+  answered_by TEXT,
+  answered_at TEXT`
+
 const MIGRATIONS: Migration[] = [
   {
     sqlite: `CREATE TABLE approval_grants (seq INTEGER PRIMARY KEY AUTOINCREMENT, ${GRANT_COLUMNS}) STRICT`,
@@ -178,6 +191,9 @@ const MIGRATIONS: Migration[] = [
   },
   // readers on other hosts cache the grants until this trigger says they changed (SQLite: data_version)
   { sqlite: '', postgres: changeTrigger('approval_grants') },
+  // the questions waiting for a person (pending.ts), so another process can see and answer them
+  { sqlite: `CREATE TABLE approval_pending (${PENDING_COLUMNS}) STRICT`, postgres: `CREATE TABLE approval_pending (${PENDING_COLUMNS})` },
+  { sqlite: '', postgres: changeTrigger('approval_pending') },
 ]
 
 const LIST = 'SELECT id, tool, arguments, command, agent, decision, created_at, by FROM approval_grants ORDER BY seq'

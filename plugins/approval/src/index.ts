@@ -4,11 +4,13 @@ import { type Context, Schema, Service } from 'cordis'
 import { Broker, type ListenersFor } from './broker.ts'
 import { type ElicitationRequest, type ElicitationResult, Elicitor } from './elicit.ts'
 import type { Decision, Grant, GrantInput, GrantScope } from './grants.ts'
+import type { PendingQuestion } from './pending.ts'
 import * as RulesAnswerer from './rules.ts'
 
 export * from './commands.ts'
 export * from './elicit.ts'
 export * from './grants.ts'
+export { type PendingQuestion, PendingQuestions } from './pending.ts'
 export * as TerminalAnswerer from './terminal.ts'
 export { type AskLine, shareTerminal } from './terminal.ts'
 export { WEB_ANSWERER, type WebAnswer, WebAnswerer, type WebAnswererChange } from './web.ts'
@@ -149,6 +151,19 @@ class Approval extends Service implements ApprovalService {
   /** removes a grant by id; true when there was one */
   revoke(id: string): Promise<boolean> {
     return this.broker.revoke(id)
+  }
+
+  /**
+   * the questions waiting for a person, as the store keeps them (a request still unanswered after grantWatchMs is
+   * written there), this process's and every other's sharing the store
+   */
+  pending(): Promise<PendingQuestion[]> {
+    return this.broker.pending()
+  }
+
+  /** answers a question waiting in the store: the process that asked it goes on within grantWatchMs; false when none is open by that id */
+  answer(id: string, decision: Decision, by?: string): Promise<boolean> {
+    return this.broker.answer(id, decision, by)
   }
 
   /** what the configured rules and the remembered grants say about a request (what the rules answerer answers) */

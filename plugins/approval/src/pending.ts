@@ -1,0 +1,144 @@
+// the questions waiting for a person, kept in the deployment's store (table `approval_pending`, made by the grants'
+// migrations): another process sharing the store sees them (`faber grants pending`) and answers them (`faber grants
+// answer`). a question is written once it has waited grantWatchMs (one a rule or grant answers at once costs no write),
+// and removed once decided. an answer recorded for a question of a process that stopped meanwhile is found when the
+// same call of the same program asks again after a restart: its run_code call id, tool, agent and arguments match.
+
+import { randomUUID } from 'node:crypto'
+import { canonicalJson, type Json } from '@faber/core'
+import type { Store } from '@faber/store'
+import type { Decision } from './grants.ts'
+
+export interface PendingQuestion {
+  id: string
+  /** the call's outermost call id: the run_code call for a nested call */
+  rootCallId: string
+  callId: string
+  tool: string
+  agent?: string
+  arguments: Json
+  reason: string
+  askedAt: string
+  /** set once someone answered it in the store */
+  decision?: Decision
+  answeredBy?: string
+  answeredAt?: string
+}
+
+interface Row {
+  id: string
+  owner: string
+  root_call_id: string
+  call_id: string
+  tool: string
+  agent: string | null
+  arguments: string
+  reason: string
+  asked_at: string
+  decision: Decision | null
+  answered_by: string | null
+  answered_at: string | null
+}
+
+const COLUMNS = 'id, owner, root_call_id, call_id, tool, agent, arguments, reason, asked_at, decision, answered_by, answered_at'
+
+function fromRow(row: Row): PendingQuestion {
+  let args: Json
+  try {
+    args = JSON.parse(row.arguments)
+  } catch {
+    args = row.arguments
+  }
+  return {
+    id: row.id,
+    rootCallId: row.root_call_id,
+    callId: row.call_id,
+    tool: row.tool,
+    ...(row.agent === null ? {} : { agent: row.agent }),
+    arguments: args,
+    reason: row.reason,
+    askedAt: row.asked_at,
+    ...(row.decision === null ? {} : { decision: row.decision, answeredBy: row.answered_by ?? undefined, answeredAt: row.answered_at ?? undefined }),
+  }
+}
+
+/** what a question of one call is known by across a restart */
+const keyOf = (rootCallId: string, tool: string, agent: string | undefined, args: Json) => `${rootCallId}\n${tool}\n${agent ?? ''}\n${canonicalJson(args)}`
+
+export class PendingQuestions {
+  /** this process's questions are told apart from those a process that stopped left */
+  private readonly owner = randomUUID()
+  /** the questions other processes left, by key, as of the change mark `seen` */
+  private answered = new Map<string, PendingQuestion>()
+  private seen?: number
+
+  constructor(
+    readonly store: Store,
+    /** the grants' migrations, which make the table */
+    private ready: () => Promise<void>,
+  ) {}
+
+  /** the table's change mark: moves when another connection commits to it (undefined: the store cannot tell) */
+  mark() {
+    return this.store.changeMark('approval_pending')
+  }
+
+  /**
+   * the question another process left for the same call of the same program: one that stopped while it was asked (a
+   * program run again after a restart asks it again), answered meanwhile or not. read again only when the table changed
+   */
+  async leftBehind(rootCallId: string, tool: string, agent: string | undefined, args: Json): Promise<PendingQuestion | undefined> {
+    const mark = this.mark()
+    if (mark === undefined || mark !== this.seen) {
+      await this.ready()
+      const rows = await this.store.all<Row>(`SELECT ${COLUMNS} FROM approval_pending WHERE owner <> ?`, [this.owner])
+      this.answered = new Map(rows.map((row) => fromRow(row)).map((q) => [keyOf(q.rootCallId, q.tool, q.agent, q.arguments), q]))
+      this.seen = mark
+    }
+    return this.answered.get(keyOf(rootCallId, tool, agent, args))
+  }
+
+  /** writes a question waiting for a person; committed when this resolves */
+  async ask(question: Omit<PendingQuestion, 'id' | 'askedAt' | 'decision' | 'answeredBy' | 'answeredAt'>): Promise<string> {
+    await this.ready()
+    const id = `q-${randomUUID().slice(0, 8)}`
+    const { rootCallId, callId, tool, agent, reason } = question
+    await this.store.run(
+      'INSERT INTO approval_pending (id, owner, root_call_id, call_id, tool, agent, arguments, reason, asked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [id, this.owner, rootCallId, callId, tool, agent ?? null, canonicalJson(question.arguments), reason, new Date().toISOString()],
+    )
+    return id
+  }
+
+  async get(id: string): Promise<PendingQuestion | undefined> {
+    await this.ready()
+    const row = await this.store.get<Row>(`SELECT ${COLUMNS} FROM approval_pending WHERE id = ?`, [id])
+    return row && fromRow(row)
+  }
+
+  /** every question in the store, the oldest first */
+  async list(): Promise<PendingQuestion[]> {
+    await this.ready()
+    return (await this.store.all<Row>(`SELECT ${COLUMNS} FROM approval_pending ORDER BY asked_at, id`)).map(fromRow)
+  }
+
+  /** answers a question not answered yet; false when there is none by that id, or it was answered already */
+  async answer(id: string, decision: Decision, by: string): Promise<boolean> {
+    if (decision !== 'allow' && decision !== 'reject') throw new TypeError('a question is answered allow or reject')
+    await this.ready()
+    const changed = await this.store.run('UPDATE approval_pending SET decision = ?, answered_by = ?, answered_at = ? WHERE id = ? AND decision IS NULL', [
+      decision,
+      by,
+      new Date().toISOString(),
+      id,
+    ])
+    return changed > 0
+  }
+
+  /** the question was decided: it leaves the store */
+  async remove(id: string): Promise<void> {
+    await this.ready()
+    await this.store.run('DELETE FROM approval_pending WHERE id = ?', [id])
+    for (const [key, question] of this.answered) if (question.id === id) this.answered.delete(key)
+  }
+}
