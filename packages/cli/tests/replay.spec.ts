@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { createWriteStream } from 'node:fs'
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -347,6 +348,52 @@ describe('faber replay', function () {
       // the recorded call ran; now its arguments are refused before any policy: reported, not a crash
       expect(changes(report)).to.deep.equal([['stamp', 'allow', 'error', 'core']])
       expect(report.changes[0].new.code).to.equal('INVALID_ARGUMENTS')
+    })
+
+    it('a run_code with 10,000 nested calls replays them all; calls nested 10,000 deep are refused, naming the line', async () => {
+      const code = "await tools.stamp({ text: 'inner' })\nreturn 1"
+      const program = await record(deployment({}, 'code'), calls([{ name: 'run_code', arguments: { code, description: 'one call' } }]), 'nested.jsonl')
+      const text = await readFile(program, 'utf8')
+      const lines = text.split('\n').filter(Boolean)
+      const call = lines.findIndex((line) => line.includes('"type":"nested-call"'))
+      const result = lines.findIndex((line) => line.includes('"type":"nested-result"'))
+      const [nestedCall, nestedResult] = [JSON.parse(lines[call]), JSON.parse(lines[result])]
+      const rest = lines.filter((_, index) => index !== call && index !== result)
+      const at = rest.findIndex((line) => line.includes('"type":"result"'))
+      // flat: 10,000 calls the one program made
+      const flat = Array.from({ length: 10_000 }, (_, i) => [
+        JSON.stringify({ ...nestedCall, callId: `n${i}` }),
+        JSON.stringify({ ...nestedResult, callId: `n${i}` }),
+      ]).flat()
+      await writeFile(log, `${[...rest.slice(0, at), ...flat, ...rest.slice(at)].join('\n')}\n`)
+      const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'))
+      expect(report.summary).to.include({ replayed: 10_001, newlyDenied: 10_000 })
+      expect(bodies).to.deep.equal(['x', 'inner'])
+      // deep: each call made by the one before it, which no program can do: refused at the second, by line
+      const deep = Array.from({ length: 10_000 }, (_, i) =>
+        JSON.stringify({ ...nestedCall, callId: `d${i}`, outerCallId: i ? `d${i - 1}` : nestedCall.outerCallId }),
+      )
+      await refused(
+        `${[...rest.slice(0, at), ...deep, ...rest.slice(at)].join('\n')}\n`,
+        new RegExp(`:${at + 2}: a nested call whose run_code \\(outerCallId\\) is not a call of this step`),
+      )
+    })
+
+    it('a 100 MB log is streamed to a report', async () => {
+      // a session whose turns say a lot (10,000 messages of 10 kB) around the recorded call: the log is read a line at a
+      // time, never whole
+      const [head, ...tail] = (await readFile(log, 'utf8')).split('\n').filter(Boolean)
+      const out = createWriteStream(log)
+      const write = (line: string) => (out.write(`${line}\n`) ? undefined : new Promise((resolve) => out.once('drain', resolve)))
+      await write(head)
+      const said = JSON.stringify({ type: 'message', turn: 1, message: { role: 'assistant', content: 'x'.repeat(10_000) }, at: 1 })
+      for (let i = 0; i < 10_000; i++) await write(said)
+      for (const line of tail) await write(line)
+      await new Promise((resolve) => out.end(resolve))
+      expect((await stat(log)).size).to.be.greaterThan(100_000_000)
+      const report = await replay([log], deployment())
+      expect(report.summary).to.include({ replayed: 1, unchanged: 1 })
+      expect(report.logs[0]).to.include({ sessions: 1, directCalls: 1 })
     })
 
     it('tools named __proto__ or constructor are counted as data; a call left without a result is counted, not replayed', async () => {
