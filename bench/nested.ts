@@ -18,8 +18,8 @@ import { fileURLToPath } from 'node:url'
 import { runInNewContext } from 'node:vm'
 import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads'
 import ToolRuntime, { type CodeRunLimits, type CodeRuntime } from '@faber/core'
-import WorkerSandboxService, { type CodeRunRequest, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
-import IsolateSandboxService, { IsolateSandbox } from '@faber/sandbox-isolate'
+import WorkerSandboxService, { type CodeRunRequest, ProcessSandbox, WorkerSandbox, workerBackend } from '@faber/sandbox'
+import IsolateSandboxService, { IsolateSandbox, isolateBackend } from '@faber/sandbox-isolate'
 import { Context, Logger, Service } from 'cordis'
 import { RunBridge } from '../packages/sandbox/src/bridge.ts'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
@@ -308,7 +308,6 @@ async function perCall(runtime: CodeRuntime, code: string, calls: number, iterat
   return { micros: Math.max(0, total - trivial) / calls, cpuPerCall, spread }
 }
 
-const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
 const sandboxes: [string, () => Closable][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
   ['worker, in-process, hand-off never spinning (spinMs 0)', () => new WorkerSandbox({ limits, spinMs: 0 })],
@@ -317,11 +316,8 @@ const sandboxes: [string, () => Closable][] = [
   // the drive the sandbox process uses (and in-process used before): replies enter the program synchronously from this
   // thread. here only to compare; a host must not (a memory bomb V8 cannot contain would park this thread)
   ['isolate, in-process, driven from its thread (disposableThread)', () => new IsolateSandbox({ limits, disposableThread: true })],
-  ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
-  [
-    'isolate, process tier',
-    () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox-isolate/src/isolate-sandbox.ts', 'IsolateSandbox', 'isolated-vm') }),
-  ],
+  ['worker, process tier', () => new ProcessSandbox({ limits, backend: workerBackend })],
+  ['isolate, process tier', () => new ProcessSandbox({ limits, backend: isolateBackend })],
 ]
 
 const nop = nopTool('echo', 'answers at once')

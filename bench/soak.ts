@@ -7,34 +7,31 @@
 import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { BridgeReply, CodeRunLimits } from '@faber/core'
-import { type Pool, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
-import { IsolateSandbox } from '@faber/sandbox-isolate'
-import { QuickJsSandbox } from '@faber/sandbox-quickjs'
+import { type Pool, ProcessSandbox, WorkerSandbox, workerBackend } from '@faber/sandbox'
+import { IsolateSandbox, isolateBackend } from '@faber/sandbox-isolate'
+import { QuickJsSandbox, quickJsBackend } from '@faber/sandbox-quickjs'
 
 const limits: CodeRunLimits = { cpuMs: 5000, wallMs: 30000, memoryMb: 64, outputBytes: 64 * 1024 }
 const runs = Number(process.env.SOAK_RUNS ?? 5000)
 const backends = {
   'worker-vm': {
     inProcess: (maxConcurrent?: number) => new WorkerSandbox({ limits, maxConcurrent }),
-    module: new URL('../packages/sandbox/src/worker-sandbox.ts', import.meta.url).href,
-    exportName: 'WorkerSandbox',
+    backend: workerBackend,
   },
   'isolated-vm': {
     inProcess: (maxConcurrent?: number) => new IsolateSandbox({ limits, maxConcurrent }),
-    module: new URL('../packages/sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
-    exportName: 'IsolateSandbox',
+    backend: isolateBackend,
   },
   'quickjs-wasm': {
     inProcess: (maxConcurrent?: number) => new QuickJsSandbox({ limits, maxConcurrent }),
-    module: new URL('../packages/sandbox-quickjs/src/quickjs-sandbox.ts', import.meta.url).href,
-    exportName: 'QuickJsSandbox',
+    backend: quickJsBackend,
   },
 }
 type Backend = keyof typeof backends
 
 const make = (backend: Backend, tier: 'in-process' | 'process', maxConcurrent?: number): Pool & { pid?: number } => {
-  const { inProcess, module, exportName } = backends[backend]
-  return tier === 'process' ? new ProcessSandbox({ backend: { module, exportName, name: backend }, limits, maxConcurrent }) : inProcess(maxConcurrent)
+  const { inProcess, backend: processBackend } = backends[backend]
+  return tier === 'process' ? new ProcessSandbox({ backend: processBackend, limits, maxConcurrent }) : inProcess(maxConcurrent)
 }
 
 const echo = async (_: string, json: string): Promise<BridgeReply> => ({ ok: true, value: json })

@@ -4,13 +4,12 @@
 // nesting once was bounded by the stack of whatever thread ran the step, and the process tier, which drives a program
 // from its main thread after a tool call, failed values the others passed
 
-import { type CodeRunLimits, type CodeRunOutcome, ProcessSandbox, WorkerSandbox } from '@faber/sandbox'
-import { IsolateSandbox } from '@faber/sandbox-isolate'
+import { type CodeRunLimits, type CodeRunOutcome, ProcessSandbox, WorkerSandbox, workerBackend } from '@faber/sandbox'
+import { IsolateSandbox, isolateBackend } from '@faber/sandbox-isolate'
 import { QuickJsSandbox } from '@faber/sandbox-quickjs'
 import { expect } from 'chai'
 
 const limits: CodeRunLimits = { cpuMs: 300, wallMs: 5000, memoryMb: 32, outputBytes: 1 << 14 }
-const backend = (file: string, exportName: string, name: string) => ({ module: new URL(file, import.meta.url).href, exportName, name })
 const call = async (name: string, json: string) => (name === 'fail' ? { ok: false as const, message: 'nope', code: 'E_X' } : { ok: true as const, value: json })
 
 const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o };'
@@ -79,11 +78,8 @@ const tiers: [string, () => Tier][] = [
   ['worker, in-process', () => new WorkerSandbox({ limits })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
   ['quickjs, in-process', () => new QuickJsSandbox({ limits })],
-  ['worker, process tier', () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox/src/worker-sandbox.ts', 'WorkerSandbox', 'worker-vm') })],
-  [
-    'isolate, process tier',
-    () => new ProcessSandbox({ limits, backend: backend('../packages/sandbox-isolate/src/isolate-sandbox.ts', 'IsolateSandbox', 'isolated-vm') }),
-  ],
+  ['worker, process tier', () => new ProcessSandbox({ limits, backend: workerBackend })],
+  ['isolate, process tier', () => new ProcessSandbox({ limits, backend: isolateBackend })],
 ]
 
 // what a model is told: the kind, the message, the result, how many lines were logged

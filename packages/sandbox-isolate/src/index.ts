@@ -1,5 +1,5 @@
 import { extname } from 'node:path'
-import { SandboxService } from '@faber/sandbox'
+import { type ProcessBackend, SandboxService } from '@faber/sandbox'
 import type { Context } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
 
@@ -8,10 +8,12 @@ export * from './types.ts'
 
 // the backend module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
 // made once here, not in every context setup
-const backend = Object.freeze({
+export const isolateBackend: ProcessBackend = Object.freeze({
   module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href,
-  exportName: 'IsolateSandbox',
+  exportName: 'IsolateDriver',
   name: 'isolated-vm',
+  // isolated-vm asks for it on node 20 and later (its README)
+  execArgv: ['--no-node-snapshot'],
 })
 
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
@@ -22,7 +24,7 @@ class IsolateSandboxService extends SandboxService {
   declare config: IsolateSandboxService.Config
 
   constructor(ctx: Context, config: IsolateSandboxService.ConfigInput = {}) {
-    super(ctx, config, backend, (config) => new IsolateSandbox(config), IsolateSandboxService.Config)
+    super(ctx, config, isolateBackend, (config) => new IsolateSandbox(config), IsolateSandboxService.Config)
   }
 }
 

@@ -441,7 +441,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
 }
 
 /** the isolated-vm backend (contract.ts): a unit is an isolate, each program a fresh context in it */
-class IsolateDriver implements SandboxDriver<Slot> {
+export class IsolateDriver implements SandboxDriver<Slot> {
   readonly backend = 'isolated-vm'
   readonly createFailure = 'could not create an isolate'
   readonly hostDrive: boolean

@@ -1,7 +1,7 @@
 import { ProcessSandbox } from '@faber/sandbox'
 import { describeHazards, describeHostile, describePool, hazardLimits } from '@faber/sandbox/testing'
 import { expect } from 'chai'
-import IsolateSandboxService, { IsolateSandbox } from '../src/index.ts'
+import IsolateSandboxService, { IsolateSandbox, isolateBackend } from '../src/index.ts'
 
 describeHazards('isolated-vm', () => new IsolateSandbox({ poolSize: 2, limits: hazardLimits }))
 // as in the sandbox process: driven from the thread that made the sandbox after the first tool call. Its memory
@@ -16,7 +16,7 @@ describeHazards(
     new ProcessSandbox({
       poolSize: 2,
       limits: hazardLimits,
-      backend: { module: new URL('../src/isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+      backend: isolateBackend,
     }),
 )
 describePool('isolated-vm', (poolSize, maxConcurrent) => new IsolateSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), IsolateSandboxService)

@@ -4,10 +4,11 @@
 // sandbox processes started
 import type { BridgeReply, CodeRunOutcome } from '@faber/sandbox'
 import { ProcessSandbox } from '@faber/sandbox'
+import { isolateBackend } from '../src/index.ts'
 
 const programs: string[] = JSON.parse(process.argv[2])
 const sandbox = new ProcessSandbox({
-  backend: { module: new URL('../src/isolate-sandbox.ts', import.meta.url).href, exportName: 'IsolateSandbox', name: 'isolated-vm' },
+  backend: isolateBackend,
   poolSize: 1,
   // a wall-clock budget far past anything these cases take: a bomb ended by it would end `timeout` or `crash`, never `memory`
   limits: { cpuMs: 20000, wallMs: 60000, memoryMb: 16, outputBytes: 4096 },

@@ -1,15 +1,15 @@
 import { extname } from 'node:path'
 import { defineConfig } from '@faber/core'
-import { SandboxService } from '@faber/sandbox'
+import { type ProcessBackend, SandboxService } from '@faber/sandbox'
 import { type Context, Schema } from 'cordis'
 import { QuickJsSandbox } from './quickjs-sandbox.ts'
 
 export { QuickJsSandbox, type QuickJsSandboxOptions } from './quickjs-sandbox.ts'
 
 // the backend module beside this one as it runs, for the process tier
-const backend = Object.freeze({
+export const quickJsBackend: ProcessBackend = Object.freeze({
   module: new URL(`./quickjs-sandbox${extname(import.meta.url)}`, import.meta.url).href,
-  exportName: 'QuickJsSandbox',
+  exportName: 'quickJsDriver',
   name: 'quickjs-wasm',
 })
 
@@ -21,7 +21,7 @@ class QuickJsSandboxService extends SandboxService {
   declare config: QuickJsSandboxService.Config
 
   constructor(ctx: Context, config: QuickJsSandboxService.ConfigInput = {}) {
-    super(ctx, config, backend, (config) => new QuickJsSandbox(config), QuickJsSandboxService.Config)
+    super(ctx, config, quickJsBackend, (config) => new QuickJsSandbox(config), QuickJsSandboxService.Config)
   }
 }
 

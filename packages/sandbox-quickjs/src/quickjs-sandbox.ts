@@ -51,13 +51,14 @@ interface Slot extends Unit {
  */
 export class QuickJsSandbox extends SandboxPool<Slot> {
   constructor(options: QuickJsSandboxOptions = {}) {
-    super(driver, { ...options, maxRuns: options.maxRunsPerUnit })
+    super(quickJsDriver, { ...options, maxRuns: options.maxRunsPerUnit })
   }
 }
 
 let seq = 0
 
-const driver: SandboxDriver<Slot> = {
+/** the QuickJS backend (contract.ts): a unit is a worker thread with one QuickJS module, each program a fresh context in it */
+export const quickJsDriver: SandboxDriver<Slot> = {
   backend: 'quickjs-wasm',
   createFailure: 'could not start a QuickJS worker',
 

@@ -56,8 +56,8 @@ export interface ProgramReports {
 export interface ProgramHandle {
   /** hands a bounded reply to the program */
   deliver(call: number, reply: BridgeReply): void
-  /** ms of cpu the program spent so far; undefined once it cannot tell (the pool stops polling) */
-  cpuUsed(): number | undefined
+  /** ms of cpu the program spent so far (a promise of it, from a unit in another process); undefined once it cannot tell (the pool stops polling) */
+  cpuUsed(): number | undefined | Promise<number | undefined>
   /** the run ended: take the driver's listeners off. `reuse` says whether the unit serves another run */
   end(reuse: boolean): void
 }
@@ -68,7 +68,7 @@ export interface SandboxDriver<U extends Unit = Unit> {
   readonly backend: string
   /** what a run that got no unit reports first, e.g. `could not start a sandbox worker` */
   readonly createFailure: string
-  /** makes a unit whose programs get `memoryMb`; `lost` is called if it dies while idle. a throw is the run's to report */
+  /** makes a unit whose programs get `memoryMb`; `lost` is called once it died or may serve no more runs. a throw is the run's to report */
   create(memoryMb: number, lost: () => void): U | Promise<U>
   /** starts `program` in `unit`; what it reports goes to `reports` (from now on, or later: never before this returns) */
   start(unit: U, program: Program, reports: ProgramReports): ProgramHandle
@@ -77,10 +77,11 @@ export interface SandboxDriver<U extends Unit = Unit> {
 }
 
 const refusals: ReadonlySet<unknown> = new Set<Refusal>(['argument', 'buffers', 'waiting'])
+const failures: ReadonlySet<unknown> = new Set<CodeFailureKind>(['exception', 'timeout', 'memory', 'output-limit', 'abort', 'crash'])
 
 /**
  * the one check of what a program reports through an untyped channel, `(kind, a, b, c, d)` — the prelude's call, log,
- * done, throw, limit and memory — handed on to `reports` when it is well formed. `d` is a call's site (the prelude's),
+ * done, throw, limit and memory, and a unit's failure from a sandbox process — handed on to `reports` when it is well formed. `d` is a call's site (the prelude's),
  * or the unit's heap for an end. it answers as the prelude expects: true for a call taken or a line logged
  */
 export function report(reports: ProgramReports, kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown): boolean {
@@ -104,6 +105,10 @@ export function report(reports: ProgramReports, kind: unknown, a: unknown, b: un
       return true
     case 'memory':
       reports.refused(refusals.has(a) ? (a as Refusal) : 'buffers')
+      return true
+    case 'failed':
+      if (!failures.has(a) || typeof b !== 'string') return false
+      reports.failed(a as CodeFailureKind, b)
       return true
     case 'values': {
       if (typeof a !== 'string') return false

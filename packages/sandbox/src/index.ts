@@ -1,20 +1,21 @@
 import { extname } from 'node:path'
 import type { Context } from 'cordis'
+import type { ProcessBackend } from './process-sandbox.ts'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
 export type { Program, ProgramHandle, ProgramReports, Refusal, SandboxDriver, Unit } from './contract.ts'
 export { defaultMaxConcurrent } from './gate.ts'
-export { ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.ts'
-export { type Pool, type ProcessBackend, SandboxService } from './service.ts'
+export { type ProcessBackend, ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.ts'
+export { type Pool, SandboxService } from './service.ts'
 export * from './types.ts'
 export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 
-// the backend module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
+// the driver's module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
 // made once here, not in every context setup
-const backend = Object.freeze({
+export const workerBackend: ProcessBackend = Object.freeze({
   module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href,
-  exportName: 'WorkerSandbox',
+  exportName: 'WorkerDriver',
   name: 'worker-vm',
 })
 
@@ -26,7 +27,7 @@ class WorkerSandboxService extends SandboxService {
   declare config: WorkerSandboxService.Config
 
   constructor(ctx: Context, config: WorkerSandboxService.ConfigInput = {}) {
-    super(ctx, config, backend, (config) => new WorkerSandbox(config), WorkerSandboxService.Config)
+    super(ctx, config, workerBackend, (config) => new WorkerSandbox(config), WorkerSandboxService.Config)
   }
 }
 

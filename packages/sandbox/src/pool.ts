@@ -183,10 +183,13 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
     return await this.execute(unit, request, limits)
   }
 
-  /** an idle unit died (its thread exited): it leaves the pool, and another is made */
+  // units lost while out (on a run, or warming): they are ended when they come back
+  private gone = new WeakSet<U>()
+
+  /** a unit died (its thread exited) or may serve no more: an idle one leaves the pool, and another is made */
   private lost(unit: U) {
     const index = this.idle.indexOf(unit)
-    if (index === -1) return
+    if (index === -1) return void this.gone.add(unit)
     this.idle.splice(index, 1)
     this.fill()
   }
@@ -259,7 +262,7 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
   }
 
   // a unit made in the background is warmed before any program gets it, and stays out of the pool until then
-  private async make(memoryMb: number, warm = false): Promise<U> {
+  private async make(memoryMb: number, warm = false, again = true): Promise<U> {
     if (warm && this.closed) throw new Error('the sandbox was closed')
     let made: U | undefined
     const unit = await this.driver.create(memoryMb, () => made && this.lost(made))
@@ -282,8 +285,10 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
       },
       true,
     )
-    if (kept && outcome.ok && !this.closed) return unit
+    if (kept && outcome.ok && !this.closed && !this.gone.has(unit)) return unit
     if (kept) void this.driver.dispose(unit)
+    // a unit that ran its warm-up well but may not serve again (its sandbox process is being replaced): another, once
+    if (outcome.ok && !this.closed && again) return await this.make(memoryMb, true, false)
     throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
   }
 
@@ -291,6 +296,7 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
   // waits too, for surplusLingerMs: under a burst the next runs take it at once. ended, each of them made a unit of its
   // own (1 000 runs at once, maxConcurrent 8 and poolSize 2, made 820 workers)
   private release(unit: U) {
+    if (this.gone.has(unit)) return this.discard(unit)
     if (this.closed || !this.pooled(unit.memoryMb)) return void this.driver.dispose(unit)
     this.idle.push(unit)
     if (this.pooledUnits() > this.poolSize) {
@@ -423,9 +429,9 @@ export class Run {
   arm(handle: ProgramHandle) {
     this.handle = handle
     const { limits } = this
-    const checkCpu = () => {
-      const used = handle.cpuUsed()
-      if (used === undefined) return
+    const checkCpu = async () => {
+      const used = await handle.cpuUsed()
+      if (used === undefined || this.settled) return
       if (used >= limits.cpuMs) return this.fail('timeout', limitMessages.cpu(limits))
       // cpu time grows no faster than the clock, so nothing can be over budget before then
       this.cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))

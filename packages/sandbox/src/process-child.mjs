@@ -1,12 +1,167 @@
-// the entry of a sandbox process (the process-isolated tier): plain js, because node 20 cannot start from a .ts file.
-// built (dist/), it serves runs over the ipc channel from process-serve.js on plain node; from source it first
-// registers tsx's loader for process-serve.ts.
-import { existsSync } from 'node:fs'
+// the entry of a sandbox process (the process tier), plain js on plain node: it serves one backend's driver (contract.ts)
+// over the ipc channel. the host makes units here, starts programs in them, hands in replies and ends them; what a program
+// reports goes back as the contract's report tuples `[run, kind, a, b, c, d]`, which the host checks with the one
+// `report()`, as it does a thread's or an isolate's. pool, cap, budgets and bridge are the host's. the messages each way
+// are listed in process-sandbox.ts. this process holds no secrets and writes nothing to stdout or stderr of its own.
 
-if (existsSync(new URL('./process-serve.js', import.meta.url))) {
-  await import('./process-serve.js')
-} else {
-  const { register } = await import('tsx/esm/api')
-  register()
-  await import('./process-serve.ts')
+let driver
+const units = new Map()
+const runs = new Map()
+// each run's id by the request its driver hands to `onStep`
+const ids = new WeakMap()
+
+const send = (message) => process.send?.(message)
+// what a thrown value says, never throwing in turn: a backend may throw a value with no prototype
+const textOf = (error) => {
+  try {
+    return error instanceof Error ? error.message : String(error)
+  } catch {
+    return 'an error that could not be shown'
+  }
 }
+
+async function init(module, exportName, options) {
+  try {
+    // a backend written in TypeScript (one loaded from a workspace's sources) needs a loader; a built one does not
+    if (module.endsWith('.ts')) (await import('tsx/esm/api')).register()
+    const made = (await import(module))[exportName]
+    // this process is one the host survives losing: a backend may drive programs on its main thread (isolated-vm's after
+    // their first tool call), where an out-of-memory parks the thread in the middle of a step. while more than one
+    // program runs, the host is told whose step starts, so that the program to blame is known
+    const onStep = (request) => {
+      const id = runs.size > 1 ? ids.get(request) : undefined
+      if (id !== undefined) send(['step', id])
+    }
+    const settings = { ...options, disposableThread: true, onStep }
+    driver = typeof made === 'function' ? new made(settings) : made
+    send(['ready'])
+  } catch (error) {
+    send(['failed', textOf(error)])
+  }
+}
+
+async function create(id, memoryMb) {
+  try {
+    const unit = await driver.create(memoryMb, () => {
+      if (units.delete(id)) send(['lost', id])
+    })
+    units.set(id, unit)
+    send(['made', id])
+  } catch (error) {
+    send(['unmade', id, `${driver.createFailure}: ${textOf(error)}`])
+  }
+}
+
+function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, replay }) {
+  const unit = units.get(unitId)
+  let ended = false
+  // the run's wall-clock budget as the host last told it: ms left `since`, stopped while the program waits on a person
+  const wall = { left: wallLeft, since: performance.now(), waiting }
+  const tell = (kind, a, b, c, d) => {
+    if (!ended) send([id, kind, a, b, c, d])
+  }
+  // the run's end: told once, after the word that this process should be replaced (a thread parked by an out-of-memory
+  // holds memory that is lost), so that the host does not take the unit back
+  const end = (kind, a, b, c, d) => {
+    if (ended) return
+    if (driver.parked > 0) send(['retire'])
+    tell(kind, a, b, c, d)
+    ended = true
+  }
+  // the arguments of calls sent and not answered yet: past memoryMb the host's bridge ends the run ('waiting'), so what
+  // it would refuse is refused here, before it is copied to the host at all. (an argument over a quarter of memoryMb
+  // goes on: the host refuses it as too large)
+  const budget = limits.memoryMb * 1024 * 1024
+  const unanswered = new Map()
+  let waitingBytes = 0
+  const reports = {
+    ended: () => ended,
+    call: (call, name, json, site) => {
+      if (typeof json === 'string' && json.length <= budget / 4) {
+        waitingBytes += json.length
+        unanswered.set(call, json.length)
+        if (waitingBytes > budget) return reports.refused('waiting')
+      }
+      tell('call', call, name, json, site)
+    },
+    log: (line) => {
+      tell('log', line)
+      return !ended
+    },
+    done: (result, heap) => end('done', result, undefined, undefined, heap),
+    threw: (message, line, column, heap) => end('throw', message, line, column, heap),
+    overOutput: () => end('limit'),
+    refused: (reason) => end('memory', reason),
+    failed: (kind, message) => end('failed', kind, message),
+    values: (values) => tell('values', JSON.stringify(values)),
+  }
+  // what of its request a driver reads (the tool calls go through the host's bridge)
+  const request = { code, tools, ...(Array.isArray(replay) ? { values: { replay, record: reports.values } } : {}) }
+  ids.set(request, id)
+  const program = {
+    request,
+    limits,
+    source,
+    wallLeft: (now = performance.now()) => (wall.waiting ? Number.POSITIVE_INFINITY : wall.left - (now - wall.since)),
+  }
+  const run = {
+    reports,
+    wall,
+    handle: undefined,
+    end: () => (ended = true),
+    answered(call) {
+      waitingBytes -= unanswered.get(call) ?? 0
+      unanswered.delete(call)
+    },
+  }
+  runs.set(id, run)
+  if (!unit) return reports.failed('crash', 'the sandbox process has no such unit')
+  try {
+    run.handle = driver.start(unit, program, reports)
+  } catch (error) {
+    reports.failed('crash', textOf(error))
+  }
+}
+
+process.on('message', (message) => {
+  if (!Array.isArray(message)) return
+  const [kind, a, b, c] = message
+  switch (kind) {
+    case 'init':
+      return void init(a, b, c)
+    case 'create':
+      return void create(a, b)
+    case 'start':
+      return start(a, b, c)
+    case 'reply': {
+      const run = runs.get(a)
+      run?.answered(b)
+      return run?.handle?.deliver(b, c)
+    }
+    case 'wait':
+      return void Object.assign(runs.get(a)?.wall ?? {}, { left: c, since: performance.now(), waiting: b === true })
+    case 'cpu': {
+      let used
+      try {
+        used = runs.get(a)?.handle?.cpuUsed()
+      } catch {}
+      return void send(['cpu', a, b, typeof used === 'number' ? used : null])
+    }
+    case 'end': {
+      const run = runs.get(a)
+      runs.delete(a)
+      run?.end()
+      return run?.handle?.end(b === true)
+    }
+    case 'dispose': {
+      const unit = units.get(a)
+      units.delete(a)
+      if (unit) void Promise.resolve(driver.dispose(unit)).catch(() => {})
+      return void send(['disposed', a])
+    }
+    case 'ping':
+      return void send(['pong', a])
+  }
+})
+// the host is gone: nothing here may outlive it
+process.on('disconnect', () => process.exit(0))

@@ -3,7 +3,7 @@
 import { CodeRunLimits as CodeRunLimitsSchema, defineConfig, warmRunCode } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import { defaultMaxConcurrent } from './gate.ts'
-import { ProcessSandbox } from './process-sandbox.ts'
+import { type ProcessBackend, ProcessSandbox } from './process-sandbox.ts'
 import type { CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime, CodeRuntimeLoad } from './types.ts'
 
 export interface Pool extends CodeRuntime {
@@ -11,13 +11,6 @@ export interface Pool extends CodeRuntime {
   load(): CodeRuntimeLoad
   /** resolves once the pool started in the background at construction is warm */
   ready(): Promise<void>
-}
-
-/** the in-process backend class a sandbox process runs: its module's URL and export */
-export interface ProcessBackend {
-  module: string
-  exportName: string
-  name: string
 }
 
 export abstract class SandboxService<P extends Pool = Pool> extends Service implements CodeRuntime {
@@ -32,8 +25,8 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   private stopped = false
 
   /**
-   * `backend` names the in-process class the sandbox process runs under `isolation: process`; `create` makes it
-   * directly under `isolation: in-process`
+   * `backend` names the driver the sandbox process runs under `isolation: process`; `create` makes the in-process
+   * sandbox under `isolation: in-process`
    */
   constructor(
     ctx: Context,

@@ -56,7 +56,7 @@ export class WorkerSandbox extends SandboxPool<Slot> {
   declare protected readonly driver: WorkerDriver
 
   constructor(options: WorkerSandboxOptions = {}) {
-    super(new WorkerDriver(options.spinMs ?? 0.05), { ...options, maxRuns: options.maxRunsPerWorker })
+    super(new WorkerDriver(options), { ...options, maxRuns: options.maxRunsPerWorker })
     this.maxRunsPerWorker = this.maxRuns
     this.spinMs = this.driver.spinMs
   }
@@ -72,14 +72,18 @@ export class WorkerSandbox extends SandboxPool<Slot> {
 }
 
 /** the worker_threads backend (contract.ts): a unit is a worker, each program a fresh vm context in it */
-class WorkerDriver implements SandboxDriver<Slot> {
+export class WorkerDriver implements SandboxDriver<Slot> {
   readonly backend = 'worker-vm'
   readonly createFailure = 'could not start a sandbox worker'
   private seq = 0
   /** what the shared buffers of the workers, alive and ended, counted (for `handoffStats`) */
   readonly handoffs = handoffTally()
 
-  constructor(readonly spinMs: number) {}
+  readonly spinMs: number
+
+  constructor(options: { spinMs?: number } = {}) {
+    this.spinMs = options.spinMs ?? 0.05
+  }
 
   start(slot: Slot, { request, limits, source }: Program, reports: ProgramReports): ProgramHandle {
     const { worker } = slot

@@ -26,20 +26,26 @@ describe('process tier: a sandbox process that sends malformed messages', functi
   this.timeout(120_000)
 
   it('is ended, its run ends as a crash, and the host lives and serves the next run', async () => {
-    const cases = ['not an object', 'a malformed call', 'a malformed outcome', 'an outcome past outputBytes', 'an unknown message']
-    const ran = await runHost(cases)
+    const cases = ['not a list', 'a malformed call', 'a malformed failure', 'malformed values', 'an unknown message']
+    const ran = await runHost([...cases, 'an outcome past outputBytes'])
     expect(ran.code, `the host died (${ran.signal ?? ran.code}): ${ran.stderr.slice(-1500)}`).to.equal(0)
     expect(ran.stderr).to.equal('')
     const lines = ran.stdout
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line))
-    expect(lines.map((line) => line.code)).to.deep.equal(cases)
-    for (const { code, outcome, next } of lines) {
+    expect(lines.map((line) => line.code)).to.deep.equal([...cases, 'an outcome past outputBytes'])
+    for (const { code, outcome, next } of lines.slice(0, -1)) {
       expect(outcome, code).to.deep.include({ ok: false, kind: 'crash' })
       expect(outcome.message, code).to.match(/^the sandbox process sent a malformed message \(.+\); it was ended and a new one started$/)
       expect(next, code).to.deep.equal({ ok: true, logs: [], result: '1' })
     }
+    // a well-formed report past a budget is the bridge's to end, as for a thread or an isolate: the process serves on
+    const past = lines.at(-1)
+    expect(past.outcome).to.deep.include({ ok: false, kind: 'output-limit' })
+    expect(past.next).to.deep.equal({ ok: true, logs: [], result: '1' })
+    // a process for each malformed case, and the first
+    expect(past.started).to.equal(cases.length + 1)
   })
 })
 
@@ -65,7 +71,7 @@ describe('process tier: a backend that throws a value that cannot be shown', fun
   })
 
   it('whose run threw ends that run as a crash, and the process serves the next', async () => {
-    const sandbox = sandboxOf('ThrowsOnRun')
+    const sandbox = sandboxOf('throwsOnRun')
     try {
       expect(await run(sandbox, 'throw')).to.deep.equal({ ok: false, kind: 'crash', message: 'an error that could not be shown', logs: [] })
       expect(await run(sandbox, 'return 1')).to.deep.equal({ ok: true, logs: [], result: '1' })

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import { Context } from 'cordis'
-import WorkerSandboxService, { ProcessSandbox } from '../src/index.ts'
+import WorkerSandboxService, { ProcessSandbox, workerBackend } from '../src/index.ts'
 
 const fixture = fileURLToPath(new URL('./fixtures/awaits-ready.ts', import.meta.url))
 
@@ -49,8 +49,7 @@ describe('sandbox service: setup', () => {
     // ready() was asked for at construction, and still nothing was spawned in it
     expect(sandbox.started).to.equal(0)
     await ctx.stop()
-    const backend = { module: new URL('../src/worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' }
-    const closed = new ProcessSandbox({ backend })
+    const closed = new ProcessSandbox({ backend: workerBackend })
     await closed.close()
     await new Promise((resolve) => setImmediate(resolve))
     expect(closed.started).to.equal(0)

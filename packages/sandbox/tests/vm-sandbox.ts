@@ -48,7 +48,7 @@ export class VmSandbox extends SandboxPool<Unit> {
   }
 }
 
-const vmDriver: SandboxDriver<Unit> = {
+export const vmDriver: SandboxDriver<Unit> = {
   backend: 'node-vm',
   createFailure: 'could not make a vm unit',
   // nothing to keep warm: every run gets a fresh context

@@ -9,27 +9,29 @@ const [backend, isolation, programsJson] = process.argv.slice(2)
 const programs: string[] = JSON.parse(programsJson)
 const limits: CodeRunLimits = { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 }
 const options = { poolSize: 1, limits }
+// each backend's module, the sandbox it exports and its driver (for the process tier)
 const modules = {
-  'worker-vm': { module: new URL('../worker-sandbox.ts', import.meta.url).href, exportName: 'WorkerSandbox', name: 'worker-vm' },
+  'worker-vm': { module: new URL('../worker-sandbox.ts', import.meta.url).href, sandbox: 'WorkerSandbox', exportName: 'WorkerDriver' },
   'isolated-vm': {
     module: new URL('../../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
-    exportName: 'IsolateSandbox',
-    name: 'isolated-vm',
+    sandbox: 'IsolateSandbox',
+    exportName: 'IsolateDriver',
+    execArgv: ['--no-node-snapshot'],
   },
   'quickjs-wasm': {
     module: new URL('../../../sandbox-quickjs/src/quickjs-sandbox.ts', import.meta.url).href,
-    exportName: 'QuickJsSandbox',
-    name: 'quickjs-wasm',
+    sandbox: 'QuickJsSandbox',
+    exportName: 'quickJsDriver',
   },
 }
+const chosen = modules[backend as keyof typeof modules]
 const inProcess = async () => {
   if (backend === 'worker-vm') return new WorkerSandbox(options)
   // through the URL, not a literal path: the other backends depend on this package, so this one's build must not include them
-  const { module, exportName } = modules[backend as keyof typeof modules]
-  const Sandbox = (await import(module))[exportName]
+  const Sandbox = (await import(chosen.module))[chosen.sandbox]
   return new Sandbox(options) as InstanceType<typeof WorkerSandbox>
 }
-const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: modules[backend as keyof typeof modules] }) : await inProcess()
+const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: { ...chosen, name: backend } }) : await inProcess()
 
 const call = async (name: string, json: string): Promise<BridgeReply> => (name === 'echo' ? { ok: true, value: json } : { ok: false, message: 'no such tool' })
 const run = (code: string) => sandbox.run({ code, tools: ['echo'], call, signal: new AbortController().signal })
