@@ -16,6 +16,23 @@ export async function timeOp(op: () => unknown | Promise<unknown>, iterations: n
   return best / 1000
 }
 
+/**
+ * the best per-op time of each of `ops` (µs), measured as timeOp does but in alternating rounds: a burst of load falls
+ * on all of them alike, so a difference between two of them is the difference in what they do
+ */
+export async function timeAlternating(ops: (() => unknown | Promise<unknown>)[], iterations: number, rounds = 5): Promise<number[]> {
+  for (const op of ops) for (let i = 0; i < Math.min(iterations, 2000); i++) await op()
+  const best = ops.map(() => Number.POSITIVE_INFINITY)
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, op] of ops.entries()) {
+      const start = process.hrtime.bigint()
+      for (let i = 0; i < iterations; i++) await op()
+      best[index] = Math.min(best[index], Number(process.hrtime.bigint() - start) / iterations)
+    }
+  }
+  return best.map((ns) => ns / 1000)
+}
+
 export function row(label: string, micros: number, baseline: number, target?: string) {
   const figure = micros >= 1000 ? `${(micros / 1000).toFixed(2)} ms` : `${micros.toFixed(2)} µs`
   const ratio = `${(micros / baseline).toFixed(1)}× baseline`

@@ -2,7 +2,7 @@
 
 import ToolRuntime, { createAgent, listenersFor } from '@faber/core'
 import { Context, Logger } from 'cordis'
-import { addTool, faberPart, isMain, row, timeOp } from './harness.ts'
+import { addTool, faberPart, isMain, row, timeAlternating, timeOp } from './harness.ts'
 
 Logger.levels.base = 0
 
@@ -58,29 +58,34 @@ export async function benchPipeline() {
   const [bound] = listenersFor(policed, 'bench/noop', undefined)
   const direct = await timeOp(() => add.execute(args, run), ITERATIONS)
   const accessFloor = await timeOp(() => plain.tools, ITERATIONS)
-  const listenerFloor = await timeOp(() => bound.callback(args), ITERATIONS)
-  const tools = plain.tools
-  const none = await timeOp(() => tools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const policedTools = policed.tools
-  const withPolicy = await timeOp(() => policedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
   // the step itself: the listeners of one event that hear the agent (each call takes this for five events)
   const selection = await timeOp(() => listenersFor(scoped, 'tools/pre-execute', worker), ITERATIONS)
-  const scopedTools = scoped.tools.executor
-  const onAgent = await timeOp(() => scopedTools.execute({ callId: 'c', name: 'add', arguments: args, agent: worker, signal }), ITERATIONS)
-  const codeTools = code.tools
-  const collapsed = await timeOp(() => codeTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
 
-  // what hot callers hold (the agent loop, a benchmark): the executor, no proxy per call
-  const executor = tools.executor
-  const policedExecutor = policedTools.executor
-  const codeExecutor = codeTools.executor
-  const rawNone = await timeOp(() => executor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const rawPolicy = await timeOp(() => policedExecutor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  // a figure and what it is compared with (the executor hot callers hold, no proxy per call; a listener's floor) in
+  // alternating rounds, so that a burst of load on the machine falls on both sides of a difference
+  const tools = plain.tools
+  const policedTools = policed.tools
   const listenedHeld = listened.tools
-  const heldListened = await timeOp(() => listenedHeld.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const listenedTools = listened.tools.executor
-  const rawListened = await timeOp(() => listenedTools.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
-  const rawCollapsed = await timeOp(() => codeExecutor.execute({ callId: 'c', name: 'add', arguments: args, signal }), ITERATIONS)
+  const codeTools = code.tools
+  const [executor, policedExecutor, listenedExecutor, scopedExecutor, codeExecutor] = [tools, policedTools, listenedHeld, scoped.tools, codeTools].map(
+    (held) => held.executor,
+  )
+  const call = () => ({ callId: 'c', name: 'add', arguments: args, signal })
+  const [rawNone, none, rawCollapsed, collapsed] = await timeAlternating(
+    [() => executor.execute(call()), () => tools.execute(call()), () => codeExecutor.execute(call()), () => codeTools.execute(call())],
+    ITERATIONS,
+  )
+  const [listenerFloor, rawPolicy, withPolicy, rawListened, heldListened, onAgent] = await timeAlternating(
+    [
+      () => bound.callback(args),
+      () => policedExecutor.execute(call()),
+      () => policedTools.execute(call()),
+      () => listenedExecutor.execute(call()),
+      () => listenedHeld.execute(call()),
+      () => scopedExecutor.execute({ ...call(), agent: worker }),
+    ],
+    ITERATIONS,
+  )
 
   console.log('pipeline: ctx.tools.execute for a trivial tool')
   row('baseline: the tool body called directly', direct, direct)
