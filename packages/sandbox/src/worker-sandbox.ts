@@ -42,9 +42,9 @@ interface Slot {
   waited: Float64Array
 }
 
-// a call is a string (see onMessage); every other report `[run id, kind, a, b, c, heap]` (contract.ts `report`; no heap
-// after an end: the worker serves no more runs)
-type Message = string | [id: number, kind: string, a?: unknown, b?: unknown, c?: unknown, heap?: number]
+// a call is a string (see onMessage), calls made together a list of them; every other report `[run id, kind, a, b, c,
+// heap]` (contract.ts `report`; no heap after an end: the worker serves no more runs)
+type Message = string | string[] | [id: number, kind: string, a?: unknown, b?: unknown, c?: unknown, heap?: number]
 
 /**
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
@@ -99,12 +99,28 @@ export class WorkerDriver implements SandboxDriver<Slot> {
       worker.off('exit', onExit)
       worker.unref()
     }
+    // replies that come while others wait go together, once this thread's microtasks are done (a tick): the answers to
+    // a fan-out cross as a few messages, not one each
+    let batch: unknown[] = []
+    const flush = () => {
+      if (batch.length === 0) return
+      const list = batch
+      batch = []
+      slot.replies.send(list.length === 1 ? list[0] : list)
+    }
     const deliver = (call: number, reply: BridgeReply) => {
+      // a string (`id:call:text`, worker.mjs reads it), else an object
+      const message = reply.ok ? `${id}:${call}:${reply.value}` : { id, call, text: reply.message, code: reply.code }
       const spin = expect()
+      if (!spin && waiting > 0) {
+        if (batch.push(message) === 1) process.nextTick(flush)
+        return
+      }
+      flush()
       // marked before the post: the worker may run and call again before the post returns here
       if (spin) slot.inbox.watch()
-      // a string (`id:call:text`, worker.mjs reads it) through the ring while the worker spins for it, else the port
-      slot.replies.send(reply.ok ? `${id}:${call}:${reply.value}` : { id, call, text: reply.message, code: reply.code })
+      // through the ring while the worker spins for it, else the port
+      slot.replies.send(message)
       if (!spin) return
       const caught = slot.inbox.spin(this.spinMs)
       slot.pair.spun(caught)
@@ -126,6 +142,11 @@ export class WorkerDriver implements SandboxDriver<Slot> {
     let waiting = 0
     const onMessage = (data: unknown) => {
       const message = data as Message
+      // the calls a stretch of the program made, together
+      if (Array.isArray(message) && typeof message[0] === 'string') {
+        for (const call of message) if (typeof call === 'string') onMessage(call)
+        return
+      }
       if (typeof message === 'string') {
         // a call: `id:call:site:name length:name json`
         const first = message.indexOf(':')

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { defaultCodeLimits } from '@faber/core'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import WorkerSandboxService, { ProcessSandbox, workerBackend } from '../src/index.ts'
@@ -53,5 +54,33 @@ describe('sandbox service: setup', () => {
     await closed.close()
     await new Promise((resolve) => setImmediate(resolve))
     expect(closed.started).to.equal(0)
+  })
+})
+
+// the defaults as a deployment gets them: the worker backend on the process tier, memoryMb 64, cpuMs 5000. each waiting
+// call holds ~440 bytes of the program's heap, and calls and replies cross the worker's thread in batches: before, the
+// fan-out ran out of 64 MB (~890 bytes a call) or of cpuMs (a message each way per call)
+describe('sandbox service: a fan-out on the defaults', function () {
+  this.timeout(120000)
+  it('runs 100,000 calls started at once under Promise.all to the end, each answered in order', async () => {
+    const ctx = new Context()
+    ctx.plugin(WorkerSandboxService)
+    const service = ctx.get('codeRuntime') as WorkerSandboxService
+    let calls = 0
+    const call = async (_name: string, json: string) => {
+      calls++
+      return { ok: true as const, value: json }
+    }
+    try {
+      // nothing configured: the limits a run gets are core's defaults
+      expect(service.config).to.deep.include({ isolation: 'process', limits: {} })
+      expect(defaultCodeLimits).to.deep.include({ cpuMs: 5000, memoryMb: 64 })
+      const code = 'const r = await Promise.all(Array.from({ length: 100000 }, (_, i) => tools.echo({ i })))\nreturn r.every((v, i) => v.i === i) && r.length'
+      const outcome = await service.run({ code, tools: ['echo'], call, signal: new AbortController().signal })
+      expect(outcome).to.deep.include({ ok: true, result: '100000' })
+      expect(calls).to.equal(100000)
+    } finally {
+      await ctx.stop()
+    }
   })
 })
