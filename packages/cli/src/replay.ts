@@ -21,7 +21,7 @@ import {
   replayRole,
   type ToolResult,
 } from '@faber/core'
-import DeploymentStore, { SqliteStore, type Store } from '@faber/store'
+import DeploymentStore, { PostgresCopy, SqliteStore, type Store, storeUrl } from '@faber/store'
 import { type Context, Service } from 'cordis'
 import {
   compose,
@@ -124,12 +124,10 @@ function snapshotStore(copies: Map<string, Store>) {
 
     constructor(ctx: Context, config: DeploymentStore.Config) {
       super(ctx, 'store', true)
-      if (config.path === undefined) {
-        throw new TypeError('faber replay holds a SQLite store (path) as an in-memory copy; a PostgreSQL store (url, urlEnv) cannot be replayed read-only')
-      }
-      const file = resolvePath(config.path)
-      let copy = copies.get(file)
-      if (!copy) copies.set(file, (copy = SqliteStore.snapshot(file)))
+      const url = storeUrl(config)
+      const key = url ?? resolvePath(config.path!)
+      let copy = copies.get(key)
+      if (!copy) copies.set(key, (copy = url === undefined ? SqliteStore.snapshot(key) : new PostgresCopy(url)))
       this.connection = copy
     }
 

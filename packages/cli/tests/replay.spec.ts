@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
 import { defineTool, t } from '@faber/core'
-import { SqliteStore } from '@faber/store'
+import { PostgresCopy, PostgresStore, SqliteStore } from '@faber/store'
+import { type Cluster, requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
@@ -288,6 +289,80 @@ describe('faber replay', function () {
       expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
       expect(await tree(dir)).to.deep.equal(before)
       expect(bodies).to.deep.equal(['x'])
+    })
+  })
+
+  describe('a PostgreSQL store', () => {
+    let cluster: Cluster
+    let url: string
+    before(async function () {
+      this.timeout(120_000)
+      cluster = await requirePostgres(this)
+    })
+    beforeEach(async () => {
+      url = await cluster.database()
+    })
+
+    /** every row of every table of the database, in order (read as the replay reads it: on a read-only connection) */
+    async function dump(): Promise<Record<string, string[]>> {
+      const reader = new PostgresCopy(url)
+      try {
+        const out: Record<string, string[]> = {}
+        const tables =
+          (await reader.read<{ name: string }>("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")) ?? []
+        for (const { name } of tables) out[name] = ((await reader.read(`SELECT * FROM "${name}"`)) ?? []).map((row) => JSON.stringify(row)).sort()
+        return out
+      } finally {
+        await reader.close()
+      }
+    }
+
+    it("is read over a connection the server keeps read-only: its grants answer, the replay's writes stay in memory", async () => {
+      const live = deployment({
+        '@faber/store': { url },
+        '@faber/plugin-fs-observation': {},
+        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'], rules: [{ tool: '*', decision: 'allow' }] },
+      })
+      const log = await record(
+        live,
+        calls(
+          [{ name: 'read', arguments: { path: 'notes.txt' } }],
+          [{ name: 'write', arguments: { path: 'notes.txt', content: 'new\n' } }],
+          [{ name: 'stamp', arguments: { text: 'x' } }],
+        ),
+      )
+      // a grant kept on the server, which the replay should honour
+      const server = new PostgresStore(url)
+      await server.run('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)', ['g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z'])
+      await server.close()
+      const before = await dump()
+      expect(before.fs_observations).to.have.length(1)
+      const changed = deployment({
+        '@faber/store': { url },
+        '@faber/plugin-fs-observation': {},
+        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'] },
+      })
+      const report = await replay([log], changed)
+      // the stamp is allowed by the stored grant; the write now needs a person
+      expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
+      expect(await dump()).to.deep.equal(before)
+      expect(bodies).to.deep.equal(['x'])
+    })
+
+    it('the server refuses any write on the connection the copy reads on', async () => {
+      const copy = new PostgresCopy(url)
+      try {
+        expect(await copy.read('SELECT 1 AS one')).to.deep.equal([{ one: 1 }])
+        const write = await copy.read('CREATE TABLE intruder (a int)').catch((error) => error)
+        expect(write.message).to.match(/cannot execute CREATE TABLE in a read-only transaction/)
+        // each read is a READ ONLY transaction of its own, whatever the session's default says
+        await copy.read('SET default_transaction_read_only = off')
+        const again = await copy.read('CREATE TABLE intruder (a int)').catch((error) => error)
+        expect(again.message).to.match(/read-only transaction/)
+      } finally {
+        await copy.close()
+      }
+      expect(await dump()).to.deep.equal({})
     })
   })
 

@@ -10,6 +10,7 @@ import { SqliteStore } from './sqlite.ts'
 import type { Store } from './store.ts'
 
 export { changeTrigger, type PostgresOptions, PostgresStore } from './postgres.ts'
+export { PostgresCopy } from './postgres-copy.ts'
 export { type SqliteOptions, SqliteStore } from './sqlite.ts'
 export { type Migration, type Param, type Queryable, type Row, type Store, StoreError } from './store.ts'
 

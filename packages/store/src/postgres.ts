@@ -29,7 +29,7 @@ function numbered(sql: string) {
   return sql.replace(/\?/g, () => `$${++n}`)
 }
 
-function masked(url: string) {
+export function masked(url: string) {
   try {
     const parsed = new URL(url)
     if (parsed.password) parsed.password = '***'
