@@ -75,10 +75,11 @@ export async function benchPipeline() {
     [() => executor.execute(call()), () => tools.execute(call()), () => codeExecutor.execute(call()), () => codeTools.execute(call())],
     ITERATIONS,
   )
-  const [listenerFloor, listenerFloor2, rawPolicy, withPolicy, rawListened, heldListened, onAgent] = await timeAlternating(
+  const [listenerFloor, listenerFloor2, listenerFloor3, rawPolicy, withPolicy, rawListened, heldListened, onAgent] = await timeAlternating(
     [
       () => bound.callback(args),
       () => bound.callback(args, args),
+      () => bound.callback(args, args, args),
       () => policedExecutor.execute(call()),
       () => policedTools.execute(call()),
       () => listenedExecutor.execute(call()),
@@ -94,9 +95,11 @@ export async function benchPipeline() {
   // listener per listener called, so a target is for the part left when those are taken away
   console.log("cordis 3.18's floors (the framework's cost, not Faber's)")
   row('reading ctx.tools (a proxy cordis builds per read)', accessFloor, direct)
-  // its binding traces each argument: a listener of two (post-execute, result, an execute wrapper) costs more
+  // its binding traces each argument: a listener of two (post-execute, result) or three (an execute wrapper: the
+  // call, next and the signal) costs more
   row('invoking one cordis-bound listener, one argument', listenerFloor, direct)
   row('invoking one cordis-bound listener, two arguments', listenerFloor2, direct)
+  row('invoking one cordis-bound listener, three arguments', listenerFloor3, direct)
   console.log("Faber's pipeline, through the executor hot callers hold (no cordis proxy on the path)")
   row('ctx.tools.executor.execute, no listeners', rawNone, direct, '≤ 3 µs')
   row('executor, one pre-execute listener + one guard', rawPolicy, direct)
@@ -105,9 +108,9 @@ export async function benchPipeline() {
   faberPart(rawListened, listenerFloor, direct, '≤ 5 µs')
   row('executor, a collapsed call (code mode)', rawCollapsed, direct, '≤ 1 µs')
   // the agent's call reaches two of the three layers (global and its own) on each of 4 events: 8 bound listeners, the
-  // pre-execute ones of one argument, the others of two
+  // pre-execute ones of one argument, the execute wrappers of three, the others of two
   row('executor, an agent, 12 tools.listen on 4 events', onAgent, direct)
-  faberPart(onAgent, 2 * listenerFloor + 6 * listenerFloor2, direct)
+  faberPart(onAgent, 2 * listenerFloor + 4 * listenerFloor2 + 2 * listenerFloor3, direct)
   row("that agent's listeners of one event (listenersFor)", selection, direct)
   // the same calls through a held ctx.tools: cordis' tracing proxy on the method call is the difference
   console.log("the same through a held ctx.tools (cordis' tracing proxy on each call: the figure less the executor's)")
@@ -124,6 +127,7 @@ export async function benchPipeline() {
     accessFloorUs: accessFloor,
     listenerFloorUs: listenerFloor,
     listenerFloorTwoArgumentsUs: listenerFloor2,
+    listenerFloorThreeArgumentsUs: listenerFloor3,
     noListenersUs: none,
     listenerAndGuardUs: withPolicy,
     listenedAndGuardUs: heldListened,
