@@ -4,6 +4,10 @@
 // (the 1 ms threshold and a timer's lateness included); "resume": from the answer to run_code's result, the N calls
 // answered from the journal and the waited call's body run. the baseline is the same N calls run live, then a return.
 
+import { copyFile, mkdtemp, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { AgentSession, ScriptedModel, SessionLog } from '@faber/agent'
 import { defineTool, t, waitOnPerson } from '@faber/core'
 import { call, deployment } from '@faber/core/testing'
 import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
@@ -20,7 +24,7 @@ interface Asked {
   answer(): void
 }
 
-async function setup(Sandbox: typeof WorkerSandboxService | typeof IsolateSandboxService) {
+async function setup(Sandbox: typeof WorkerSandboxService | typeof IsolateSandboxService, answer: 'person' | 'at once' = 'person') {
   const asked: Asked[] = []
   let onAsk: (() => void) | undefined
   const ctx = await deployment({ mode: 'code', checkpointAfterMs: 1, codeLimits: { cpuMs: 60_000, wallMs: 60_000 } }, (ctx) => {
@@ -30,6 +34,7 @@ async function setup(Sandbox: typeof WorkerSandboxService | typeof IsolateSandbo
       name: 'person',
       apply: (ctx: Context) =>
         ctx.on('approval/request', (query: ApprovalQuery) => {
+          if (answer === 'at once') return { decision: 'allow' }
           const answered = waitOnPerson(query.exec)
           return new Promise((resolve) => {
             asked.push({
@@ -105,6 +110,90 @@ export async function benchCheckpoint() {
 }
 
 /**
+ * the same programs with the checkpoint made durable and resumed by a new session after a "restart": a session log
+ * (a file in the temp dir) records the journal. "durable checkpoint": from the person being asked to the checkpoint
+ * record written and fsynced; "restart resume": from opening the log (as it stood at the checkpoint, copied) in
+ * another deployment — its parse, the session rebuilt — to run_code's result there, its N calls answered from the
+ * log and the waited call's body run. the model's turns are scripted
+ */
+export async function benchCheckpointRestart() {
+  const figures: Record<string, Record<number, { first: number; durable: number; restart: number; logKb: number }>> = {}
+  const dir = await mkdtemp(join(tmpdir(), 'faber-bench-checkpoint-'))
+  try {
+    for (const [backend, Sandbox] of [
+      ['worker', WorkerSandboxService],
+      ['isolate', IsolateSandboxService],
+    ] as const) {
+      const first = await setup(Sandbox)
+      const second = await setup(Sandbox, 'at once')
+      figures[backend] = {}
+      console.log(`  ${backend} (in-process), durable, medians of ${ROUNDS}:`)
+      for (const n of SIZES) {
+        const plain: number[] = []
+        const durable: number[] = []
+        const restart: number[] = []
+        let logBytes = 0
+        for (let round = 0; round < ROUNDS; round++) {
+          let start = performance.now()
+          const baseline = await run(first.ctx, program(n, 'return 1'))
+          if (baseline.isError) throw new Error(baseline.content)
+          plain.push(performance.now() - start)
+
+          const live = join(dir, `live-${backend}-${n}-${round}.jsonl`)
+          const log = await SessionLog.open(live)
+          const code = program(n, 'return await tools.deploy({})')
+          const model = new ScriptedModel([{ toolCalls: [{ id: 'run1', name: 'run_code', arguments: { code, description: 'bench' } }] }, { text: 'done' }])
+          const session = new AgentSession(first.ctx, { model, log })
+          let onDisk!: () => void
+          const written = new Promise<void>((resolve) => (onDisk = resolve))
+          // heard after the session's own listener: its flush resolves once the checkpoint record is written and synced
+          const unlisten = first.ctx.on('code/journal', ({ change }) => {
+            if (change.kind === 'checkpoint') log.flush().then(onDisk)
+          })
+          const stop = new AbortController()
+          const waiting = first.asking()
+          const turn = session.send('go', { signal: stop.signal })
+          await waiting
+          const ask = first.asked.shift()!
+          await written
+          durable.push(performance.now() - ask.at)
+          unlisten()
+          const crashed = join(dir, `crashed-${backend}-${n}-${round}.jsonl`)
+          await copyFile(live, crashed)
+          logBytes = (await stat(crashed)).size
+          stop.abort()
+          await turn
+          ask.answer()
+          await log.close()
+
+          start = performance.now()
+          const reopened = await SessionLog.open(crashed)
+          const resumed = new AgentSession(second.ctx, { model: new ScriptedModel([{ text: 'done' }]), log: reopened })
+          await resumed.resume()
+          restart.push(performance.now() - start)
+          const result = resumed.messages.find((m) => m.role === 'tool')
+          if (!result?.content.includes('deployed')) throw new Error(`the restart did not resume the program: ${result?.content}`)
+          resumed.dispose()
+          session.dispose()
+          await reopened.close()
+        }
+        const f = { first: median(plain), durable: median(durable), restart: median(restart), logKb: logBytes / 1024 }
+        figures[backend][n] = f
+        const ms = (x: number) => `${x.toFixed(2)} ms`
+        console.log(
+          `    ${String(n).padStart(3)} calls: first run ${ms(f.first).padStart(10)}   durable checkpoint ${ms(f.durable).padStart(9)} (${(f.durable / f.first).toFixed(2)}×)   restart resume ${ms(f.restart).padStart(9)} (${(f.restart / f.first).toFixed(2)}×)   log ${f.logKb.toFixed(1)} KB`,
+        )
+      }
+      await first.ctx.stop()
+      await second.ctx.stop()
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+  return figures
+}
+
+/**
  * CHECKPOINT_WAITING programs (default 1,000) started at once, each waiting on a person after one call: how long until
  * all are checkpointed, what the host's heap and rss grew by meanwhile, how late its event loop ran (a timer's delay,
  * p99 and max), and how long until all are answered and done. maxConcurrent is the sandbox's default
@@ -155,6 +244,7 @@ export async function benchCheckpointWaiting() {
 
 if (isMain(import.meta.url)) {
   await benchCheckpoint()
+  await benchCheckpointRestart()
   await benchCheckpointWaiting()
   process.exit()
 }
