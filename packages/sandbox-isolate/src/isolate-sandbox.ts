@@ -9,7 +9,7 @@ import {
   handoffTally,
   type LaneCounts,
   lane,
-  layout,
+  laneSource,
   limitMessages,
   maxPendingCalls,
   messageOf,
@@ -107,14 +107,13 @@ const outboxRecordUnits = 4096
 // thread drives the program: a call goes into the outbox, which costs no boundary crossing; a call with a long argument,
 // or one that no longer fits, is a plain callback, and so is every later call of the step (they keep their order).
 //
-// the hand-off (lane.mjs, whose other side is the host's; no Buffer or TextEncoder in an isolate: strings go in and out
+// the hand-off (lane-script.js, evaluated here as in node; no Buffer or TextEncoder in an isolate: strings go in and out
 // as utf-16 units): while the host spins for the program's next call (its lane's AWAKE), a call goes through lane 0's
 // ring, else through `offHost`, which wakes the host's event loop. after a call made while no other is waiting, this
 // thread spins for the reply once the program's synchronous part is done (in a microtask: an isolate has no
 // setImmediate), at most `spinLoops` turns; a reply that comes meanwhile through lane 1's ring is delivered there, and
 // the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
-const driverSource = `'use strict';((shared) => function (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) {
-  const { load, store, add, sub, compareExchange } = Atomics
+const driverSource = `'use strict';((shared, lanes) => function (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) {
   const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
   const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
   const slice = Function.prototype.call.bind(String.prototype.slice)
@@ -153,99 +152,60 @@ const driverSource = `'use strict';((shared) => function (onHost, offHost, outbo
     return true
   }
 
-  const ringUnits = ${layout.ringUnits}
-  const h0 = new Int32Array(handoff, 0, 8)
-  const h1 = new Int32Array(handoff, 32, 8)
-  const pair = new Int32Array(handoff, 0, 32)
-  const ring0 = new Uint16Array(handoff, ${layout.rings}, ringUnits)
-  const ring1 = new Uint16Array(handoff, ${layout.rings} + 2 * ringUnits, ringUnits)
+  // the hand-off's two lanes and the pair's back-off (lane-script.js, evaluated in this context: \`lanes\`). lane 0
+  // carries the program's calls and reports: what does not take its ring is the callback's (0 is a doorbell). lane 1
+  // brings the host's replies, through its ring or as tasks of this thread (\`post\`)
+  const codec = {
+    write: (units, at, text) => {
+      for (let i = 0; i < text.length; i++) units[at + i] = charCodeAt(text, i)
+    },
+    read: (units, at, length) => {
+      let text = ''
+      const end = at + length
+      for (; at + 8 <= end; at += 8) text += fromCharCode(units[at], units[at + 1], units[at + 2], units[at + 3], units[at + 4], units[at + 5], units[at + 6], units[at + 7])
+      for (; at < end; at++) text += fromCharCode(units[at])
+      return text
+    },
+  }
+  const none = () => undefined
+  const toHost = { postMessage: (m) => (m === 0 ? offHost(0) : offHost(m[0], m[1], m[2], m[3], m[4])) }
+  const calls = lanes.lane(handoff, 0, toHost, none, none, codec)
+  const replies = lanes.lane(handoff, 1, { postMessage: none }, none, none, codec)
+  const pair = lanes.backoff(handoff, 0)
+  const maxText = lanes.layout.maxUnits - 2
   const runs = new Int32Array(active)
-  let write = 0
-  let read = 0
   let outstanding = 0
   let scheduled = false
   let finished = false
 
   // a call as \`id:site:name length:name json\`, into lane 0's ring when the host spins and nothing sent otherwise waits
-  const put = (id, name, json, site) => {
-    const length = json.length + name.length + 42
-    if (length > ${layout.maxUnits - 2} || load(h0, ${layout.AWAKE}) === 0 || load(h0, ${layout.SENT}) !== load(h0, ${layout.TAKEN})) return false
-    const text = \`\${id}:\${typeof site === 'number' ? site : 0}:\${name.length}:\${name}\${json}\`
-    const size = 2 + text.length + (text.length & 1)
-    const gap = write + size > ringUnits ? ringUnits - write : 0
-    if (load(h0, ${layout.USED}) + gap + size > ringUnits) return false
-    if (gap > 0) {
-      ring0[write + 1] = ${layout.wrap}
-      write = 0
-    }
-    ring0[write] = text.length
-    ring0[write + 1] = 0
-    for (let i = 0, at = write + 2; i < text.length; i++) ring0[at + i] = charCodeAt(text, i)
-    write = (write + size) % ringUnits
-    add(h0, ${layout.USED}, gap + size)
-    add(h0, ${layout.RING}, 1)
-    // the host may have stopped spinning meanwhile, without seeing it: then its doorbell wakes it
-    if (load(h0, ${layout.AWAKE}) === 0 && compareExchange(h0, ${layout.RUNG}, 0, 1) === 0) offHost(0)
-    return true
-  }
-  const send = (kind, a, b, c, d) => {
-    add(h0, ${layout.SENT}, 1)
-    return offHost(kind, a, b, c, d)
-  }
+  const put = (id, name, json, site) =>
+    json.length + name.length + 42 <= maxText && calls.open() && calls.offer(\`\${id}:\${typeof site === 'number' ? site : 0}:\${name.length}:\${name}\${json}\`)
+  const send = (kind, a, b, c, d) => calls.send([kind, a, b, c, d])
 
-  const decode = (at, length) => {
-    let text = ''
-    const end = at + length
-    for (; at + 8 <= end; at += 8) text += fromCharCode(ring1[at], ring1[at + 1], ring1[at + 2], ring1[at + 3], ring1[at + 4], ring1[at + 5], ring1[at + 6], ring1[at + 7])
-    for (; at < end; at++) text += fromCharCode(ring1[at])
-    return text
-  }
-  // a reply that succeeded, as \`id:text\`
-  const reply = (text) => {
-    const colon = indexOf(text, ':')
+  // a reply that succeeded, as \`id:text\`; one that failed, as the list \`post\` was given
+  const reply = (message) => {
     outstanding--
+    if (typeof message !== 'string') return deliver(message[0], message[1], message[2], message[3])
+    const colon = indexOf(message, ':')
     try {
-      deliver(+slice(text, 0, colon), true, slice(text, colon + 1))
+      deliver(+slice(message, 0, colon), true, slice(message, colon + 1))
     } catch {}
   }
-  const takeReplies = () => {
-    let taken = 0
-    while (load(h1, ${layout.USED}) > 0) {
-      if (ring1[read + 1] === ${layout.wrap}) {
-        sub(h1, ${layout.USED}, ringUnits - read)
-        read = 0
-        continue
-      }
-      const length = ring1[read] | (ring1[read + 1] << 16)
-      const text = decode(read + 2, length)
-      const size = 2 + length + (length & 1)
-      read = (read + size) % ringUnits
-      sub(h1, ${layout.USED}, size)
-      taken++
-      reply(text)
-    }
-    return taken
-  }
-  const pending = () => load(h1, ${layout.USED}) > 0 || load(h1, ${layout.SENT}) !== load(h1, ${layout.TAKEN})
-
-  // the back-off both sides share (lane.mjs backoff)
+  const takeReplies = () => replies.take(reply)
   const spun = (caught) => {
-    add(h1, caught ? ${layout.CAUGHT} : ${layout.MISSED}, 1)
-    if (caught) return void store(pair, ${layout.MISSES}, 0)
-    const misses = load(pair, ${layout.MISSES}) + 1
-    store(pair, ${layout.MISSES}, misses > 8 ? 8 : misses)
-    store(pair, ${layout.UNTIL}, load(pair, ${layout.CALLS}) + (1 << (misses > 8 ? 8 : misses)))
+    replies.spun(caught)
+    pair.spun(caught)
   }
   const spin = async () => {
     await undefined
     scheduled = false
     if (finished || outstanding !== 1 || takeReplies() > 0) {
-      store(h1, ${layout.AWAKE}, 0)
-      if (pending()) takeReplies()
+      if (replies.unwatch()) takeReplies()
       return
     }
     const started = now()
-    for (let n = spinLoops; n > 0 && load(h1, ${layout.USED}) === 0 && load(h1, ${layout.SENT}) === load(h1, ${layout.TAKEN}); n--) {
+    for (let n = spinLoops; n > 0 && !replies.pending(); n--) {
       // a bound by the clock too, should a turn take far longer than the host measured (code not optimized yet, a loaded
       // machine): once the clock's millisecond changed, at most 1 ms on, so a spin never runs longer than a missed one is
       // credited at spinMs 1 (its largest). checked every 256 turns, a few µs when turns are slow. (a bound of \`> 1\`
@@ -253,7 +213,7 @@ const driverSource = `'use strict';((shared) => function (onHost, offHost, outbo
       // were charged ~1 ms a call, past a 150 ms cpu budget)
       if ((n & 255) === 0 && now() !== started) break
     }
-    store(h1, ${layout.AWAKE}, 0)
+    replies.unwatch()
     // caught only if the ring brought it: a posted reply is a task of this thread, run once this one ends
     spun(takeReplies() > 0)
   }
@@ -261,14 +221,14 @@ const driverSource = `'use strict';((shared) => function (onHost, offHost, outbo
   // and the back-off allows. the host replies as soon as its tool does, at once when it spun for the call (the ring took
   // it), else once the callback woke it (measured at load 1: spinning after those too, 29-40 µs a call against 53)
   const spinning = () =>
-    !scheduled && outstanding === 0 && spinLoops > 0 && load(runs, 0) <= 1 && load(pair, ${layout.CALLS}) + 1 >= load(pair, ${layout.UNTIL})
+    !scheduled && outstanding === 0 && spinLoops > 0 && Atomics.load(runs, 0) <= 1 && pair.may(1)
   const call = (a, b, c, d) => {
     const spins = spinning()
     // marked before the host can see the call: its reply takes the ring
-    if (spins) store(h1, ${layout.AWAKE}, 1)
+    if (spins) replies.watch()
     const answer = put(a, b, c, d) || send('call', a, b, c, d)
     outstanding++
-    add(pair, ${layout.CALLS}, 1)
+    pair.called()
     if (spins) {
       scheduled = true
       spin()
@@ -295,18 +255,7 @@ const driverSource = `'use strict';((shared) => function (onHost, offHost, outbo
     begin: (main) => { start(main); return end },
     deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
     // a reply the host posted (lane 1's port): what its ring holds came first. 0 is a doorbell for the ring
-    post: (call, ok, text, code) => {
-      if (call === 0) {
-        store(h1, ${layout.RUNG}, 0)
-        takeReplies()
-        return
-      }
-      takeReplies()
-      add(h1, ${layout.TAKEN}, 1)
-      if (typeof call === 'string') return reply(call)
-      outstanding--
-      deliver(call, ok, text, code)
-    },
+    post: (call, ok, text, code) => replies.port(call === 0 || typeof call === 'string' ? call : [call, ok, text, code], reply),
   }
 })`
 
@@ -802,8 +751,10 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     // the driver's context: calls-script.js evaluated whole there, once per isolate, is every run's `shared`
     const own = slot.isolate.createContextSync()
     const shared = slot.isolate.compileScriptSync(callsSource, { filename: 'faber-calls.js' }).runSync(own, { reference: true })
+    // and lane-script.js, the hand-off's side in node too
+    const lanes = slot.isolate.compileScriptSync(laneSource, { filename: 'faber-lane.js' }).runSync(own, { reference: true })
     const driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(own, { reference: true })
-    slot.driver = driver.applySync(undefined, [shared.derefInto()], { result: { reference: true } })
+    slot.driver = driver.applySync(undefined, [shared.derefInto(), lanes.derefInto()], { result: { reference: true } })
     slot.outbox = new Outbox()
     slot.handoff = new SharedArrayBuffer(handoffBytes)
     slot.pair = backoff(slot.handoff)

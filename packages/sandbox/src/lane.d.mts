@@ -3,22 +3,18 @@ import type { MessagePort } from 'node:worker_threads'
 
 export declare const handoffBytes: number
 export declare const handoffWaited: number
+/** the source of lane-script.js: a script whose value is the hand-off's ring, port protocol and back-off */
+export declare const laneSource: string
 export declare const layout: Readonly<{
   ringUnits: number
   maxUnits: number
   rings: number
-  wrap: number
   USED: number
   SENT: number
   TAKEN: number
-  AWAKE: number
-  RUNG: number
   CAUGHT: number
   MISSED: number
   RING: number
-  CALLS: number
-  UNTIL: number
-  MISSES: number
 }>
 export declare const runsActive: Int32Array
 export interface Lane {
@@ -29,6 +25,9 @@ export interface Lane {
   port(message: unknown, handle: (message: unknown) => unknown): void
   watch(how?: 1 | 2): void
   unwatch(): boolean
+  open(): boolean
+  pending(): boolean
+  spun(caught: boolean): void
   spin(ms: number): boolean
 }
 export interface Backoff {
