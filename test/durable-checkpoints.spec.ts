@@ -31,8 +31,11 @@ const records = async (path: string): Promise<LogRecord[]> =>
     .filter(Boolean)
     .map((line) => JSON.parse(line))
 
-/** `answer`: what the person says when asked (`never`: they have not answered when the process stops) */
-async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | 'allow', extra: string[] = []) {
+/**
+ * `answer`: what the person says when asked (`never`: they have not answered when the process stops; `late`: allow,
+ * once the program is checkpointed, and its deploy body then runs until the call is aborted)
+ */
+async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | 'allow' | 'late', extra: string[] = []) {
   const bodies: string[] = []
   const ctx = await deployment({ mode: 'code', checkpointAfterMs: 100, codeLimits: { cpuMs: 500 } }, (ctx) => {
     ctx.plugin(Sandbox, { poolSize: 1 })
@@ -45,6 +48,10 @@ async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | '
           if (answer === 'allow') return { decision: 'allow' as const }
           const answered = waitOnPerson(query.exec)
           try {
+            if (answer === 'late') {
+              while (ctx.tools.waitingPrograms().checkpointed === 0) await sleep(10)
+              return { decision: 'allow' as const }
+            }
             return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
           } finally {
             answered()
@@ -66,7 +73,20 @@ async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | '
       }),
     )
   tool('count', ({ n = 0 }) => n * 10)
-  tool('deploy', () => 'deployed')
+  if (answer === 'late') {
+    ctx.tools.register(
+      defineTool({
+        name: 'deploy',
+        description: 'deploy',
+        parameters: t.object({}),
+        output: { schema: t.string() },
+        execute: (_, { signal }) => {
+          bodies.push('deploy')
+          return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))
+        },
+      }),
+    )
+  } else tool('deploy', () => 'deployed')
   for (const name of extra) tool(name, () => null)
   await (ctx.get('codeRuntime') as { ready?(): Promise<void> }).ready?.()
   return { ctx, bodies }
@@ -86,17 +106,19 @@ const runCode = (code: string): ScriptedTurn => ({ toolCalls: [{ id: 'run1', nam
  * the first process: its model's program is checkpointed while the person has not answered, and the process stops.
  * resolves with the log file as it stood then
  */
-async function firstProcess(dir: string, Sandbox: (typeof backends)[number][1], code = PROGRAM) {
-  const { ctx, bodies } = await deploy(Sandbox, 'never')
+async function firstProcess(dir: string, Sandbox: (typeof backends)[number][1], code = PROGRAM, stopping: 'waiting' | 'in the body' = 'waiting') {
+  const { ctx, bodies } = await deploy(Sandbox, stopping === 'waiting' ? 'never' : 'late')
   const path = join(dir, 'live.jsonl')
   const log = await SessionLog.open(path)
   const session = new AgentSession(ctx, { model: new ScriptedModel([runCode(code), { text: 'not reached' }]), log })
   const stop = new AbortController()
   const turn = session.send('deploy it', { signal: stop.signal })
-  await until(async () => ctx.tools.waitingPrograms().checkpointed === 1 && (await readFile(path, 'utf8')).includes('"type":"checkpoint"'))
+  if (stopping === 'waiting') {
+    await until(async () => ctx.tools.waitingPrograms().checkpointed === 1 && (await readFile(path, 'utf8')).includes('"type":"checkpoint"'))
+  } else await until(() => bodies.includes('deploy'))
   const crashed = join(dir, 'session.jsonl')
   await copyFile(path, crashed)
-  expect(bodies, 'the first process ran the call before the wait').to.deep.equal(['count'])
+  expect(bodies, 'the first process ran the call before the wait').to.deep.equal(stopping === 'waiting' ? ['count'] : ['count', 'deploy'])
   stop.abort()
   await turn
   await log.close()
@@ -179,13 +201,12 @@ for (const [backend, Sandbox] of backends) {
       expect(kept.filter((r) => r.type === 'nested-result' && r.name === 'count')).to.have.length(1)
     })
 
-    it('a call let through but with no result recorded: the program is not run again, and the model is told what may have run', async () => {
-      const path = await firstProcess(dir, Sandbox)
-      // the person answered and the body started, then the process died before its result was written
-      const checkpoint = (await records(path)).find((r) => r.type === 'checkpoint') as Extract<LogRecord, { type: 'checkpoint' }>
-      const callId = checkpoint.calls[1].callId
-      const decided = { type: 'approval', at: Date.now(), turn: 1, event: 'approval/decided', callId, tool: 'deploy', detail: { outcome: 'allowed' } }
-      await writeFile(path, `${await readFile(path, 'utf8')}${JSON.stringify(decided)}\n`)
+    it('a crash while the call it waited on runs, once answered: the program is not run again, and the model is told what may have run', async () => {
+      // the person answered after the checkpoint, the program ran again and the deploy body started: the log as it was
+      // on disk then holds the body's start mark (synced before the body ran) and no result
+      const path = await firstProcess(dir, Sandbox, PROGRAM, 'in the body')
+      const started = (await records(path)).filter((r) => r.type === 'journal' && r.started)
+      expect(started).to.have.length(1)
       const { bodies, log, session } = await secondProcess(path, Sandbox)
       const outcome = await session.resume()
       await log.close()

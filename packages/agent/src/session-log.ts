@@ -51,8 +51,18 @@ export type LogRecord = Base &
     | { type: 'approval'; turn: number; event: string; callId?: string; tool?: string; detail: Record<string, unknown> }
     | { type: 'turn-end'; turn: number; reason: string; steps: number; usage?: Usage; error?: string; partial?: string }
     | { type: 'retry'; turn: number; step: number; attempt: number; maxAttempts: number; delayMs: number; reason: string; status?: number }
-    | ({ type: 'checkpoint'; turn: number; outerCallId: string } & CodeCheckpoint)
-    | { type: 'journal'; turn: number; outerCallId: string; index?: number; call?: JournalCall; reply?: BridgeReply; values?: number[] }
+    | ({ type: 'checkpoint'; turn: number; outerCallId: string; running?: string[] } & CodeCheckpoint)
+    | {
+        type: 'journal'
+        turn: number
+        outerCallId: string
+        index?: number
+        call?: JournalCall
+        reply?: BridgeReply
+        values?: number[]
+        /** a nested call's body is about to run (written and synced first) */
+        started?: string
+      }
   )
 
 export type LogRecordOf<T extends LogRecord['type']> = Extract<LogRecord, { type: T }>
@@ -137,26 +147,26 @@ export interface RecordedCheckpoint {
   turn: number
   checkpoint: CodeCheckpoint
   /**
-   * its calls recorded as running whose body may have started: no person was still being asked about them when the log
-   * ends (one that was is made again when the program reaches it). a program with any is not run again
+   * its calls recorded as running whose body may have started: running at the checkpoint but not waiting on an approval,
+   * or marked started since (a mark is synced before the body runs), with no reply. a call recorded running with neither
+   * never started: it is made again when the program reaches it. a program with any unsure call is not run again
    */
   unsure: JournalCall[]
 }
 
 /** the checkpointed run_code programs of a log that have no result yet: its last checkpoint of each, and what followed */
 export function checkpointsOf(records: readonly LogRecord[]): Map<string, RecordedCheckpoint> {
-  const open = new Map<string, { turn: number; calls: JournalCall[]; values: number[]; sequence: number }>()
-  // the nested calls a person was asked about, and those the answer let through
-  const asked = new Set<string>()
-  const allowed = new Set<string>()
+  const open = new Map<string, { turn: number; calls: JournalCall[]; values: number[]; sequence: number; started: Set<string> }>()
   for (const record of records) {
     if (record.type === 'checkpoint') {
       const calls = record.calls.map((call) => ({ ...call }))
-      open.set(record.outerCallId, { turn: record.turn, calls, values: record.values.slice(), sequence: record.sequence })
+      const started = new Set(record.running ?? [])
+      open.set(record.outerCallId, { turn: record.turn, calls, values: record.values.slice(), sequence: record.sequence, started })
     } else if (record.type === 'journal') {
       const journal = open.get(record.outerCallId)
       if (!journal) continue
       if (record.values) journal.values.push(...record.values)
+      if (record.started) journal.started.add(record.started)
       if (record.index === undefined) continue
       if (record.call) {
         journal.calls[record.index] = { ...record.call }
@@ -164,14 +174,10 @@ export function checkpointsOf(records: readonly LogRecord[]): Map<string, Record
         if (Number.isSafeInteger(id)) journal.sequence = Math.max(journal.sequence, id)
       } else if (record.reply && journal.calls[record.index]) journal.calls[record.index].reply = record.reply
     } else if (record.type === 'result') open.delete(record.callId)
-    else if (record.type === 'approval' && record.callId) {
-      if (record.event === 'approval/asked') asked.add(record.callId)
-      else if (record.event === 'approval/decided' && record.detail.outcome === 'allowed') allowed.add(record.callId)
-    }
   }
   const found = new Map<string, RecordedCheckpoint>()
-  for (const [outerCallId, { turn, calls, values, sequence }] of open) {
-    const unsure = calls.filter((call) => !call.reply && !(call.callId && asked.has(call.callId) && !allowed.has(call.callId)))
+  for (const [outerCallId, { turn, calls, values, sequence, started }] of open) {
+    const unsure = calls.filter((call) => !call.reply && (!call.callId || started.has(call.callId)))
     found.set(outerCallId, { outerCallId, turn, checkpoint: { calls, values, sequence }, unsure })
   }
   return found

@@ -153,6 +153,11 @@ export class AgentSession {
   private pendingCalls = new Map<string, ToolCall>()
   /** the journals of the calls resume() is running again, for code/resume */
   private resuming = new Map<string, CodeCheckpoint>()
+  /** run_code calls whose journal is durable: a nested call of one is marked started on disk before its body runs */
+  private durable = new Set<string>()
+  private unmark?: () => void
+  /** nested calls waiting on an approval now: at a checkpoint, their bodies have not started */
+  private asking = new Set<string>()
 
   constructor(
     private ctx: Context,
@@ -228,7 +233,10 @@ export class AgentSession {
         if (!this.mine(agent, outerCallId)) return
         const { kind, ...rest } = change
         if (kind === 'checkpoint') {
-          this.record({ type: 'checkpoint', turn: this.turn, outerCallId, ...(rest as CodeCheckpoint) })
+          // a call still running then may have started its body, but for one still waiting on an approval
+          const running = change.calls.flatMap((call) => (!call.reply && call.callId && !this.asking.has(call.callId) ? [call.callId] : []))
+          this.record({ type: 'checkpoint', turn: this.turn, outerCallId, ...(rest as CodeCheckpoint), running })
+          this.markStarts(outerCallId)
           // on disk before the program's unit is gone: a restart from here finds it
           this.options.log?.flush().catch((error) => this.ctx.root.logger('agent').warn('writing a checkpoint failed: %s', messageOf(error)))
         } else this.record({ type: 'journal', turn: this.turn, outerCallId, ...rest })
@@ -256,6 +264,8 @@ export class AgentSession {
     if (!callId || request.agent !== this.agent) return
     // a nested call was announced on code/call-start before any approval could be asked for it
     if (!this.inflight.has(callId) && !this.nested.has(callId) && !this.inflight.has(request.exec?.rootCallId ?? '')) return
+    if (event === 'approval/asked') this.asking.add(callId)
+    else this.asking.delete(callId)
     const detail = project(payload) as Record<string, unknown>
     const tool = typeof request.tool === 'string' ? request.tool : undefined
     this.record({ type: 'approval', turn: this.turn, event, callId, tool, detail })
@@ -264,6 +274,29 @@ export class AgentSession {
 
   private record(record: Parameters<SessionLog['append']>[0]) {
     this.options.log?.append(record)
+  }
+
+  /**
+   * from now on, each nested call of this checkpointed program is marked started in the log, synced, before its body
+   * runs: after a restart, a call with a mark and no result may have run, and one without never did (a tools/execute
+   * wrapper, there only while such a program runs; a log that cannot be written stops the body, failing closed)
+   */
+  private markStarts(outerCallId: string) {
+    const log = this.options.log
+    if (!log) return
+    this.durable.add(outerCallId)
+    this.unmark ??= this.scope.on('tools/execute', async (exec, next) => {
+      if (!exec.parent || !this.durable.has(exec.rootCallId)) return next()
+      this.record({ type: 'journal', turn: this.turn, outerCallId: exec.rootCallId, started: exec.callId })
+      await log.flush()
+      return next()
+    })
+  }
+
+  private endStarts(outerCallId: string) {
+    if (!this.durable.delete(outerCallId) || this.durable.size) return
+    this.unmark?.()
+    this.unmark = undefined
   }
 
   /**
@@ -340,6 +373,7 @@ export class AgentSession {
           )
         } else {
           this.resuming.set(outerCallId, checkpoint)
+          this.markStarts(outerCallId)
           this.inflight.add(outerCallId)
           try {
             result = await tools.execute({ callId: outerCallId, name: call.name, arguments: parseArguments(call.arguments), agent: this.agent, signal })
@@ -517,6 +551,7 @@ export class AgentSession {
   }
 
   private finished(turn: number, call: ToolCall, result: ToolResult, durationMs: number) {
+    this.endStarts(call.id)
     this.record({ type: 'result', turn, callId: call.id, name: call.name, ...outcomeOf(result, durationMs) })
     this.emit({ type: 'call-end', turn, call, result, durationMs })
   }
@@ -525,6 +560,8 @@ export class AgentSession {
   dispose() {
     if (!this.disposers.length) return
     for (const dispose of this.disposers.splice(0)) dispose()
+    this.unmark?.()
+    this.unmark = undefined
     this.ctx.emit('agent/session-end', { agent: this.agent, id: this.id })
   }
 }
