@@ -20,7 +20,6 @@ export const isolateBackend: ProcessBackend = Object.freeze({
 class IsolateSandboxService extends SandboxService {
   static name = 'codeRuntime'
   static inject: string[] = []
-  readonly backend = 'isolated-vm'
   declare config: IsolateSandboxService.Config
 
   constructor(ctx: Context, config: IsolateSandboxService.ConfigInput = {}) {

@@ -17,7 +17,6 @@ export const quickJsBackend: ProcessBackend = Object.freeze({
 class QuickJsSandboxService extends SandboxService {
   static name = 'codeRuntime'
   static inject: string[] = []
-  readonly backend = 'quickjs-wasm'
   declare config: QuickJsSandboxService.Config
 
   constructor(ctx: Context, config: QuickJsSandboxService.ConfigInput = {}) {

@@ -23,7 +23,6 @@ export const workerBackend: ProcessBackend = Object.freeze({
 class WorkerSandboxService extends SandboxService {
   static name = 'codeRuntime'
   static inject: string[] = []
-  readonly backend = 'worker-vm'
   declare config: WorkerSandboxService.Config
 
   constructor(ctx: Context, config: WorkerSandboxService.ConfigInput = {}) {

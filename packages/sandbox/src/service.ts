@@ -18,7 +18,8 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   static replay = 'inert' as const
   declare ctx: Context
   declare config: SandboxService.Config
-  abstract readonly backend: string
+  /** the backend's name (`worker-vm`, `isolated-vm`...): its process tier's descriptor names it once for both */
+  readonly backend: string
   readonly sandbox: P
   // the pool's warm-up, then the host's (its run_code path, once per process: see @faber/core's warmRunCode)
   private warm: Promise<void>
@@ -36,6 +37,7 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
     schema: (config: SandboxService.ConfigInput) => SandboxService.Config = SandboxService.Config,
   ) {
     super(ctx, 'codeRuntime', true)
+    this.backend = backend.name
     this.config = schema(config)
     this.sandbox = this.config.isolation === 'process' ? (new ProcessSandbox({ ...this.config, backend }) as Pool as P) : create(this.config)
     this.warm = this.sandbox.ready().then(async () => {

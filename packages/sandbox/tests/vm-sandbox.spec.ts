@@ -27,7 +27,6 @@ describeHazards('node-vm', () => new VmSandbox({ poolSize: 2, limits }), {
 })
 
 class VmSandboxService extends SandboxService {
-  readonly backend = 'node-vm'
   static Config = SandboxService.Config
 
   constructor(ctx: SandboxService['ctx'], config: SandboxService.ConfigInput = {}) {
