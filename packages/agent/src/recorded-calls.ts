@@ -5,7 +5,8 @@
 
 import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
-import { type Json, messageOf } from '@faber/core'
+import type { BridgeReply, CodeCheckpoint, JournalCall, Json } from '@faber/core'
+import { messageOf } from '@faber/core'
 import { LOG_VERSION } from './session-log.ts'
 
 /** the oldest LOG_VERSION whose calls can be read back: 1 recorded no result values */
@@ -51,6 +52,21 @@ export interface RecordedCall {
   /** absent: the process stopped before the call finished */
   outcome?: RecordedOutcome
   answeredBy?: string
+  /** a run_code checkpointed while it waited on a person: its journal as the log last has it */
+  checkpoint?: CodeCheckpoint
+}
+
+/** a run_code program checkpointed in a log, with no result recorded: what a new process runs it again from */
+export interface RecordedCheckpoint {
+  outerCallId: string
+  turn: number
+  checkpoint: CodeCheckpoint
+  /**
+   * its calls recorded as running whose body may have started: running at the checkpoint but not waiting on an approval,
+   * or marked started since (a mark is synced before the body runs), with no reply. a call recorded running with neither
+   * never started: it is made again when the program reaches it. a program with any unsure call is not run again
+   */
+  unsure: JournalCall[]
 }
 
 export type RecordedEvent =
@@ -70,7 +86,22 @@ export class RecordedCallsError extends Error {
 }
 
 /** the record types whose calls this reader assembles; any other type comes out as `other` */
-const READ = new Set(['session', 'resume', 'turn', 'message', 'model', 'call', 'result', 'nested-call', 'nested-result', 'approval', 'turn-end', 'retry'])
+const READ = new Set([
+  'session',
+  'resume',
+  'turn',
+  'message',
+  'model',
+  'call',
+  'result',
+  'nested-call',
+  'nested-result',
+  'approval',
+  'turn-end',
+  'retry',
+  'checkpoint',
+  'journal',
+])
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -98,8 +129,8 @@ function outcomeOf(record: Record<string, unknown>, where: string): RecordedOutc
 }
 
 /** refuses a log version whose calls cannot be read back, naming it */
-function checkVersion(version: unknown, where: string) {
-  if (typeof version === 'number' && version >= MIN_RECORDED_VERSION && version <= LOG_VERSION) return version
+function checkVersion(version: unknown, where: string, oldest: number) {
+  if (typeof version === 'number' && version >= oldest && version <= LOG_VERSION) return version
   const shown = typeof version === 'number' ? version : JSON.stringify(version)
   throw new RecordedCallsError(
     typeof version === 'number' && version < MIN_RECORDED_VERSION
@@ -114,9 +145,15 @@ export class RecordedCallReader {
   private readonly byId = new Map<string, RecordedCall>()
   /** approval answers of this step, by call id (direct or nested) */
   private readonly answeredBy = new Map<string, string>()
+  /** per checkpointed run_code: its nested calls whose body may have started (running at the checkpoint, or marked since) */
+  private readonly started = new Map<string, Set<string>>()
   private sawSession = false
 
-  constructor(private readonly path = 'session log') {}
+  /** `oldest`: the oldest LOG_VERSION read (default 2: the first with result values, which a replay hands back) */
+  constructor(
+    private readonly path = 'session log',
+    private readonly oldest = MIN_RECORDED_VERSION,
+  ) {}
 
   /** the events one record completes; throws RecordedCallsError naming the line for a record Faber would not write */
   push(record: unknown, line: number): RecordedEvent[] {
@@ -127,7 +164,7 @@ export class RecordedCallReader {
     if (!READ.has(type)) return [{ kind: 'other', type, record, line }]
     if (type === 'session') {
       const events = this.flush()
-      const version = checkVersion(record.version, where)
+      const version = checkVersion(record.version, where, this.oldest)
       this.sawSession = true
       events.push({
         kind: 'session',
@@ -225,6 +262,35 @@ export class RecordedCallReader {
         }
         return []
       }
+      case 'checkpoint': {
+        const call = this.checkpointed(record, where)
+        if (!Array.isArray(record.calls) || !Array.isArray(record.values) || typeof record.sequence !== 'number') {
+          throw new RecordedCallsError(`${where}: a checkpoint without its journal (calls, values, sequence)`)
+        }
+        call.checkpoint = {
+          calls: record.calls.filter(isObject).map((c) => ({ ...c }) as unknown as JournalCall),
+          values: record.values.filter((v): v is number => typeof v === 'number'),
+          sequence: record.sequence,
+        }
+        const running = Array.isArray(record.running) ? record.running.filter((id): id is string => typeof id === 'string') : []
+        this.started.set(call.callId, new Set(running))
+        return []
+      }
+      case 'journal': {
+        const journal = this.checkpointed(record, where).checkpoint
+        if (!journal) throw new RecordedCallsError(`${where}: a journal record before its run_code's checkpoint`)
+        if (Array.isArray(record.values)) journal.values.push(...record.values.filter((v): v is number => typeof v === 'number'))
+        if (typeof record.started === 'string') this.started.get(record.outerCallId as string)?.add(record.started)
+        const index = record.index
+        if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index > journal.calls.length) return []
+        if (isObject(record.call)) {
+          const call = { ...record.call } as unknown as JournalCall
+          journal.calls[index] = call
+          const id = Number(call.callId?.slice(call.callId.lastIndexOf('/') + 1))
+          if (Number.isSafeInteger(id)) journal.sequence = Math.max(journal.sequence, id)
+        } else if (isObject(record.reply) && journal.calls[index]) journal.calls[index].reply = record.reply as unknown as BridgeReply
+        return []
+      }
       default:
         // retry: nothing of the calls
         return []
@@ -234,21 +300,57 @@ export class RecordedCallReader {
   /** the events the end of the log completes; throws when the log held no session */
   end(): RecordedEvent[] {
     if (!this.sawSession) throw new RecordedCallsError(`${this.path}: no session record; is it a Faber session log (faber run/chat/demo --log)?`)
-    return this.flush()
+    return this.flush(true)
   }
 
-  private flush(): RecordedEvent[] {
+  /** the run_code a checkpoint or journal record belongs to: a call of this step not yet finished */
+  private checkpointed(record: Record<string, unknown>, where: string): RecordedCall {
+    const call = typeof record.outerCallId === 'string' ? this.byId.get(record.outerCallId) : undefined
+    if (!call || call.outcome) throw new RecordedCallsError(`${where}: a ${record.type} whose run_code (outerCallId) is not a running call of this step`)
+    return call
+  }
+
+  /**
+   * the step so far, complete. a program checkpointed while it waited on a person, and not finished, is held back
+   * until the log's end: it runs again in the process that resumes the session, whose records go on after the resume
+   */
+  private flush(final = false): RecordedEvent[] {
     if (!this.pending.length) return []
-    const calls = this.pending
+    const waiting = (call: RecordedCall) => !final && call.checkpoint !== undefined && !call.outcome
+    const calls = this.pending.filter((call) => !waiting(call))
+    const kept = this.pending.filter(waiting)
     for (const call of calls) {
       call.answeredBy = this.answeredBy.get(call.callId)
       for (const nested of call.nested) nested.answeredBy = this.answeredBy.get(nested.callId)
     }
-    this.pending = []
+    this.pending = kept
     this.byId.clear()
-    this.answeredBy.clear()
-    return [{ kind: 'step', calls }]
+    for (const call of kept) this.byId.set(call.callId, call)
+    if (!kept.length) this.answeredBy.clear()
+    return calls.length ? [{ kind: 'step', calls }] : []
   }
+
+  /** a checkpointed call's journal calls whose body may have run: no reply, and running at the checkpoint or marked started */
+  unsure(call: RecordedCall): JournalCall[] {
+    const started = this.started.get(call.callId)
+    return (call.checkpoint?.calls ?? []).filter((c) => !c.reply && (!c.callId || started?.has(c.callId) === true))
+  }
+}
+
+/** the checkpointed run_code programs of a log that have no result yet: the journal of each, as the log last has it */
+export function checkpointsOf(records: readonly unknown[], path?: string): Map<string, RecordedCheckpoint> {
+  // a log of any version is continued; one before LOG_VERSION 3 has no checkpoints
+  const reader = new RecordedCallReader(path, 1)
+  const found = new Map<string, RecordedCheckpoint>()
+  const events = [...records.flatMap((record, index) => reader.push(record, index + 1)), ...reader.end()]
+  for (const event of events) {
+    if (event.kind !== 'step') continue
+    for (const call of event.calls) {
+      if (!call.checkpoint || call.outcome) continue
+      found.set(call.callId, { outerCallId: call.callId, turn: call.turn, checkpoint: call.checkpoint, unsure: reader.unsure(call) })
+    }
+  }
+  return found
 }
 
 /** the recorded calls of records already parsed (a SessionLog's `records`) */

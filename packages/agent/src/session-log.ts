@@ -141,48 +141,6 @@ export function conversationOf(records: readonly LogRecord[]): { messages: Messa
   return { messages, dangling }
 }
 
-/** a run_code program checkpointed in a log, with no result recorded: what a new process runs it again from */
-export interface RecordedCheckpoint {
-  outerCallId: string
-  turn: number
-  checkpoint: CodeCheckpoint
-  /**
-   * its calls recorded as running whose body may have started: running at the checkpoint but not waiting on an approval,
-   * or marked started since (a mark is synced before the body runs), with no reply. a call recorded running with neither
-   * never started: it is made again when the program reaches it. a program with any unsure call is not run again
-   */
-  unsure: JournalCall[]
-}
-
-/** the checkpointed run_code programs of a log that have no result yet: its last checkpoint of each, and what followed */
-export function checkpointsOf(records: readonly LogRecord[]): Map<string, RecordedCheckpoint> {
-  const open = new Map<string, { turn: number; calls: JournalCall[]; values: number[]; sequence: number; started: Set<string> }>()
-  for (const record of records) {
-    if (record.type === 'checkpoint') {
-      const calls = record.calls.map((call) => ({ ...call }))
-      const started = new Set(record.running ?? [])
-      open.set(record.outerCallId, { turn: record.turn, calls, values: record.values.slice(), sequence: record.sequence, started })
-    } else if (record.type === 'journal') {
-      const journal = open.get(record.outerCallId)
-      if (!journal) continue
-      if (record.values) journal.values.push(...record.values)
-      if (record.started) journal.started.add(record.started)
-      if (record.index === undefined) continue
-      if (record.call) {
-        journal.calls[record.index] = { ...record.call }
-        const id = Number(record.call.callId?.slice(record.call.callId.lastIndexOf('/') + 1))
-        if (Number.isSafeInteger(id)) journal.sequence = Math.max(journal.sequence, id)
-      } else if (record.reply && journal.calls[record.index]) journal.calls[record.index].reply = record.reply
-    } else if (record.type === 'result') open.delete(record.callId)
-  }
-  const found = new Map<string, RecordedCheckpoint>()
-  for (const [outerCallId, { turn, calls, values, sequence, started }] of open) {
-    const unsure = calls.filter((call) => !call.reply && (!call.callId || started.has(call.callId)))
-    found.set(outerCallId, { outerCallId, turn, checkpoint: { calls, values, sequence }, unsure })
-  }
-  return found
-}
-
 export class SessionLog {
   private chain: Promise<unknown> = Promise.resolve()
   private failure?: unknown

@@ -20,7 +20,8 @@ import {
 import type { Context, Events } from 'cordis'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, type Prompt } from './prompt.ts'
-import { type CallOutcome, checkpointsOf, conversationOf, LOG_VERSION, type RecordedCheckpoint, type SessionLog } from './session-log.ts'
+import { checkpointsOf, type RecordedCheckpoint } from './recorded-calls.ts'
+import { type CallOutcome, conversationOf, LOG_VERSION, type SessionLog } from './session-log.ts'
 
 declare module 'cordis' {
   interface Events {

@@ -1,6 +1,15 @@
 import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AgentSession, RecordedCallsError, type RecordedEvent, recordedCalls, ScriptedModel, SessionLog, streamRecordedCalls } from '@faber/agent'
+import {
+  AgentSession,
+  checkpointsOf,
+  RecordedCallsError,
+  type RecordedEvent,
+  recordedCalls,
+  ScriptedModel,
+  SessionLog,
+  streamRecordedCalls,
+} from '@faber/agent'
 import { assertStarted, defineTool, t } from '@faber/core'
 import { deployment } from '@faber/core/testing'
 import WorkerSandbox from '@faber/sandbox'
@@ -52,7 +61,7 @@ describe('recorded calls', () => {
 
   it('reads each step’s calls with their nested calls, sites and outcomes, the same from a file stream and from loaded records', async () => {
     const path = await recorded()
-    await appendFile(path, '{"type":"checkpoint","turn":2,"at":1}\n')
+    await appendFile(path, '{"type":"audit","turn":2,"at":1}\n')
     const streamed = await collect(streamRecordedCalls(path))
     const log = await SessionLog.open(path)
     await log.close()
@@ -69,7 +78,7 @@ describe('recorded calls', () => {
     // a model-direct call under code mode ends at create: recorded as UNKNOWN_TOOL with its trace
     expect(second[0]).to.include({ callId: 'direct', name: 'note' })
     expect(second[0].outcome).to.include({ isError: true, code: 'UNKNOWN_TOOL' })
-    expect(streamed.at(-1)).to.include({ kind: 'other', type: 'checkpoint' })
+    expect(streamed.at(-1)).to.include({ kind: 'other', type: 'audit' })
   })
 
   it('refuses LOG_VERSION 1 by name, and names the line of a forged record', async () => {
@@ -88,5 +97,59 @@ describe('recorded calls', () => {
         path,
       ),
     ).to.throw(RecordedCallsError, `session.jsonl:${at + 1}: a nested call whose run_code (outerCallId) is not a call of this step`)
+  })
+
+  it('a program checkpointed while it waited, then run again after a resume, is one call: its nested calls of both runs, its result', () => {
+    const outcome = (value: unknown) => ({ isError: false, value, durationMs: 1 })
+    const records = [
+      { type: 'session', version: 3, id: 's', model: 'm', at: 1 },
+      { type: 'turn', turn: 1, at: 1 },
+      { type: 'call', turn: 1, step: 1, call: { id: 'run1', name: 'run_code', arguments: '{"code":"…"}' }, mode: 'exclusive', at: 1 },
+      { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/1', name: 'write', arguments: { path: 'a' }, at: 1 },
+      { type: 'nested-result', turn: 1, outerCallId: 'run1', callId: 'run1/1', name: 'write', content: 'ok', ...outcome('ok'), at: 1 },
+      { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/2', name: 'deploy', arguments: {}, at: 1 },
+      { type: 'approval', turn: 1, event: 'approval/asked', callId: 'run1/2', tool: 'deploy', detail: {}, at: 1 },
+      {
+        type: 'checkpoint',
+        turn: 1,
+        outerCallId: 'run1',
+        calls: [
+          { callId: 'run1/1', name: 'write', arguments: '{"path":"a"}', reply: { ok: true, value: '"ok"' } },
+          { callId: 'run1/2', name: 'deploy', arguments: '{}' },
+        ],
+        values: [5],
+        sequence: 2,
+        at: 1,
+      },
+      { type: 'journal', turn: 1, outerCallId: 'run1', values: [6], at: 1 },
+    ]
+    // the process stopped there: a new one finds the program to run again, the call it waited on not unsure (a person was being asked)
+    const waiting = checkpointsOf(records).get('run1')
+    expect(waiting).to.deep.include({ outerCallId: 'run1', turn: 1, unsure: [] })
+    expect(waiting?.checkpoint).to.deep.include({ values: [5, 6], sequence: 2 })
+    // it resumed: the program ran again, the call it waited on was made live and the program finished
+    const resumed = [
+      ...records,
+      { type: 'resume', turns: 1, at: 2 },
+      { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/3', name: 'deploy', arguments: {}, at: 2 },
+      { type: 'nested-result', turn: 1, outerCallId: 'run1', callId: 'run1/3', name: 'deploy', content: 'done', ...outcome('done'), at: 2 },
+      { type: 'result', turn: 1, callId: 'run1', name: 'run_code', ...outcome({ result: 'done' }), at: 2 },
+      { type: 'model', turn: 1, step: 2, model: 'm', durationMs: 1, at: 2 },
+    ]
+    expect(checkpointsOf(resumed).size).to.equal(0)
+    const events = recordedCalls(resumed)
+    expect(events.map((e) => e.kind)).to.deep.equal(['session', 'turn', 'resume', 'step'])
+    const [call] = (events[3] as Extract<RecordedEvent, { kind: 'step' }>).calls
+    expect(call.outcome).to.deep.include({ isError: false, value: { result: 'done' } })
+    expect(call.nested.map((n) => [n.callId, n.outcome?.value])).to.deep.equal([
+      ['run1/1', 'ok'],
+      ['run1/2', undefined],
+      ['run1/3', 'done'],
+    ])
+    // a journal for a call no step is running is forged
+    expect(() => recordedCalls([...records.slice(0, 2), { type: 'journal', turn: 1, outerCallId: 'elsewhere', values: [1], at: 1 }])).to.throw(
+      RecordedCallsError,
+      ':3: a journal whose run_code (outerCallId) is not a running call of this step',
+    )
   })
 })

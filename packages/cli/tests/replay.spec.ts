@@ -208,6 +208,35 @@ describe('faber replay', function () {
       expect(bodies).to.deep.equal(['inner'])
     })
 
+    it('a program checkpointed while it waited and run again after a resume is replayed once, with the calls of both runs', async () => {
+      const ok = (value: unknown) => ({ isError: false, value, durationMs: 1 })
+      const records = [
+        { type: 'session', version: 3, id: 's', agent: 'main', model: 'm' },
+        { type: 'turn', turn: 1 },
+        { type: 'call', turn: 1, step: 1, call: { id: 'run1', name: 'run_code', arguments: '{"code":"return 1","description":"stamps"}' }, mode: 'exclusive' },
+        { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/1', name: 'stamp', arguments: { text: 'a' } },
+        { type: 'nested-result', turn: 1, outerCallId: 'run1', callId: 'run1/1', name: 'stamp', content: '', ...ok({ stamped: 'a' }) },
+        { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/2', name: 'stamp', arguments: { text: 'b' } },
+        { type: 'checkpoint', turn: 1, outerCallId: 'run1', calls: [{ callId: 'run1/1', name: 'stamp', arguments: '{"text":"a"}' }], values: [], sequence: 2 },
+        // the process was killed; another resumed the session and ran the program again
+        { type: 'resume', turns: 1 },
+        { type: 'nested-call', turn: 1, outerCallId: 'run1', callId: 'run1/3', name: 'stamp', arguments: { text: 'b' } },
+        { type: 'nested-result', turn: 1, outerCallId: 'run1', callId: 'run1/3', name: 'stamp', content: '', ...ok({ stamped: 'b' }) },
+        { type: 'result', turn: 1, callId: 'run1', name: 'run_code', ...ok({ logs: [], result: 1 }) },
+        { type: 'model', turn: 1, step: 2, model: 'm', durationMs: 1 },
+      ]
+      const log = join(dir, 'resumed.jsonl')
+      await writeFile(log, records.map((r) => `${JSON.stringify({ ...r, at: 1 })}\n`).join(''))
+      const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'))
+      // run1/2 never finished (the program was made again as run1/3): not replayed
+      expect(report.summary).to.include({ replayed: 3, newlyDenied: 2, unrecorded: 1 })
+      expect(report.changes.map((c) => [c.name, c.callId, c.within?.callId])).to.deep.equal([
+        ['stamp', 'run1/1', 'run1'],
+        ['stamp', 'run1/3', 'run1'],
+      ])
+      expect(report.logs[0].unknownRecords).to.deep.equal({})
+    })
+
     it("fs-observation's read history comes from the recorded calls, not the disk of today", async () => {
       const spec = deployment({ '@faber/plugin-fs-observation': {} })
       const log = await record(
@@ -416,9 +445,9 @@ describe('faber replay', function () {
         const call = record.call as Record<string, unknown>
         return { ...record, call: { ...call, arguments: `{"__proto__":{"polluted":true},"text":"x","deep":${deep}}` } }
       })
-      await appendFile(log, '{"type":"checkpoint","turn":1,"at":1}\n{"type":"checkpoint","turn":1,"at":2}\n')
+      await appendFile(log, '{"type":"audit","turn":1,"at":1}\n{"type":"audit","turn":1,"at":2}\n')
       const report = await replay([log], deployment())
-      expect(report.logs[0].unknownRecords).to.deep.equal({ checkpoint: 2 })
+      expect(report.logs[0].unknownRecords).to.deep.equal({ audit: 2 })
       expect(({} as Record<string, unknown>).polluted).to.equal(undefined)
       // the recorded call ran; now its arguments are refused before any policy: reported, not a crash
       expect(changes(report)).to.deep.equal([['stamp', 'allow', 'error', 'core']])
