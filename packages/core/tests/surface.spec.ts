@@ -24,6 +24,7 @@ const VALUES = [
     'ownerOf',
     'pluginFailure',
     'pluginName',
+    'replayRole',
   ],
   ...['snapshot'],
   ...['startDeployment', 'strict', 't', 'waitOnPerson', 'warmRunCode', 'withDeadline'],
@@ -60,7 +61,7 @@ const TYPES = [
     'Listener',
   ],
   ...['Mask', 'Mode', 'ModeOrigin', 'NestedCallSettle', 'NestedCallStart', 'PipelineEvent', 'PostDecision', 'PreDecision'],
-  ...['PreparedCall', 'PromptSection', 'RecordedValues', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],
+  ...['PreparedCall', 'PromptSection', 'RecordedValues', 'ReplayRole', 'SdkPresentation', 'SdkTool', 'SessionEndInfo', 'SessionInfo', 'Stage', 'StageRecord'],
   ...['TSchema', 'ToolAnnotations', 'ToolDefinition', 'ToolErrorInfo', 'ToolFailure', 'ToolInfo', 'ToolOutput', 'ToolResult'],
   ...['ToolRun', 'ToolSchema', 'ToolSuccess', 'TurnInfo', 'TypedToolDefinition', 'Validator', 'WaitSignal', 'WaitingPrograms', 'Wire'],
 ]
