@@ -23,7 +23,7 @@ import IsolateSandboxService, { IsolateSandbox, isolateBackend } from '@faber/sa
 import { Context, Logger, Service } from 'cordis'
 import { RunBridge } from '../packages/sandbox/src/bridge.ts'
 import { handoffBytes, lane } from '../packages/sandbox/src/lane.mjs'
-import { callsSource, preludeSource, workerTexts, wrapProgram } from '../packages/sandbox/src/prelude.ts'
+import { callsSource, preludeSource, workerTexts, wrapProgram } from '../packages/sandbox/src/prelude.mjs'
 import { isMain, median, nopTool, row, timeOp } from './harness.ts'
 
 Logger.levels.base = 0

@@ -76,59 +76,10 @@ export interface SandboxDriver<U extends Unit = Unit> {
   dispose(unit: U): unknown
 }
 
-const refusals: ReadonlySet<unknown> = new Set<Refusal>(['argument', 'buffers', 'waiting'])
-const failures: ReadonlySet<unknown> = new Set<CodeFailureKind>(['exception', 'timeout', 'memory', 'output-limit', 'abort', 'crash'])
-
-/**
- * the one check of what a program reports through an untyped channel, `(kind, a, b, c, d)` — the prelude's call, log,
- * done, throw, limit and memory, and a unit's failure from a sandbox process — handed on to `reports` when it is well formed. `d` is a call's site (the prelude's),
- * or the unit's heap for an end. it answers as the prelude expects: true for a call taken or a line logged
- */
-export function report(reports: ProgramReports, kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown): boolean {
-  if (reports.ended()) return false
-  const number = typeof d === 'number' ? d : undefined
-  switch (kind) {
-    case 'call':
-      if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-      reports.call(a, b, c, number)
-      return !reports.ended()
-    case 'log':
-      return typeof a === 'string' && reports.log(a)
-    case 'done':
-      reports.done(typeof a === 'string' ? a : undefined, number)
-      return true
-    case 'throw':
-      reports.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined, number)
-      return true
-    case 'limit':
-      reports.overOutput()
-      return true
-    case 'memory':
-      reports.refused(refusals.has(a) ? (a as Refusal) : 'buffers')
-      return true
-    case 'failed':
-      if (!failures.has(a) || typeof b !== 'string') return false
-      reports.failed(a as CodeFailureKind, b)
-      return true
-    case 'values': {
-      if (typeof a !== 'string') return false
-      let values: unknown
-      try {
-        values = JSON.parse(a)
-      } catch {
-        return false
-      }
-      if (!Array.isArray(values) || !values.every((value) => typeof value === 'number')) return false
-      reports.values(values)
-      return true
-    }
-  }
-  return false
-}
-
 export * from './lane.mjs'
 export { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from './outcome.ts'
 // what a backend builds on besides the contract (`@faber/sandbox/contract`, the one entry for backends): the pool it
 // extends, the prelude it evaluates, the budgets and messages every backend says alike, the hand-off lanes
 export { type PoolOptions, SandboxPool } from './pool.ts'
-export { callsSource, preludeSource, workerTexts, wrapProgram } from './prelude.ts'
+export { callsSource, preludeSource, workerTexts, wrapProgram } from './prelude.mjs'
+export { report } from './report.mjs'

@@ -1,4 +1,3 @@
-import { extname } from 'node:path'
 import type { Context } from 'cordis'
 import type { ProcessBackend } from './process-sandbox.ts'
 import { SandboxService } from './service.ts'
@@ -11,10 +10,10 @@ export { type Pool, SandboxService } from './service.ts'
 export * from './types.ts'
 export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 
-// the driver's module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
-// made once here, not in every context setup
+// the driver's module for the process tier: plain js, which the sandbox process loads on plain node from src/ and dist/
+// alike, with nothing else (no TypeScript loader, no cordis). made once here, not in every context setup
 export const workerBackend: ProcessBackend = Object.freeze({
-  module: new URL(`./worker-sandbox${extname(import.meta.url)}`, import.meta.url).href,
+  module: new URL('./worker-driver.mjs', import.meta.url).href,
   exportName: 'WorkerDriver',
   name: 'worker-vm',
 })

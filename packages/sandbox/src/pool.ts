@@ -12,7 +12,7 @@ import { RunBridge } from './bridge.ts'
 import type { ProgramHandle, ProgramReports, SandboxDriver, Unit } from './contract.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
 import { failure, limitMessages, messageOf } from './outcome.ts'
-import { wrapProgram } from './prelude.ts'
+import { wrapProgram } from './prelude.mjs'
 import {
   type CodeFailureKind,
   type CodeRunLimits,

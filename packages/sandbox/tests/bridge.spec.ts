@@ -1,7 +1,7 @@
 import { type BridgeReply, type CodeRunRequest, MAX_JSON_DEPTH } from '@faber/core'
 import { expect } from 'chai'
 import { RunBridge } from '../src/bridge.ts'
-import { preludeSource } from '../src/prelude.ts'
+import { preludeSource } from '../src/prelude.mjs'
 
 const limits = { cpuMs: 1000, wallMs: 1000, memoryMb: 16, outputBytes: 1024 }
 

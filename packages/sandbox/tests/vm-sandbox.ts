@@ -10,7 +10,7 @@ import vm from 'node:vm'
 import { type Program, type ProgramReports, report, type SandboxDriver, type Unit } from '../src/contract.ts'
 import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
 import { type PoolOptions, SandboxPool } from '../src/pool.ts'
-import { callsSource, preludeSource } from '../src/prelude.ts'
+import { callsSource, preludeSource } from '../src/prelude.mjs'
 import type { BridgeReply } from '../src/types.ts'
 
 const prelude = new vm.Script(preludeSource, { filename: 'faber-prelude.js' })

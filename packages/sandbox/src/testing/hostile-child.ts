@@ -11,7 +11,7 @@ const limits: CodeRunLimits = { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outpu
 const options = { poolSize: 1, limits }
 // each backend's module, the sandbox it exports and its driver (for the process tier)
 const modules = {
-  'worker-vm': { module: new URL('../worker-sandbox.ts', import.meta.url).href, sandbox: 'WorkerSandbox', exportName: 'WorkerDriver' },
+  'worker-vm': { module: new URL('../worker-driver.mjs', import.meta.url).href, sandbox: 'WorkerSandbox', exportName: 'WorkerDriver' },
   'isolated-vm': {
     module: new URL('../../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
     sandbox: 'IsolateSandbox',

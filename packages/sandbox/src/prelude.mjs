@@ -1,3 +1,5 @@
+// the program-side prelude's texts, read once. plain js (its types are in prelude.d.mts), so that a sandbox process
+// loads it on plain node
 import { readFileSync } from 'node:fs'
 
 /**
@@ -15,7 +17,7 @@ export const preludeSource = readFileSync(new URL('./prelude-script.js', import.
 export const callsSource = readFileSync(new URL('./calls-script.js', import.meta.url), 'utf8')
 
 /** the wrapper that makes a program the body of `async function (tools, console)`; compile it with `lineOffset: -1` */
-export const wrapProgram = (code: string) => `(async function (tools, console) {\n${code}\n})`
+export const wrapProgram = (code) => `(async function (tools, console) {\n${code}\n})`
 
 /** what a worker running worker.mjs is handed in its workerData besides its lanes: the prelude and the calls' script */
 export const workerTexts = Object.freeze({ prelude: preludeSource, calls: callsSource })
