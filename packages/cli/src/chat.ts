@@ -88,6 +88,19 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
     })
   const release = interactive ? shareTerminal(input, ask) : () => {}
 
+  // one turn, which Ctrl-C aborts; a failed one is said on stderr and makes the exit code 1
+  const turn = async (run: (signal: AbortSignal) => Promise<unknown>) => {
+    running = new AbortController()
+    try {
+      await run(running.signal)
+    } catch (error) {
+      transcript.failure(error, `${options.command ?? 'faber'}: turn ${session.turn} failed`)
+      exitCode = 1
+    } finally {
+      running = undefined
+    }
+  }
+
   lines.on('line', (raw) => {
     const text = raw.trim()
     // on a terminal /exit leaves at once, whatever is running or asking; piped, it ends the input where it stands
@@ -119,15 +132,7 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
     // a program the session's last turn checkpointed while it waited on a person: run again before any new turn
     if (session.checkpointed.length) {
       transcript.note(`(the last turn's program was waiting on a person when the session stopped: running it again from ${log?.path})`)
-      running = new AbortController()
-      try {
-        await session.resume({ signal: running.signal })
-      } catch (error) {
-        transcript.failure(error, `${options.command ?? 'faber'}: turn ${session.turn} failed`)
-        exitCode = 1
-      } finally {
-        running = undefined
-      }
+      await turn((signal) => session.resume({ signal }))
       if (interactive && !leaving) lines.prompt()
     }
     while (!leaving) {
@@ -140,17 +145,7 @@ export async function chat(deployed: Deployed, options: ChatOptions): Promise<nu
       }
       const text = raw.trim()
       if (text === '/exit' || text === '/quit') break
-      if (text) {
-        running = new AbortController()
-        try {
-          await session.send(text, { signal: running.signal })
-        } catch (error) {
-          transcript.failure(error, `${options.command ?? 'faber'}: turn ${session.turn} failed`)
-          exitCode = 1
-        } finally {
-          running = undefined
-        }
-      }
+      if (text) await turn((signal) => session.send(text, { signal }))
       if (interactive && !leaving) lines.prompt()
     }
   } finally {

@@ -79,8 +79,8 @@ export interface CodeModeHost {
     agent: Agent | undefined,
     payload: K extends 'code/call-start' ? NestedCallStart : NestedCallSettle,
   ): void
-  /** tells code/journal listeners of a checkpointed program's journal */
-  journal(event: CodeJournalEvent): void
+  /** tells code/journal listeners of a checkpointed program's journal; false when none listens */
+  journal(event: CodeJournalEvent): boolean
   /** the first answer of code/resume listeners: the journal recorded for this run_code call before a restart */
   recorded(exec: Execution): unknown
   /** the binding names a program of this agent gets: every tool it can see but run_code, and the helpers */

@@ -100,7 +100,7 @@ export class CallJournal {
   /** the last nested call number given out */
   private sequence = 0
   /** where the journal's changes go once it is durable: from its first checkpoint, or when it was read back */
-  private change: ((change: JournalChange) => void) | undefined
+  private change: ((change: JournalChange) => boolean) | undefined
   /** why this run was stopped: the call that did not match the journal */
   diverged: string | undefined
   /** false once the journal held more than maxBytes before any checkpoint: the program is not checkpointed */
@@ -120,7 +120,7 @@ export class CallJournal {
    * a journal recorded before a restart: the program's next run is its second, answered from it. a call recorded as
    * still running is made live again when the program reaches it (the caller checked that its body never ran)
    */
-  seed(checkpoint: CodeCheckpoint, change: (change: JournalChange) => void) {
+  seed(checkpoint: CodeCheckpoint, change: (change: JournalChange) => boolean) {
     this.entries = checkpoint.calls.map((call) => ({ name: call.name, json: call.arguments, callId: call.callId, reply: call.reply }))
     this.readings = checkpoint.values.slice()
     this.sequence = checkpoint.sequence
@@ -128,14 +128,17 @@ export class CallJournal {
     this.change = change
   }
 
-  /** the journal is checkpointed: what it holds goes to `change` now, and every change after it */
-  durable(change: (change: JournalChange) => void) {
+  /**
+   * the journal is checkpointed: what it holds goes to `change` now, and every change after it; when nothing hears it
+   * (`change` answers false: no code/journal listener), the journal stays in the process as before
+   */
+  durable(change: (change: JournalChange) => boolean) {
     this.change = change
     const calls = this.entries.map((entry): JournalCall => {
       const reply = entry.reply instanceof Promise ? undefined : entry.reply
       return { ...(entry.callId ? { callId: entry.callId } : {}), name: entry.name, arguments: entry.json, ...(reply ? { reply } : {}) }
     })
-    this.tell({ kind: 'checkpoint', calls, values: this.readings.slice(), sequence: this.sequence })
+    if (!this.tell({ kind: 'checkpoint', calls, values: this.readings.slice(), sequence: this.sequence })) this.change = undefined
   }
 
   /** a run of the program starts */
@@ -228,10 +231,13 @@ export class CallJournal {
     })
   }
 
-  private tell(change: JournalChange) {
+  /** whether anything heard it */
+  private tell(change: JournalChange): boolean {
     try {
-      this.change?.(change)
-    } catch {}
+      return this.change?.(change) === true
+    } catch {
+      return false
+    }
   }
 
   private count(bytes: number) {

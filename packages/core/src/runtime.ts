@@ -181,10 +181,11 @@ class ToolRuntime extends Service {
       jsonOf: (value) => this.pipeline.jsonOf(value),
       observesNested: (agent) => callStart.for(agent).length > 0 || callSettle.for(agent).length > 0,
       notify: (event, agent, payload) => this.pipeline.notify(event, agent, payload),
-      journal: (event) =>
-        emitEach(journal.for(event.agent), [event], (plugin, error) =>
-          this.log().warn('a code/journal listener of plugin "%s" threw (ignored): %s', plugin, messageOf(error)),
-        ),
+      journal: (event) => {
+        const listeners = journal.for(event.agent)
+        emitEach(listeners, [event], (plugin, error) => this.log().warn('a code/journal listener of plugin "%s" threw (ignored): %s', plugin, messageOf(error)))
+        return listeners.length > 0
+      },
       recorded: (exec) => {
         for (const answer of dispatch(resume.for(exec.agent), [exec])) {
           if (answer.failed) throw answer.error
