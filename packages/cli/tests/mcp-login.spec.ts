@@ -38,6 +38,7 @@ describe('faber mcp login', function () {
       join(dir, 'deploy.yml'),
       [
         'plugins:',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the deployment file's own ${dir} substitution
         "  '@faber/store': { path: '${dir}/faber.db' }",
         "  '@faber/plugin-mcp': { servers: [{ name: secure, url: '" + server.url + "', auth: {} }] }",
         '',

@@ -161,6 +161,7 @@ describe('--web on the commands that work', function () {
   it("faber mcp deploy.yml --http PORT --web PORT: an MCP client's calls show in the view", async () => {
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the deployment file's own ${dir} substitution
     await writeFile(join(dir, 'deploy.yml'), "mode: native\nplugins:\n  '@faber/plugin-tools-fs': { root: '${dir}/ws' }\n")
     const served = start(['mcp', 'deploy.yml', '--http', '0', '--web', '0'], { cwd: dir })
     child = served.child

@@ -1158,7 +1158,13 @@ describe('a parent token names a live execution of this registry, or nothing', (
     const results: Record<string, ToolResult> = {}
     const nested = (name: string, parent: unknown) =>
       ctx.tools.execute({ callId: name, name: 'echo', arguments: { text: 'x' }, signal: signal(), parent: parent as Execution['token'] })
-    const runtime = (inner: () => Promise<void>) => ({ backend: 'scripted', run: async () => (await inner(), { ok: true, logs: [] }) })
+    const runtime = (inner: () => Promise<void>) => ({
+      backend: 'scripted',
+      run: async () => {
+        await inner()
+        return { ok: true, logs: [] }
+      },
+    })
     other.set(
       'codeRuntime',
       runtime(async () => {

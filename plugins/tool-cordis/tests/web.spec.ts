@@ -225,7 +225,7 @@ describe('the live web view in Chromium', function () {
     const view = await ctx.inspector.serve({ replay })
     const other = await openPage(view.url, WAIT)
     try {
-      const text = await other.page.locator('#replay-panel').innerText({ timeout: WAIT })
+      const text = await other.page.locator('#replay-panel').textContent({ timeout: WAIT })
       expect(text).to.contain('2 unchanged, 1 newly denied').and.contain('Nothing became more permissive')
       expect(text).to.contain('edit').and.contain('the lead keeps the TODO list').and.contain('line 12: await tools.edit(tick)')
       // without a replay report the section stays hidden, and /api/replay says why

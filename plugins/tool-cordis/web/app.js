@@ -516,6 +516,7 @@ function keepFocus(redraw) {
 // events come in bursts (a program's thousands of nested calls): the page draws what changed at most every 100 ms,
 // in an animation frame (none while the tab is hidden)
 const dirty = new Set()
+// biome-ignore lint/correctness/noUnusedVariables: read by ??= in render, which biome does not count as a read
 let frame
 
 function render(key) {
