@@ -88,5 +88,8 @@ export function apply(ctx: Context, config: Config) {
   })
 }
 
+// it connects to nothing and writes nothing when it starts: faber replay may start it as it is
+export const replay = 'inert'
+
 /** the plugin as one object, for a default import */
-export default { name, inject, reusable, Config, apply }
+export default { name, inject, reusable, Config, apply, replay }
