@@ -216,6 +216,19 @@ for (const [backend, Sandbox] of backends) {
       )
     })
 
+    it('a checkpoint edited into something else: the program is not run again, and the model is told why', async () => {
+      const path = await firstProcess(dir, Sandbox)
+      const text = await readFile(path, 'utf8')
+      await writeFile(path, text.replace('"reply":{"ok":true,"value":"10"}', '"reply":{"ok":"yes"}'))
+      const { bodies, log, session } = await secondProcess(path, Sandbox)
+      const outcome = await session.resume()
+      await log.close()
+      expect(outcome?.text).to.match(
+        /run_code failed \(crash\): the journal recorded for this program before a restart could not be read \(call 1 of the checkpoint has a reply that is not .*\); nothing of it ran again/,
+      )
+      expect(bodies).to.deep.equal([])
+    })
+
     it('takes another path after the restart: stopped before any new call, nothing run twice', async () => {
       const path = await firstProcess(
         dir,
