@@ -29,6 +29,10 @@ const programs: Record<string, [code: string, kind: string, cpuMs?: number]> = {
   'an allocation that never ends': ['const a = []; for (;;) a.push(new Array(1e5).fill(1))', 'memory', 4000],
   'a failed call, uncaught': ['await tools.fail({})', 'exception'],
   'a failed call, caught': ['try { await tools.fail({}) } catch (e) { return [e.name, e.code, e.message, e.toolName] }', 'ok'],
+  // isolated-vm ends the task that left a rejection unhandled with it: the isolate's tiers failed these (as an exception
+  // on the process tier, and before the first call in process); the worker and QuickJS ignore such rejections
+  'a failed call awaited after another call': ['const p = tools.fail({})\nawait tools.echo({})\ntry { await p } catch (e) { return e.message }', 'ok'],
+  'a rejection left unhandled': ['Promise.reject(new Error("left"))\nawait tools.echo({})\nreturn 1', 'ok'],
   'a name that is not a tool': ['return await tools.ech({})', 'exception'],
   'a function returned': ['return () => 1', 'exception'],
   'a BigInt argument': ['await tools.echo({ n: 1n })', 'exception'],

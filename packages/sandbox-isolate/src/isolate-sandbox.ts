@@ -253,6 +253,7 @@ const driverSource = `'use strict';((shared, lanes) => function (onHost, offHost
   return {
     start: (main) => { start(main) },
     begin: (main) => { start(main); return end },
+    ended: () => end,
     deliver: (call, ok, text, code) => { host = true; spilled = false; deliver(call, ok, text, code) },
     // a reply the host posted (lane 1's port): what its ring holds came first. 0 is a doorbell for the ring
     post: (call, ok, text, code) => replies.port(call === 0 || typeof call === 'string' ? call : [call, ok, text, code], reply),
@@ -598,8 +599,9 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       } catch (error) {
         stepping = false
         if (settled) return
-        if (isolate.isDisposed || !/timed out/.test(messageOf(error))) return onRejected(error)
-        return overrun()
+        if (fatal(error)) return onRejected(error)
+        if (/timed out/.test(messageOf(error))) return overrun()
+        // else a rejection the program left unhandled: the step ran to its end
       }
       stepping = false
       idle()
@@ -646,6 +648,12 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       { ignored: true },
     )
 
+    // isolated-vm ends a task with the first rejection the program left unhandled in it (the worker and QuickJS ignore
+    // them, as node does when told to): that task still ran to its end, so only the isolate's own end counts
+    const fatal = (error: unknown) => isolate.isDisposed || /memory limit/.test(messageOf(error))
+    const tolerate = (error: unknown) => {
+      if (fatal(error)) throw error
+    }
     const onRejected = (error: unknown) => {
       if (settled) return
       const message = messageOf(error)
@@ -656,6 +664,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
 
     let script: ivm.Script
     let start: ivm.Reference
+    let api: ivm.Reference<any>
     try {
       // the context made after the last run, else one made now
       slot.inRun = true
@@ -678,7 +687,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         argumentBytes(limits),
         maxPendingCalls,
       ]
-      const api: ivm.Reference<any> = hold(slot.driver.applySync(undefined, args, { result: { reference: true } }))
+      api = hold(slot.driver.applySync(undefined, args, { result: { reference: true } }))
       // without hostDrive the program's whole run is its first stretch: `begin` resolves once it reported its end, and
       // rejects once its isolate was disposed (its memory limit, while it computed or awaited a reply)
       start = hold(api.getSync(this.hostDrive ? 'start' : 'begin', { reference: true }))
@@ -713,10 +722,23 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     }
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
     // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
+    // (a stretch that left a rejection unhandled took the wait for the end with it: waited for again)
+    const ended = (): Promise<unknown> =>
+      hold(api.getSync('ended', { reference: true }))
+        .apply(undefined, [], { result: { promise: true } })
+        .catch((error) => {
+          tolerate(error)
+          return ended()
+        })
     script
       .run(context, { reference: true })
-      .then((main) => start.apply(undefined, [hold(main).derefInto()], this.hostDrive ? {} : { result: { promise: true } }))
-      .then(() => context!.eval('0'))
+      .then((main) =>
+        start.apply(undefined, [hold(main).derefInto()], this.hostDrive ? {} : { result: { promise: true } }).catch((error) => {
+          tolerate(error)
+          if (!this.hostDrive) return ended()
+        }),
+      )
+      .then(() => context!.eval('0').catch(tolerate))
       .then(() => {
         busy = false
         if (settled) return

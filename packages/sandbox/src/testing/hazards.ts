@@ -218,7 +218,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expectOk(await run(code), [true, true, 'ToolCallError', 'fail', 'the disk is full', 'E_FULL'])
       })
 
-      // at the site the call carries: under Promise.all, the call, not the await
+      // at the site the call carries: under Promise.all, and for a call awaited after another, the call, not the await
       test('locate a failed call where the program made it, wherever it is awaited', async () => {
         const stackLine = `catch (e) { at.push(e.stack.split('\\n')[1].trim()) }`
         const code = [
@@ -228,9 +228,12 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
           `try { await Promise.all([tools.echo({}), tools.fail({})]) } ${stackLine}`,
           `const helper = async () => { try { return await tools.fail({}) } ${stackLine} }`,
           'await helper()',
+          'const later = tools.fail({})',
+          'await tools.echo({})',
+          `try { await later } ${stackLine}`,
           'return at',
         ].join('\n')
-        expectOk(await run(code), ['at program.js:2:19', 'at program.js:6:8', 'at program.js:8:48', 'at program.js:9:55'])
+        expectOk(await run(code), ['at program.js:2:19', 'at program.js:6:8', 'at program.js:8:48', 'at program.js:9:55', 'at program.js:11:21'])
       })
 
       test('reject with ToolCallError when the host call throws', async () => {
