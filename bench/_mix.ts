@@ -65,8 +65,10 @@ const first = await run(program)
 const firstFromStartMs = performance.now()
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]
 const mix: Record<string, string> = {
+  return1: 'return 1',
   demo: program,
   sequential20: 'let n = 0\nfor (let i = 0; i < 20; i++) { await tools.echo({ i }); n++ }\nreturn n',
+  sequential1000: 'let n = 0\nfor (let i = 0; i < 1000; i++) { await tools.echo({ i }); n++ }\nreturn n',
   all1000: 'return (await Promise.all(Array.from({ length: 1000 }, (_, i) => tools.echo({ i })))).length',
   json1MB:
     'const rows = await tools.rows({})\nconst top = rows.filter((r) => r.score > 90).map((r) => ({ id: r.id, name: r.name.toUpperCase() }))\nreturn { rows: rows.length, top: top.length, first: top[0] }',
@@ -78,8 +80,14 @@ for (const [name, code] of Object.entries(mix)) {
   const kept = runs.slice(2)
   figures[name] = { ms: median(kept.map((r) => r.ms)), cpuMs: median(kept.map((r) => r.cpuMs)), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) }
 }
+// a fan-out of 100,000 calls, once, under the limits above (core's defaultCodeLimits: what a deployment gets by default)
+files = new Map()
+const fanOut = 'return (await Promise.all(Array.from({ length: 100000 }, (_, i) => tools.echo({ i })))).length'
+const fanFrom = performance.now()
+const fan = await ctx.tools.execute({ callId: 'fan', name: 'run_code', arguments: { code: fanOut, description: 'bench' }, signal })
+const all100k = { ms: performance.now() - fanFrom, ok: !fan.isError, error: fan.isError ? fan.error.message.slice(0, 120) : undefined }
 await ctx.stop()
-process.stdout.write(`${JSON.stringify({ importsMs, firstMs: first.ms, firstCpuMs: first.cpuMs, firstFromStartMs, ...figures })}\n`)
+process.stdout.write(`${JSON.stringify({ importsMs, firstMs: first.ms, firstCpuMs: first.cpuMs, firstFromStartMs, ...figures, all100k })}\n`)
 process.exit(0)
 
 export {}
