@@ -2,6 +2,7 @@
 // MCP client and inspector web view all write or connect when it runs live (each counted here, on real listeners on
 // 127.0.0.1 and real files) is replayed, and nothing is written or connected to
 
+import { existsSync } from 'node:fs'
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
@@ -212,7 +213,7 @@ describe('faber replay: read-only, network included', function () {
     expect(await tree(dir)).to.deep.equal(before)
   })
 
-  it('the MCP tools come from the calls recorded, so a new rule on them is replayed', async () => {
+  it('the MCP tools come from the calls recorded, so a new rule on them is replayed; no server is connected to or started', async () => {
     const log = join(dir, 'session.jsonl')
     {
       const deployed = await compose(deployment(await freePort()))
@@ -224,6 +225,10 @@ describe('faber replay: read-only, network included', function () {
     await quiet()
     const counted = mcp.counted.connections
     const stricter = deployment(await freePort())
+    // and a server the client would start as a process, which leaves a mark when it starts
+    const marker = join(dir, 'started')
+    const mcpConfig = stricter.plugins.find((p) => p.key === '@faber/plugin-mcp')!.config as { servers: object[] }
+    mcpConfig.servers.push({ name: 'local', command: process.execPath, args: ['-e', `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'started')`] })
     stricter.plugins.push({
       key: '@faber/plugin-guards',
       use: '@faber/plugin-guards',
@@ -232,6 +237,7 @@ describe('faber replay: read-only, network included', function () {
     const report = await replay([log], stricter)
     expect(report.changes.map((c) => [c.name, c.old.verdict, c.new.verdict, c.new.plugin])).to.deep.equal([['kb__lookup', 'allow', 'deny', 'guards']])
     expect(mcp.counted.connections).to.equal(counted)
+    expect(existsSync(marker), 'the stdio server was started').to.equal(false)
   })
 
   it('refuses, by name and line, a plugin that does not say what it does in a replay', async () => {
