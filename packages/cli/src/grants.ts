@@ -132,7 +132,12 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
           out.write(`answered ${id}: ${decision}\n`)
           return 0
         }
-        process.stderr.write(`faber grants answer: no question "${id}" waits for an answer in ${store.path} (faber grants pending lists them)\n`)
+        const answered = await questions.get(id)
+        process.stderr.write(
+          answered?.decision
+            ? `faber grants answer: question "${id}" was answered already (${answered.decision} by ${answered.answeredBy ?? 'someone'} at ${answered.answeredAt ?? '?'}); yours was not recorded\n`
+            : `faber grants answer: no question "${id}" waits for an answer in ${store.path} (faber grants pending lists them)\n`,
+        )
         return 1
       }
       case 'list': {

@@ -397,9 +397,8 @@ export class Broker {
     const limit = this.config.timeoutMs
     // a program run again after a restart: its call may have been answered in the store while no process asked it
     const left = query.nested ? await this.leftBehind(query) : undefined
-    if (left?.decision) {
+    if (left?.decision && (await this.claim(left))) {
       caller.removeEventListener('abort', onAbort)
-      this.forget(left)
       const outcome = left.decision === 'allow' ? 'allowed' : 'rejected'
       const note = `answered by ${left.answeredBy ?? 'someone'} in the store (question ${left.id}) while the process that asked it had stopped`
       return { outcome, answeredBy: STORE_ANSWERER, note }
@@ -430,6 +429,16 @@ export class Broker {
       return await questions.leftBehind(root, query.tool, query.agent?.name, query.arguments)
     } catch (error) {
       this.logger.warn('the questions kept in the store cannot be read (the request is asked as usual): %s', messageOf(error))
+    }
+  }
+
+  /** takes a left-behind question's answer; another process may have taken it first (then it is asked as usual) */
+  private async claim(question: PendingQuestion): Promise<boolean> {
+    try {
+      return (await this.questions?.claim(question.id)) === true
+    } catch (error) {
+      this.logger.warn('the answer kept in the store cannot be taken (the request is asked as usual): %s', messageOf(error))
+      return false
     }
   }
 

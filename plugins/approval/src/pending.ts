@@ -135,6 +135,17 @@ export class PendingQuestions {
     return changed > 0
   }
 
+  /**
+   * takes the answer a question left behind received, removing it: true for exactly one taker, whichever process (two
+   * processes running the same program again must not both act on one answer)
+   */
+  async claim(id: string): Promise<boolean> {
+    await this.ready()
+    const taken = await this.store.run('DELETE FROM approval_pending WHERE id = ? AND decision IS NOT NULL', [id])
+    for (const [key, question] of this.answered) if (question.id === id) this.answered.delete(key)
+    return taken > 0
+  }
+
   /** the question was decided: it leaves the store */
   async remove(id: string): Promise<void> {
     await this.ready()
