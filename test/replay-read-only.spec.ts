@@ -3,7 +3,7 @@
 // 127.0.0.1 and real files) is replayed, and nothing is written or connected to
 
 import { existsSync } from 'node:fs'
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -16,6 +16,7 @@ import { trace } from '@opentelemetry/api'
 import { BasicTracerProvider, type ReadableSpan, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base'
 import { expect } from 'chai'
 import { Context, Logger } from 'cordis'
+import { stampPlugin, tree } from '../packages/cli/tests/helpers.ts'
 
 Logger.levels.base = 0
 
@@ -47,35 +48,7 @@ function listens(port: number) {
   })
 }
 
-/** every file under `root` with its bytes and modification time */
-async function tree(root: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {}
-  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue
-    const file = join(entry.parentPath, entry.name)
-    out[file] = `${(await stat(file)).mtimeMs} ${(await readFile(file)).toString('base64')}`
-  }
-  return out
-}
-
-const Stamp = {
-  name: 'stamp',
-  replay: 'inert',
-  apply(ctx: Context, config: { file: string }) {
-    ctx.tools.register(
-      defineTool({
-        name: 'stamp',
-        description: 'appends a line to a file',
-        parameters: t.object({ text: t.string() }),
-        output: { schema: t.object({ stamped: t.string() }) },
-        execute: async ({ text }) => {
-          await appendFile(config.file, `${text}\n`)
-          return { stamped: text }
-        },
-      }),
-    )
-  },
-}
+const Stamp = stampPlugin()
 
 describe('faber replay: read-only, network included', function () {
   this.timeout(60_000)

@@ -7,23 +7,13 @@ import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
 import type { BridgeReply, CodeCheckpoint, JournalCall, Json } from '@faber/core'
 import { messageOf } from '@faber/core'
-import { LOG_VERSION } from './session-log.ts'
+import { type CallOutcome, LOG_VERSION } from './session-log.ts'
 
 /** the oldest LOG_VERSION whose calls can be read back: 1 recorded no result values */
 export const MIN_RECORDED_VERSION = 2
 
-/** a result or nested-result record, checked */
-export interface RecordedOutcome {
-  isError: boolean
-  value?: Json
-  code?: string
-  toolCode?: string
-  deniedBy?: { stage: string; plugin: string }
-  withheldBy?: { stage: string; plugin: string }
-  trace?: { stage: string; decision: string; by?: string }[]
-  /** what the model was shown */
-  content?: string
-}
+/** a result or nested-result record, checked: its outcome, and the text the model was shown */
+export type RecordedOutcome = Omit<CallOutcome, 'durationMs'> & { content?: string }
 
 export interface RecordedNestedCall {
   callId: string

@@ -1,13 +1,15 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { appendFile, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { defineTool, t } from '@faber/core'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
 import { expect } from 'chai'
+import type { Context } from 'cordis'
 
 export const BIN = fileURLToPath(new URL('../bin/faber.mjs', import.meta.url))
 
@@ -222,4 +224,39 @@ export function faberPty(args: string[], options: { env?: NodeJS.ProcessEnv; cwd
       child.kill('SIGKILL')
     },
   }
+}
+
+/** a plugin with a `stamp` tool whose body appends a line to `config.file` (and to `bodies`) each time it runs */
+export function stampPlugin(bodies: string[] = []) {
+  return {
+    name: 'stamp',
+    // starting it writes nothing: only the body does
+    replay: 'inert',
+    apply(ctx: Context, config: { file: string }) {
+      ctx.tools.register(
+        defineTool({
+          name: 'stamp',
+          description: 'appends a line to a file',
+          parameters: t.object({ text: t.string() }),
+          output: { schema: t.object({ stamped: t.string() }) },
+          execute: async ({ text }) => {
+            bodies.push(text)
+            await appendFile(config.file, `${text}\n`)
+            return { stamped: text }
+          },
+        }),
+      )
+    },
+  }
+}
+
+/** every file under `root` with its bytes and modification time */
+export async function tree(root: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {}
+  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue
+    const file = join(entry.parentPath, entry.name)
+    out[file] = `${(await stat(file)).mtimeMs} ${(await readFile(file)).toString('base64')}`
+  }
+  return out
 }

@@ -1,44 +1,25 @@
 import { spawn } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
-import { defineTool, t } from '@faber/core'
-import { PostgresCopy, PostgresStore, SqliteStore } from '@faber/store'
+import { openStore, PostgresCopy, type StoreLocation } from '@faber/store'
 import { type Cluster, requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
 import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
-import { BIN, faber, faberPty } from './helpers.ts'
+import { BIN, faber, faberPty, stampPlugin, tree } from './helpers.ts'
 
 Logger.levels.base = 0
 
 let dir: string
-let bodies: string[]
+const bodies: string[] = []
 /** how many questions the person below was asked */
 let asked: number
 
-/** a tool whose body leaves a trace in the workspace (and in `bodies`) every time it runs */
-const Stamp = {
-  name: 'stamp',
-  replay: 'inert',
-  apply(ctx: Context, config: { file: string }) {
-    ctx.tools.register(
-      defineTool({
-        name: 'stamp',
-        description: 'appends a line to a file',
-        parameters: t.object({ text: t.string() }),
-        output: { schema: t.object({ stamped: t.string() }) },
-        execute: async ({ text }) => {
-          bodies.push(text)
-          await appendFile(config.file, `${text}\n`)
-          return { stamped: text }
-        },
-      }),
-    )
-  },
-}
+/** the stamp tool's bodies that ran */
+const Stamp = stampPlugin(bodies)
 
 /** `spec` with an answerer standing for a person at a terminal: it allows whatever it is asked, and counts */
 function withPerson(spec: DeploymentSpec): DeploymentSpec {
@@ -92,24 +73,13 @@ function changes(report: ReplayReport) {
   return report.changes.map((c) => [c.name, c.old.verdict, c.new.verdict, c.new.plugin])
 }
 
-/** every file under `root` with its bytes and modification time */
-async function tree(root: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {}
-  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue
-    const file = join(entry.parentPath, entry.name)
-    out[file] = `${(await stat(file)).mtimeMs} ${(await readFile(file)).toString('base64')}`
-  }
-  return out
-}
-
 describe('faber replay', function () {
   this.timeout(60_000)
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'faber-replay-'))
     await mkdir(join(dir, 'ws'))
     await writeFile(join(dir, 'ws', 'notes.txt'), 'hello\n')
-    bodies = []
+    bodies.length = 0
     asked = 0
   })
   afterEach(() => rm(dir, { recursive: true, force: true }))
@@ -285,39 +255,41 @@ describe('faber replay', function () {
     })
   })
 
+  /**
+   * the same case on each kind of store: a read, a write and a stamp recorded on a deployment that keeps its state in
+   * the store, a grant for the stamp kept there afterwards, then a replay without the approval rule: the stamp is
+   * allowed by the grant, the write newly asked, no body runs, and `state()` (files, rows) is the same after
+   */
+  async function storeCase<T>(location: StoreLocation, state: () => Promise<T>): Promise<T> {
+    const spec = (approval: object) =>
+      deployment({
+        '@faber/store': location,
+        '@faber/plugin-fs-observation': {},
+        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'], ...approval },
+      })
+    const log = await record(
+      spec({ rules: [{ tool: '*', decision: 'allow' }] }),
+      calls(
+        [{ name: 'read', arguments: { path: 'notes.txt' } }],
+        [{ name: 'write', arguments: { path: 'notes.txt', content: 'new\n' } }],
+        [{ name: 'stamp', arguments: { text: 'x' } }],
+      ),
+    )
+    // a persisted grant the replay should honour, and must not touch
+    const store = await openStore(location)
+    await store.run('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)', ['g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z'])
+    await store.close()
+    const before = await state()
+    const report = await replay([log], spec({}))
+    expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
+    expect(await state()).to.deep.equal(before)
+    expect(bodies).to.deep.equal(['x'])
+    return before
+  }
+
   describe('read-only', () => {
     it('writes nothing: no file, no store row, no grant, whatever the tools and stores would write', async () => {
-      const store = join(dir, 'state', 'faber.db')
-      const live = deployment({
-        '@faber/store': { path: store },
-        '@faber/plugin-fs-observation': {},
-        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'], rules: [{ tool: '*', decision: 'allow' }] },
-      })
-      const log = await record(
-        live,
-        calls(
-          [{ name: 'read', arguments: { path: 'notes.txt' } }],
-          [{ name: 'write', arguments: { path: 'notes.txt', content: 'new\n' } }],
-          [{ name: 'stamp', arguments: { text: 'x' } }],
-        ),
-      )
-      // a persisted grant the replay should honour, and must not touch
-      const grants = new SqliteStore(store)
-      grants.db
-        .prepare('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)')
-        .run('g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z')
-      await grants.close()
-      const before = await tree(dir)
-      const changed = deployment({
-        '@faber/store': { path: store },
-        '@faber/plugin-fs-observation': {},
-        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'] },
-      })
-      const report = await replay([log], changed)
-      // the stamp is allowed by the stored grant; the write now needs a person
-      expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
-      expect(await tree(dir)).to.deep.equal(before)
-      expect(bodies).to.deep.equal(['x'])
+      await storeCase({ path: join(dir, 'state', 'faber.db') }, () => tree(dir))
     })
   })
 
@@ -347,35 +319,8 @@ describe('faber replay', function () {
     }
 
     it("is read over a connection the server keeps read-only: its grants answer, the replay's writes stay in memory", async () => {
-      const live = deployment({
-        '@faber/store': { url },
-        '@faber/plugin-fs-observation': {},
-        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'], rules: [{ tool: '*', decision: 'allow' }] },
-      })
-      const log = await record(
-        live,
-        calls(
-          [{ name: 'read', arguments: { path: 'notes.txt' } }],
-          [{ name: 'write', arguments: { path: 'notes.txt', content: 'new\n' } }],
-          [{ name: 'stamp', arguments: { text: 'x' } }],
-        ),
-      )
-      // a grant kept on the server, which the replay should honour
-      const server = new PostgresStore(url)
-      await server.run('INSERT INTO approval_grants (id, tool, decision, created_at) VALUES (?, ?, ?, ?)', ['g1', 'stamp', 'allow', '2026-01-01T00:00:00.000Z'])
-      await server.close()
-      const before = await dump()
+      const before = await storeCase({ url }, dump)
       expect(before.fs_observations).to.have.length(1)
-      const changed = deployment({
-        '@faber/store': { url },
-        '@faber/plugin-fs-observation': {},
-        '@faber/plugin-approval': { policy: 'ask', require: ['write', 'stamp'] },
-      })
-      const report = await replay([log], changed)
-      // the stamp is allowed by the stored grant; the write now needs a person
-      expect(changes(report)).to.deep.equal([['write', 'allow', 'ask', 'approval']])
-      expect(await dump()).to.deep.equal(before)
-      expect(bodies).to.deep.equal(['x'])
     })
 
     it('the server refuses any write on the connection the copy reads on', async () => {
