@@ -269,7 +269,8 @@ export class RecordedCallReader {
       case 'journal': {
         const journal = this.checkpointed(record, where).checkpoint
         if (!journal) throw new RecordedCallsError(`${where}: a journal record before its run_code's checkpoint`)
-        if (Array.isArray(record.values)) journal.values.push(...record.values.filter((v): v is number => typeof v === 'number'))
+        // one by one: a list spread into push() overflows the stack past ~100,000
+        if (Array.isArray(record.values)) for (const v of record.values) if (typeof v === 'number') journal.values.push(v)
         if (typeof record.started === 'string') this.started.get(record.outerCallId as string)?.add(record.started)
         const index = record.index
         if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index > journal.calls.length) return []

@@ -101,7 +101,10 @@ function parseRecord(raw: string): LogRecord | undefined {
   } catch {}
 }
 
-export function parseSessionLog(text: string, path = 'session log'): ParsedLog {
+export function parseSessionLog(input: string | Buffer, path = 'session log'): ParsedLog {
+  // offsets are counted in the file's own bytes: bytes that are not UTF-8 decode to text of another length
+  const bytes = typeof input === 'string' ? Buffer.from(input) : input
+  const text = typeof input === 'string' ? input : input.toString('utf8')
   const lines = text.split('\n')
   // appends are sequential, so a torn write can only be the segment after the last newline
   const tail = lines.pop()!
@@ -112,11 +115,11 @@ export function parseSessionLog(text: string, path = 'session log'): ParsedLog {
     if (!record) throw new SessionLogError(`${path}:${index + 1}: not a log record (${raw.slice(0, 80)}); the log is corrupted before its last line`)
     records.push(record)
   })
-  const kept = Buffer.byteLength(text) - Buffer.byteLength(tail)
+  const kept = bytes.lastIndexOf(0x0a) + 1
   if (!tail.trim()) return { records, missingNewline: false, validBytes: kept }
   const record = parseRecord(tail)
-  if (record) return { records: [...records, record], missingNewline: true, validBytes: Buffer.byteLength(text) }
-  return { records, truncated: { line: lines.length + 1, bytes: Buffer.byteLength(tail), text: tail.slice(0, 200) }, missingNewline: false, validBytes: kept }
+  if (record) return { records: [...records, record], missingNewline: true, validBytes: bytes.length }
+  return { records, truncated: { line: lines.length + 1, bytes: bytes.length - kept, text: tail.slice(0, 200) }, missingNewline: false, validBytes: kept }
 }
 
 /** the conversation a log holds, with any call left without a result (a crash mid-step) answered as interrupted */
@@ -156,13 +159,13 @@ export class SessionLog {
 
   /** opens a log for appending, loading what it already holds; a truncated last line is reported and cut off */
   static async open(path: string): Promise<SessionLog> {
-    let text = ''
+    let bytes = Buffer.alloc(0)
     try {
-      text = await readFile(path, 'utf8')
+      bytes = await readFile(path)
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
     }
-    const parsed = parseSessionLog(text, path)
+    const parsed = parseSessionLog(bytes, path)
     const handle = await open(path, 'a')
     if (parsed.truncated) await handle.truncate(parsed.validBytes)
     if (parsed.missingNewline) await handle.write('\n')
