@@ -368,8 +368,10 @@ describe('faber replay', function () {
       await refused([lines[0], 'not json', ...lines.slice(1)].join('\n'), /:2: not a log record .*corrupted/)
     })
 
-    it('refuses an older or newer LOG_VERSION by name, and forged records with a clear error', async () => {
+    it('reads a LOG_VERSION 2 log as it reads 3; refuses an older or newer one by name, and forged records with a clear error', async () => {
       const text = await readFile(log, 'utf8')
+      await writeFile(log, text.replace('"version":3', '"version":2'))
+      expect((await replay([log], deployment())).summary).to.include({ replayed: 1, unchanged: 1 })
       await refused(text.replace('"version":3', '"version":1'), /LOG_VERSION 1, which records no result values.*record the session again/)
       await refused(text.replace('"version":3', '"version":7'), /LOG_VERSION 7, which this Faber \(LOG_VERSION 3\) does not know/)
       await writeFile(log, text)
