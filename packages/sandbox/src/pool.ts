@@ -1,10 +1,9 @@
 // the machinery every backend shares, so that a backend is a driver (contract.ts) that supplies only what differs (how a
 // unit is made and ended, how a program starts in it, how a reply enters it):
-// - `GatedRuntime`: the run prologue: limits filled in from the defaults, a closed sandbox or an aborted run refused, the
-//   cap on runs at once (`Gate`), `load()`. the process tier uses it alone; it keeps no pool of its own.
-// - `SandboxPool`: a warm pool of units (workers, isolates) on top: made in the background one at a time and warmed by a
-//   trivial run, `ready()`, acquire (a warm one, one being made, or one made on demand), release or discard after a run,
-//   close on stop.
+// - `SandboxPool`: the run prologue (limits filled in from the defaults, a closed sandbox or an aborted run refused, the
+//   cap on runs at once: `Gate`, `load()`), and a warm pool of units (workers, isolates, a sandbox process's units): made
+//   in the background one at a time and warmed by a trivial run, `ready()`, acquire (a warm one, one being made, or one
+//   made on demand), release or discard after a run, close on stop.
 // - `Run`: one run's host side: the reports a driver hands it (to the bridge), the abort, wall-clock and cpu budgets, and
 //   the epilogue (the outcome once, then the unit released when it may serve again, discarded otherwise).
 
@@ -26,49 +25,11 @@ import { WallClock } from './wall.ts'
 
 const MB = 1024 * 1024
 
-export interface GatedOptions {
+export interface PoolOptions {
   /** fills in any limit a request leaves out; `memoryMb` also sizes the pooled units (fixed when one is made) */
   limits?: Partial<CodeRunLimits>
   /** programs running at once; runs beyond it wait in order (default: two per core, at least 2) */
   maxConcurrent?: number
-}
-
-/** a CodeRuntime's run prologue: limits, refusals before the start, and the cap on runs at once */
-export abstract class GatedRuntime implements CodeRuntime {
-  abstract readonly backend: string
-  readonly limits: CodeRunLimits
-  protected readonly gate: Gate
-  protected closed = false
-
-  constructor(options: GatedOptions) {
-    this.limits = { ...defaultCodeLimits, ...options.limits }
-    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
-  }
-
-  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
-    const limits = { ...this.limits, ...request.limits }
-    if (this.closed) return failure('crash', 'the sandbox is closed')
-    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
-    const leave = await this.gate.acquire(request.signal)
-    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
-    try {
-      return await this.admit(request, limits)
-    } finally {
-      leave()
-    }
-  }
-
-  load(): CodeRuntimeLoad {
-    return this.gate.load()
-  }
-
-  abstract close(): Promise<void>
-
-  /** runs a request that got its place under the cap */
-  protected abstract admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome>
-}
-
-export interface PoolOptions extends GatedOptions {
   /** units (workers, isolates) kept made, warm and waiting; overlapping runs beyond it get one made on demand */
   poolSize?: number
   /** runs a unit serves before it is replaced (default 200); it is replaced sooner once what runs left in its heap (beyond what a warmed unit holds) is half its memoryMb */
@@ -99,8 +60,11 @@ export const warmUp = (): CodeRunRequest => ({
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
 /** a CodeRuntime on a warm pool of units made by a driver (contract.ts), one run per unit at a time */
-export class SandboxPool<U extends Unit> extends GatedRuntime {
+export class SandboxPool<U extends Unit> implements CodeRuntime {
   readonly backend: string
+  readonly limits: CodeRunLimits
+  protected readonly gate: Gate
+  protected closed = false
   readonly poolSize: number
   readonly maxRuns: number
   private idle: U[] = []
@@ -126,7 +90,8 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
     protected readonly driver: SandboxDriver<U>,
     options: PoolOptions,
   ) {
-    super(options)
+    this.limits = { ...defaultCodeLimits, ...options.limits }
+    this.gate = new Gate(options.maxConcurrent ?? defaultMaxConcurrent())
     this.backend = driver.backend
     this.poolSize = options.poolSize ?? 2
     this.maxRuns = options.maxRuns ?? 200
@@ -160,7 +125,26 @@ export class SandboxPool<U extends Unit> extends GatedRuntime {
     await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
   }
 
-  protected async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
+  /** runs a program: its limits filled in, refused once the sandbox closed or the run was aborted, under the cap */
+  async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
+    const limits = { ...this.limits, ...request.limits }
+    if (this.closed) return failure('crash', 'the sandbox is closed')
+    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    const leave = await this.gate.acquire(request.signal)
+    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
+    try {
+      return await this.admit(request, limits)
+    } finally {
+      leave()
+    }
+  }
+
+  load(): CodeRuntimeLoad {
+    return this.gate.load()
+  }
+
+  // a run that got its place under the cap, on a unit
+  private async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
     let unit: U | undefined
     try {
       unit = await this.acquire(limits.memoryMb, request.signal)
