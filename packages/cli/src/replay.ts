@@ -146,7 +146,8 @@ function forReplay(deployment: DeploymentSpec, loaded: LoadedPlugin[], at: Path,
   const out: PluginSpec[] = []
   const refused: string[] = []
   for (const { spec: entry, plugin, config } of loaded) {
-    if (plugin === DeploymentStore) {
+    // by name too: a deployment may resolve its own install of the package
+    if (plugin === DeploymentStore || entry.use.split('#')[0] === '@faber/store') {
       out.push({ ...entry, plugin: store })
       continue
     }
