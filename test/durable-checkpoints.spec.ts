@@ -3,6 +3,7 @@
 // call it waited on is asked again, and the model's turn goes on with its result. a crash is the log file as it stood
 // on disk at that moment, copied, and opened by a fresh deployment (the real restart of `faber` is in cli's resume spec)
 
+import { copyFileSync, existsSync } from 'node:fs'
 import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,6 +13,7 @@ import { deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
+import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 
@@ -35,11 +37,19 @@ const records = async (path: string): Promise<LogRecord[]> =>
  * `answer`: what the person says when asked (`never`: they have not answered when the process stops; `late`: allow,
  * once the program is checkpointed, and its deploy body then runs until the call is aborted)
  */
-async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | 'allow' | 'late', extra: string[] = []) {
+async function deploy(
+  Sandbox: (typeof backends)[number][1],
+  answer: 'never' | 'allow' | 'late',
+  extra: string[] = [],
+  store?: string,
+  /** for `late`: what the person waits for besides the checkpoint */
+  late: () => Promise<boolean> = async () => true,
+) {
   const bodies: string[] = []
   const ctx = await deployment({ mode: 'code', checkpointAfterMs: 100, codeLimits: { cpuMs: 500 } }, (ctx) => {
     ctx.plugin(Sandbox, { poolSize: 1 })
-    ctx.plugin(Approval, { require: ['deploy'] })
+    if (store) ctx.plugin(DeploymentStore, { path: store })
+    ctx.plugin(Approval, { require: ['deploy'], ...(store ? { grantWatchMs: 20, timeoutMs: 3000 } : {}) })
     ctx.plugin({
       name: 'person',
       inject: ['tools'],
@@ -49,7 +59,7 @@ async function deploy(Sandbox: (typeof backends)[number][1], answer: 'never' | '
           const answered = waitOnPerson(query.exec)
           try {
             if (answer === 'late') {
-              while (ctx.tools.waitingPrograms().checkpointed === 0) await sleep(10)
+              while (ctx.tools.waitingPrograms().checkpointed === 0 || !(await late())) await sleep(10)
               return { decision: 'allow' as const }
             }
             return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
@@ -126,8 +136,8 @@ async function firstProcess(dir: string, Sandbox: (typeof backends)[number][1], 
 }
 
 /** the process after the restart: a fresh deployment continuing the session from the log */
-async function secondProcess(path: string, Sandbox: (typeof backends)[number][1], extra: string[] = [], script?: ScriptedTurn[]) {
-  const { ctx, bodies } = await deploy(Sandbox, 'allow', extra)
+async function secondProcess(path: string, Sandbox: (typeof backends)[number][1], extra: string[] = [], script?: ScriptedTurn[], store?: string) {
+  const { ctx, bodies } = await deploy(Sandbox, store ? 'never' : 'allow', extra, store)
   const log = await SessionLog.open(path)
   const model = new ScriptedModel(script ?? [(view) => ({ text: `the program said: ${view.results[0]?.content}` })])
   const session = new AgentSession(ctx, { model, log })
@@ -227,6 +237,36 @@ for (const [backend, Sandbox] of backends) {
         /run_code failed \(crash\): the journal recorded for this program before a restart could not be read \(call 1 of the checkpoint has a reply that is not .*\); nothing of it ran again/,
       )
       expect(bodies).to.deep.equal([])
+    })
+
+    it('a crash after the person answered, before the body ran: the answer kept in the store is not lost, the body runs once', async () => {
+      const store = join(dir, 'faber.db')
+      const path = join(dir, 'live.jsonl')
+      // the person answers once the checkpoint is on disk (a crash before that leaves the program interrupted)
+      const { ctx, bodies } = await deploy(Sandbox, 'late', [], store, async () => (await readFile(path, 'utf8')).includes('"type":"checkpoint"'))
+      const log = await SessionLog.open(path)
+      const session = new AgentSession(ctx, { model: new ScriptedModel([runCode(PROGRAM), { text: 'not reached' }]), log })
+      // the crash: the log and the store as they are on disk the moment the answer is decided, before the body may run
+      const crashed = { log: join(dir, 'session.jsonl'), store: join(dir, 'crashed.db') }
+      ctx.on('approval/decided', () => {
+        copyFileSync(path, crashed.log)
+        copyFileSync(store, crashed.store)
+        if (existsSync(`${store}-wal`)) copyFileSync(`${store}-wal`, `${crashed.store}-wal`)
+      })
+      const stop = new AbortController()
+      const turn = session.send('deploy it', { signal: stop.signal })
+      await until(() => bodies.includes('deploy'))
+      stop.abort()
+      await turn
+      await log.close()
+      // after the restart nobody answers: the answer given before it is the one that counts
+      const second = await secondProcess(crashed.log, Sandbox, [], undefined, crashed.store)
+      const outcome = await second.session.resume()
+      await second.log.close()
+      expect(outcome?.text).to.equal('the program said: [10,"deployed",20,true]')
+      expect(second.bodies).to.deep.equal(['deploy', 'count'])
+      const decided = (await records(crashed.log)).flatMap((r) => (r.type === 'approval' && r.event === 'approval/decided' ? [r.detail] : []))
+      expect(decided.at(-1)).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
     })
 
     it('takes another path after the restart: stopped before any new call, nothing run twice', async () => {

@@ -97,12 +97,16 @@ interface Verdict {
   remember?: GrantScope
   grant?: string
   note?: string
+  /** an allowed request's question in the store, which keeps the answer until the body's result (not audited) */
+  question?: string
 }
 
 export class Broker {
   private sequence = 0
   /** the calls allowed and not yet finished, by execution token: their end is audited as approval/settled */
   private allowed = new Map<ExecutionToken, string>()
+  /** of those, the ones whose question in the store keeps their answer until then, by execution token */
+  private kept = new Map<ExecutionToken, string>()
   private rules: Rule[]
   readonly requires: (name: string) => boolean
   private memory: { grant: Grant; matches: Matcher }[] = []
@@ -366,10 +370,13 @@ export class Broker {
       program: query.program,
       nested: query.nested,
     })
-    const verdict = await this.decide(query, request.signal)
+    const { question, ...verdict } = await this.decide(query, request.signal)
     // answerers still asking are told to stop: at the deadline, or once a grant recorded meanwhile answered
     if (verdict.outcome === 'timed-out' || verdict.answeredBy === RULES_ANSWERER || verdict.answeredBy === STORE_ANSWERER) expire.abort(new Error(verdict.note))
-    if (verdict.outcome === 'allowed' && request.exec) this.allowed.set(request.exec.token, query.id)
+    if (verdict.outcome === 'allowed' && request.exec) {
+      this.allowed.set(request.exec.token, query.id)
+      if (question) this.kept.set(request.exec.token, question)
+    } else if (question) this.forget(question)
     this.audit('approval/decided', query.agent, {
       id: query.id,
       agent: query.agent,
@@ -400,23 +407,28 @@ export class Broker {
     if (left?.decision && (await this.claim(left))) {
       caller.removeEventListener('abort', onAbort)
       const outcome = left.decision === 'allow' ? 'allowed' : 'rejected'
-      const note = `answered by ${left.answeredBy ?? 'someone'} in the store (question ${left.id}) while the process that asked it had stopped`
-      return { outcome, answeredBy: STORE_ANSWERER, note }
+      const note = `answered by ${left.answeredBy ?? 'someone'} in the store (question ${left.id}) before the process that asked it stopped, or since`
+      return { outcome, answeredBy: STORE_ANSWERER, note, question: left.id }
     }
     const recorded = this.grantRecorded(query, asking)
-    const question = this.questioned(query, asking)
+    // a question left unanswered for this call is this request's: answered there, it answers it
+    const question = this.questioned(query, asking, left?.id)
     const answer = withDeadline(Promise.race([aborted, this.ask(query, asking), recorded.verdict, question.verdict]), limit)
     try {
       // a late answer loses the race and is discarded: nothing it asked to remember is recorded
       const verdict = await answer
-      if (verdict !== TIMED_OUT) return verdict
-      return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${formatDuration(limit)} (the approval deadline)` }
+      if (verdict === TIMED_OUT) {
+        return { outcome: 'timed-out', answeredBy: asking.plugin, note: `no answer came within ${formatDuration(limit)} (the approval deadline)` }
+      }
+      if (verdict.outcome !== 'allowed') return verdict
+      // an allow is kept in the request's question, when it has one, before the body may run: a process stopped before
+      // the body started finds it when the program runs again
+      const kept = await question.keep(verdict.answeredBy)
+      return kept ? { ...verdict, question: kept } : verdict
     } finally {
       recorded.stop()
       question.stop()
       caller.removeEventListener('abort', onAbort)
-      // the request asked again is decided: the question the stopped process left for it goes too
-      if (left) this.forget(left)
     }
   }
 
@@ -442,22 +454,28 @@ export class Broker {
     }
   }
 
-  private forget(question: PendingQuestion) {
-    this.questions?.remove(question.id).catch((error) => this.logger.warn('a decided question stays in the store: %s', messageOf(error)))
+  private forget(id: string) {
+    this.questions?.remove(id).catch((error) => this.logger.warn('a decided question stays in the store: %s', messageOf(error)))
   }
 
   /**
    * a request still waiting after grantWatchMs is written to the store as a question (pending.ts), so another process
    * can see it and answer it; its answer there answers the request, read once the table changed, every grantWatchMs.
-   * it leaves the store when the request is decided
+   * it leaves the store when the request is decided; allowed, it keeps the answer (`keep`) until the body's result is in
    */
-  private questioned(query: ApprovalQuery, asking: Asking): { verdict: Promise<Verdict>; stop(): void } {
+  private questioned(
+    query: ApprovalQuery,
+    asking: Asking,
+    adopted?: string,
+  ): { verdict: Promise<Verdict>; keep(answeredBy: string): Promise<string | undefined>; stop(): void } {
     const questions = this.questions
     let found!: (verdict: Verdict) => void
     const verdict = new Promise<Verdict>((resolve) => (found = resolve))
-    if (!questions?.store.open) return { verdict, stop: () => {} }
+    if (!questions?.store.open) return { verdict, keep: async () => undefined, stop: () => {} }
     let stopped = false
+    let kept = false
     let id: string | undefined
+    let writing: Promise<string> | undefined
     let mark: number | undefined
     let timer: ReturnType<typeof setTimeout> | undefined
     const every = this.config.grantWatchMs
@@ -469,7 +487,7 @@ export class Broker {
     const write = async () => {
       if (stopped || asking.answered) return
       mark = questions.mark()
-      const written = await questions.ask({
+      writing = questions.ask({
         rootCallId: query.exec?.rootCallId ?? query.callId,
         callId: query.callId,
         tool: query.tool,
@@ -477,9 +495,10 @@ export class Broker {
         arguments: query.arguments,
         reason: query.reason,
       })
+      const written = await writing
       id = written
-      if (stopped) return questions.remove(written)
-      later(look)
+      if (stopped && !kept) return questions.remove(written)
+      if (!stopped) later(look)
     }
     const look = async () => {
       if (stopped || id === undefined) return
@@ -496,13 +515,30 @@ export class Broker {
       }
       later(look)
     }
-    later(write)
+    if (adopted === undefined) later(write)
+    else {
+      id = adopted
+      writing = Promise.resolve(adopted)
+      later(look)
+    }
     return {
       verdict,
+      keep: async (answeredBy) => {
+        const written = await writing?.catch(() => undefined)
+        if (written === undefined) return undefined
+        kept = true
+        // one the store answered holds its answer already
+        if (answeredBy !== STORE_ANSWERER) {
+          await questions
+            .answer(written, 'allow', answeredBy)
+            .catch((error) => this.logger.warn('an answer could not be kept with its question: %s', messageOf(error)))
+        }
+        return written
+      },
       stop: () => {
         stopped = true
         clearTimeout(timer)
-        if (id !== undefined) questions.remove(id).catch((error) => this.logger.warn('a decided question stays in the store: %s', messageOf(error)))
+        if (id !== undefined && !kept) this.forget(id)
       },
     }
   }
@@ -598,6 +634,11 @@ export class Broker {
     const id = this.allowed.get(exec.token)
     if (id === undefined) return
     this.allowed.delete(exec.token)
+    const question = this.kept.get(exec.token)
+    if (question !== undefined) {
+      this.kept.delete(exec.token)
+      this.forget(question)
+    }
     this.audit('approval/settled', exec.agent, {
       id,
       agent: exec.agent,
