@@ -17,6 +17,7 @@ import {
   type Json,
   listenersFor,
   messageOf,
+  type ReplayRole,
   RUN_CODE,
   replayRole,
   type ToolResult,
@@ -151,19 +152,31 @@ function forReplay(deployment: DeploymentSpec, loaded: LoadedPlugin[], at: Path,
       out.push({ ...entry, plugin: store })
       continue
     }
-    const role = replayRole(plugin)
+    const refuse = (problem: string) => refused.push(describe(deployment.source, deployment.locate, [...at, entry.key], `"${entry.use}" ${problem}`))
+    let role: ReplayRole | undefined
+    let standInConfig: unknown
+    try {
+      role = replayRole(plugin)
+      if (typeof role === 'object') {
+        try {
+          standInConfig = role.config ? role.config(config) : config
+        } catch (error) {
+          throw new Error(`its replay.config threw: ${messageOf(error)}`)
+        }
+      }
+    } catch (error) {
+      refuse(
+        `cannot be replayed: ${messageOf(error)}. faber replay starts no plugin it cannot account for; fix its replay member (see @faber/core's ReplayRole)`,
+      )
+      continue
+    }
     if (role === undefined) {
-      refused.push(
-        describe(
-          deployment.source,
-          deployment.locate,
-          [...at, entry.key],
-          `"${entry.use}" does not say what it does in a replay, so faber replay cannot start it and still promise to reach no network and write nothing. ` +
-            "if starting it does neither, give the plugin replay: 'inert'; if it only observes, replay: 'omit' (see @faber/core's ReplayRole); or replay with a deployment without it",
-        ),
+      refuse(
+        'does not say what it does in a replay, so faber replay cannot start it and still promise to reach no network and write nothing. ' +
+          "if starting it does neither, give the plugin replay: 'inert'; if it only observes, replay: 'omit' (see @faber/core's ReplayRole); or replay with a deployment without it",
       )
     } else if (role === 'inert') out.push({ ...entry, plugin })
-    else if (role !== 'omit') out.push({ ...entry, plugin: role.plugin, config: role.config ? role.config(config) : config })
+    else if (role !== 'omit') out.push({ ...entry, plugin: role.plugin, config: standInConfig })
   }
   if (refused.length) throw new DeploymentError(refused.join('\n'))
   return out
