@@ -1,19 +1,21 @@
-// pending approvals attacked from outside: two processes sharing a store race for the one answer a stopped process's
-// question received. exactly one of them may take it; the other asks as usual, and the body runs once
+// pending approvals attacked from outside: two processes sharing a store run the same program again and race for the
+// question a stopped process left for its call, answered already or answered while they wait. exactly one of them
+// takes it over; the other asks as usual, and the body runs once
 
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { defineTool, type Json, type ToolResult, t } from '@faber/core'
+import { defineTool, type Json, type ToolResult, t, waitOnPerson } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalDecided, GrantStore, PendingQuestions } from '@faber/plugin-approval'
+import Approval, { type ApprovalDecided, type ApprovalQuery, GrantStore, PendingQuestions } from '@faber/plugin-approval'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore, { openStore } from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { faber } from '../packages/cli/tests/helpers.ts'
 
-async function deploy(path: string, bodies: string[], gate: Promise<void>, arrived: () => void) {
+/** `person`: a person who is asked and never answers (the store's answer is the one that counts), or nobody to ask */
+async function deploy(path: string, bodies: string[], gate: Promise<void>, arrived: () => void, person = false) {
   const decided: ApprovalDecided[] = []
   const ctx = await deployment({ mode: 'code' }, (ctx) => {
     ctx.plugin(IsolateSandboxService, { poolSize: 1 })
@@ -23,6 +25,16 @@ async function deploy(path: string, bodies: string[], gate: Promise<void>, arriv
       name: 'audit',
       apply: (ctx: Context) => {
         ctx.on('approval/decided', (event: ApprovalDecided) => void decided.push(event))
+        if (person) {
+          ctx.on('approval/request', async (query: ApprovalQuery) => {
+            const answered = waitOnPerson(query.exec)
+            try {
+              return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
+            } finally {
+              answered()
+            }
+          })
+        }
         // both processes ask their approval at the same moment
         ctx.on('tools/pre-execute', async (exec) => {
           if (exec.name !== 'deploy') return
@@ -48,6 +60,7 @@ async function deploy(path: string, bodies: string[], gate: Promise<void>, arriv
   return { ctx, decided }
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const told = (result: ToolResult) => (result.isError ? `error: ${result.error.code}` : result.content)
 
 describe('hostile: pending approvals', function () {
@@ -61,32 +74,63 @@ describe('hostile: pending approvals', function () {
     await rm(dir, { recursive: true, force: true })
   })
 
-  it('two processes running the same program again take the answer its stopped asker left once, not twice', async () => {
-    const path = join(dir, 'faber.db')
-    // the question a process that was killed while it asked left behind (its owner is no live process), answered since
+  /** a question a process that was killed while it asked left behind: its owner is no live process */
+  async function leftBehind(path: string, answer?: 'allow') {
     const store = await openStore({ path })
-    const grants = new GrantStore(store)
-    const questions = new PendingQuestions(store, () => grants.ready())
+    const questions = new PendingQuestions(store, () => new GrantStore(store).ready())
     const id = await questions.ask({ rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: {}, reason: 'asked' })
-    expect(await questions.answer(id, 'allow', 'operator')).to.equal(true)
-    await store.close()
+    if (answer) expect(await questions.answer(id, answer, 'operator')).to.equal(true)
+    return { id, questions, close: () => store.close() }
+  }
 
+  /** two processes run the program of the run_code call run-1 again at once; their nested deploy asks at the same moment */
+  async function twoAgain(path: string, person: boolean) {
     const bodies: string[] = []
     let open!: () => void
     const gate = new Promise<void>((resolve) => (open = resolve))
     let waiting = 0
     const arrived = () => ++waiting === 2 && open()
-    const a = await deploy(path, bodies, gate, arrived)
-    const b = await deploy(path, bodies, gate, arrived)
+    const a = await deploy(path, bodies, gate, arrived, person)
+    const b = await deploy(path, bodies, gate, arrived, person)
     const program = { code: 'return await tools.deploy({})', description: 'deploys' }
-    const results = await Promise.all([a, b].map(({ ctx }) => call(ctx, 'run_code', program, { callId: 'run-1' })))
+    const results = Promise.all([a, b].map(({ ctx }) => call(ctx, 'run_code', program, { callId: 'run-1' })))
+    return { bodies, results, decided: () => [...a.decided, ...b.decided].map((d) => `${d.outcome} ${d.answeredBy}`).sort() }
+  }
+
+  it('answered before they ask: one takes the answer, the other asks as usual, the body runs once', async () => {
+    const path = join(dir, 'faber.db')
+    const left = await leftBehind(path, 'allow')
+    const { bodies, results, decided } = await twoAgain(path, false)
+    expect((await results).map(told).sort()).to.deep.equal(['deployed', 'error: CODE_RUN_FAILED'])
     expect(bodies, 'the body runs once').to.deep.equal(['deploy'])
-    expect(results.map(told).sort()).to.deep.equal(['deployed', 'error: CODE_RUN_FAILED'])
-    const outcomes = [...a.decided, ...b.decided].map((d) => `${d.outcome} ${d.answeredBy}`).sort()
-    expect(outcomes, 'the other asks as usual (here nobody answers)').to.deep.equal(['allowed approval-store', 'unavailable none'])
-    const after = await openStore({ path })
-    expect(await new PendingQuestions(after, () => new GrantStore(after).ready()).list(), 'the answer taken leaves the store').to.deep.equal([])
-    await after.close()
+    expect(decided(), 'the other asks as usual (here nobody answers)').to.deep.equal(['allowed approval-store', 'unavailable none'])
+    await left.close()
+  })
+
+  it('answered while they wait: the one that took the question over goes on, the other waits on its own', async () => {
+    const path = join(dir, 'faber.db')
+    const left = await leftBehind(path)
+    const { bodies, results, decided } = await twoAgain(path, true)
+    // the second asker writes a question of its own after grantWatchMs (50 ms)
+    let listed = await left.questions.list()
+    for (let tries = 0; listed.length < 2 && tries < 100; tries++) {
+      await sleep(20)
+      listed = await left.questions.list()
+    }
+    expect(
+      listed.map((q) => q.tool),
+      'one took the question over, the other asks its own',
+    ).to.deep.equal(['deploy', 'deploy'])
+    expect(await left.questions.answer(left.id, 'allow', 'operator')).to.equal(true)
+    while (!bodies.length) await sleep(20)
+    await sleep(300)
+    expect(bodies, 'one answer, one body').to.deep.equal(['deploy'])
+    const other = listed.find((q) => q.id !== left.id)!
+    expect(await left.questions.answer(other.id, 'reject', 'operator')).to.equal(true)
+    expect((await results).map(told).sort()).to.deep.equal(['deployed', 'error: CODE_RUN_FAILED'])
+    expect(bodies).to.deep.equal(['deploy'])
+    expect(decided()).to.deep.equal(['allowed approval-store', 'rejected approval-store'])
+    await left.close()
   })
 
   it('two faber grants answer processes at once: exactly one answer wins, the other is told it came too late', async () => {

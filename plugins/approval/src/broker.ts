@@ -403,8 +403,10 @@ export class Broker {
     const asking: Asking = { plugin: 'none', answered: false }
     const limit = this.config.timeoutMs
     // a program run again after a restart: its call may have been answered in the store while no process asked it
-    const left = query.nested ? await this.leftBehind(query) : undefined
-    if (left?.decision && (await this.claim(left))) {
+    const found = query.nested ? await this.leftBehind(query) : undefined
+    // taken over by one process only: two running the same program again must not both act on its answer
+    const left = found && (await this.claim(found)) ? found : undefined
+    if (left?.decision) {
       caller.removeEventListener('abort', onAbort)
       const outcome = left.decision === 'allow' ? 'allowed' : 'rejected'
       const note = `answered by ${left.answeredBy ?? 'someone'} in the store (question ${left.id}) before the process that asked it stopped, or since`
@@ -444,12 +446,12 @@ export class Broker {
     }
   }
 
-  /** takes a left-behind question's answer; another process may have taken it first (then it is asked as usual) */
+  /** takes a left-behind question over; another process may have taken it first (then it is asked as usual) */
   private async claim(question: PendingQuestion): Promise<boolean> {
     try {
       return (await this.questions?.claim(question.id)) === true
     } catch (error) {
-      this.logger.warn('the answer kept in the store cannot be taken (the request is asked as usual): %s', messageOf(error))
+      this.logger.warn('a question kept in the store cannot be taken over (the request is asked as usual): %s', messageOf(error))
       return false
     }
   }

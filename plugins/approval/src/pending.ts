@@ -70,6 +70,8 @@ export class PendingQuestions {
   private readonly owner = randomUUID()
   /** the questions other processes left, by key, as of the change mark `seen` */
   private answered = new Map<string, PendingQuestion>()
+  /** who owned each of them when read: a claim takes one over only from that owner */
+  private owners = new Map<string, string>()
   private seen?: number
 
   constructor(
@@ -93,6 +95,7 @@ export class PendingQuestions {
       await this.ready()
       const rows = await this.store.all<Row>(`SELECT ${COLUMNS} FROM approval_pending WHERE owner <> ?`, [this.owner])
       this.answered = new Map(rows.map((row) => fromRow(row)).map((q) => [keyOf(q.rootCallId, q.tool, q.agent, q.arguments), q]))
+      this.owners = new Map(rows.map((row) => [row.id, row.owner]))
       this.seen = mark
     }
     return this.answered.get(keyOf(rootCallId, tool, agent, args))
@@ -136,13 +139,16 @@ export class PendingQuestions {
   }
 
   /**
-   * takes the answer a question left behind received, removing it: true for exactly one taker, whichever process (two
-   * processes running the same program again must not both act on one answer)
+   * makes a question left behind (found by leftBehind) this process's own, answered or not: true for exactly one taker,
+   * whichever process, since two processes running the same program again must not both act on one answer
    */
   async claim(id: string): Promise<boolean> {
+    const from = this.owners.get(id)
+    if (from === undefined) return false
     await this.ready()
-    const taken = await this.store.run('DELETE FROM approval_pending WHERE id = ? AND decision IS NOT NULL', [id])
+    const taken = await this.store.run('UPDATE approval_pending SET owner = ? WHERE id = ? AND owner = ?', [this.owner, id, from])
     for (const [key, question] of this.answered) if (question.id === id) this.answered.delete(key)
+    this.owners.delete(id)
     return taken > 0
   }
 
