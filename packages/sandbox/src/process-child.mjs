@@ -10,7 +10,17 @@ const runs = new Map()
 // each run's id by the request its driver hands to `onStep`
 const ids = new WeakMap()
 
-const send = (message) => process.send?.(message)
+// what this process sends in one turn goes as one message, a list of them: a message costs each side 20-35 us of its own
+// over the channel, and a fan-out's reports (a list of calls from the worker) cross together
+let outbox = []
+const flush = () => {
+  const list = outbox
+  outbox = []
+  if (list.length > 0) process.send?.(list.length === 1 ? list[0] : list)
+}
+const send = (message) => {
+  if (outbox.push(message) === 1) process.nextTick(flush)
+}
 // what a thrown value says, never throwing in turn: a backend may throw a value with no prototype
 const textOf = (error) => {
   try {
@@ -30,7 +40,10 @@ async function init(module, exportName, options) {
     // program runs, the host is told whose step starts, so that the program to blame is known
     const onStep = (request) => {
       const id = runs.size > 1 ? ids.get(request) : undefined
-      if (id !== undefined) send(['step', id])
+      if (id === undefined) return
+      // at once: a step that parks this thread would keep anything queued here from the host
+      send(['step', id])
+      flush()
     }
     const settings = { ...options, disposableThread: true, onStep }
     driver = typeof made === 'function' ? new made(settings) : made
@@ -125,7 +138,11 @@ function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, rep
 
 process.on('message', (message) => {
   if (!Array.isArray(message)) return
-  const [kind, a, b, c] = message
+  if (!Array.isArray(message[0])) return handle(message)
+  for (const each of message) if (Array.isArray(each)) handle(each)
+})
+
+function handle([kind, a, b, c]) {
   switch (kind) {
     case 'init':
       return void init(a, b, c)
@@ -162,6 +179,6 @@ process.on('message', (message) => {
     case 'ping':
       return void send(['pong', a])
   }
-})
+}
 // the host is gone: nothing here may outlive it
 process.on('disconnect', () => process.exit(0))

@@ -56,6 +56,8 @@ interface Child {
   ready: Promise<string | undefined>
   units: Map<number, ProcessUnit>
   making: Map<number, { memoryMb: number; lost: () => void; resolve: (unit: ProcessUnit) => void; reject: (error: Error) => void }>
+  /** messages to send it at the end of this turn */
+  outbox: unknown[][]
   /** units it was told to dispose, until it says it did */
   disposing: Map<number, NodeJS.Timeout>
   runs: Map<number, Active>
@@ -274,14 +276,18 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     return true
   }
 
-  private onMessage(child: Child, message: unknown) {
-    if (child.malformed || child.exited) return
-    // the main thread sends nothing while a step runs: any message means the step it announced ended
-    child.stepping = undefined
-    const problem = this.take(child, message)
-    if (problem === undefined) return
-    child.malformed = problem
-    this.retire(child, `sent a malformed message (${problem})`)
+  // what the process sent in one turn: a message, or a list of them (one level: a list in a list is malformed)
+  private onMessage(child: Child, received: unknown) {
+    const list = Array.isArray(received) && Array.isArray(received[0]) ? received : [received]
+    for (const message of list) {
+      if (child.malformed || child.exited) return
+      // the main thread sends nothing while a step runs: any message means the step it announced ended
+      child.stepping = undefined
+      const problem = this.take(child, message)
+      if (problem === undefined) continue
+      child.malformed = problem
+      this.retire(child, `sent a malformed message (${problem})`)
+    }
   }
 
   // what the process sent, acted on; or why it is not something a sandbox process may send. the process runs programs:
@@ -360,6 +366,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       ready: new Promise((resolve) => (ready = resolve)),
       units: new Map(),
       making: new Map(),
+      outbox: [],
       disposing: new Map(),
       runs: new Map(),
       seq: 0,
@@ -493,10 +500,17 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     if (!child.exited) child.process.kill('SIGKILL')
   }
 
+  // what the host sends a process in one turn goes as one message, a list of them (a fan-out's replies together)
   private send(child: Child, message: unknown[]) {
-    if (child.exited || !child.process.connected) return
+    if (child.outbox.push(message) === 1) process.nextTick(() => this.flush(child))
+  }
+
+  private flush(child: Child) {
+    const list = child.outbox
+    child.outbox = []
+    if (child.exited || !child.process.connected || list.length === 0) return
     try {
-      child.process.send(message)
+      child.process.send(list.length === 1 ? list[0] : list)
     } catch {}
   }
 
