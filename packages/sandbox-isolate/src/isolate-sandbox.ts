@@ -84,6 +84,22 @@ interface Slot {
   inRun?: boolean
 }
 
+/** how a run's replies enter the program: posted to the isolate's thread, or delivered on this one (hostDrive) */
+interface Drive {
+  deliver(call: number, reply: BridgeReply): void
+  /** the program's first stretch returned, and it has not reported its end */
+  ready(): void
+  /** a call of the program's was forwarded */
+  took(call: number): void
+  /** ms of the isolate's cpu time that were its spins for replies, not the program's */
+  spun(): number
+}
+
+/** the program's `done` or `throw`, as the prelude reported it */
+type Reported = [kind: unknown, a: unknown, b: unknown, c: unknown]
+
+const none = () => undefined
+
 const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
@@ -357,15 +373,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     this.maxRunsPerIsolate = this.maxRuns
   }
 
-  /** programs are driven from the thread that made the sandbox after their first tool call (see the option) */
-  get hostDrive() {
-    return this.driver.hostDrive
-  }
-
-  get sliceMs() {
-    return this.driver.sliceMs
-  }
-
   get spinMs() {
     return this.driver.spinMs
   }
@@ -416,237 +423,84 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     this.watchdog.close()
   }
 
-  start(slot: Slot, { request, limits, source, wallLeft: wallLeftAt }: Program, reports: ProgramReports): ProgramHandle {
+  start(slot: Slot, { request, limits, source, wallLeft }: Program, reports: ProgramReports): ProgramHandle {
     const { isolate } = slot
     const fail = reports.failed
-    let settled = false
-    // what the program reported (its `done` or `throw`); it stands once the isolate is idle (nothing of the program
-    // still queued)
-    let reported: [kind: unknown, a: unknown, b: unknown, c: unknown] | undefined
-    // the first stretch (script and start) runs on the isolate's own thread; under hostDrive every later one on this thread
-    let busy = true
-    let stepping = false
-    // the host is delivering replies and dispatching calls: a reply that comes meanwhile waits its turn in the inbox
-    let driving = false
-    // the drive paused to let the host's event loop turn
-    let paused = false
-    // since when the host drives without its event loop having turned, or -1
-    let driveStart = -1
-    // calls that came through the callback during a step, dispatched once it returned; replies waiting to be delivered
-    const spilled: [number, string, string, number | undefined][] = []
-    const inbox: unknown[][] = []
-    let context: ivm.Context | undefined
-    let deliver: ivm.Reference | undefined
-    let post: ivm.Reference | undefined
-    let cpuStart = 0n
+    // the run's state. `reported` is the program's done or throw, which stands once the isolate is idle (nothing of the
+    // program still queued); `busy` holds while its first stretch (script and start) runs on the isolate's own thread,
+    // `stepping` while a later one runs on this thread (hostDrive); `waiting` counts the calls forwarded, not answered
+    const run = { settled: false, reported: undefined as Reported | undefined, busy: true, stepping: false, waiting: 0 }
     // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
     const handles: { release(): void }[] = []
     const hold = <T extends { release(): void }>(handle: T) => {
       handles.push(handle)
       return handle
     }
-    // what the program reported, now that it stands
-    const finish = () => report(reports, ...reported!, this.heap(slot))
-    let counted = false
+    Atomics.add(runsActive, 0, 1)
     const end = (reuse: boolean) => {
-      settled = true
+      run.settled = true
       slot.onParked = undefined
-      if (counted) Atomics.sub(runsActive, 0, 1)
       slot.inRun = false
+      Atomics.sub(runsActive, 0, 1)
       if (!reuse) return
       for (const handle of handles) handle.release()
-      setImmediate(() => {
-        if (slot.inRun || slot.next || slot.parked || slot.isolate.isDisposed) return
-        try {
-          slot.next = slot.isolate.createContextSync()
-        } catch {}
-      })
-    }
-    const handIn = (call: number, reply: BridgeReply) => {
-      if (this.hostDrive) return answer(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
-      // once the program reported, nothing of it may run on: the run is about to end
-      if (settled || reported !== undefined) return
-      const spin = expect()
-      // marked before the reply goes: the isolate's thread, spinning, may take it and call again before `offer` returns
-      if (spin) calls.watch()
-      // a string (`id:text`) through the ring while the isolate's thread spins for it: since the call came, the isolate
-      // waited on this thread, which is not the program's cpu time (at most spinMs: its spin ends by then)
-      if (reply.ok && replies.offer(`${call}:${reply.value}`)) {
-        if (call === lastCall) waited += Math.min(performance.now() - lastCallAt, this.spinMs)
-      } else {
-        // else posted to its thread. a post can hold this thread while the isolate runs (the thread it wakes may take
-        // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
-        // does not spin for its reply (marked 2), which this thread could not send before the isolate's task ends
-        if (spin) calls.watch(2)
-        replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
-      }
-      if (!spin || settled) return
-      if (spin === 2) return void setImmediate(spinLater)
-      // a spin caught something only if the ring brought it: what the callback brings waits for the event loop anyway
-      slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
+      setImmediate(() => this.makeNext(slot))
     }
 
-    // the adaptive half of the hand-off on this side: whether to spin a moment for the program's next call after a reply
-    const within = burst()
-    // (0: no; 1: at once; 2: once the event loop turned, after maxBurstMs of replies in a row: the isolate may go on
-    // spinning meanwhile, and its call waits in the ring)
-    const expect = () => {
-      if (!(this.spinMs > 0) || settled || waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
-      return within() ? 1 : 2
+    // what the program reports, checked (contract.ts `report`). its end stands once the isolate is idle; a call made
+    // during a step waits in `spilled` until the step returned (the pipeline would spend the program's slice)
+    const finish = () => report(reports, ...run.reported!, this.heap(slot))
+    const spilled: Parameters<ProgramReports['call']>[] = []
+    const dispatch: ProgramReports['call'] = (call, name, json, site) => {
+      if (run.settled) return
+      run.waiting++
+      drive.took(call)
+      reports.call(call, name, json, site)
     }
-    const spinLater = () => {
-      if (!settled) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
+    const held: ProgramReports = {
+      ...reports,
+      ended: () => run.settled || reports.ended() || run.reported !== undefined,
+      call: (...call) => (run.stepping ? void spilled.push(call) : dispatch(...call)),
     }
-    // what the program sent through the ring is its, not the host's: anything malformed there ends the run
+    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown) => {
+      if (kind !== 'done' && kind !== 'throw') return report(held, kind, a, b, c, d)
+      if (held.ended()) return false
+      run.reported = [kind, a, b, c]
+      if (!run.busy && !run.stepping) finish()
+      return true
+    }
+    // the hand-off's lanes (lane 0 the program's calls, lane 1 the replies). what the program sent through the ring is
+    // its, not the host's: anything malformed there ends the run
     const malformed = () => fail('crash', "the program's hand-off ring was malformed")
-    const calls = lane(slot.handoff, 0, { postMessage() {} }, { receive: () => undefined, malformed })
+    const calls = lane(slot.handoff, 0, { postMessage: none }, { receive: none, malformed })
     // ignored: an isolate disposed meanwhile (its memory limit) is heard from the program's pending end (begin)
+    let post: ivm.Reference | undefined
     const toIsolate = (message: unknown) => post!.applyIgnored(undefined, Array.isArray(message) ? message : [message])
-    const replies = lane(slot.handoff, 1, { postMessage: toIsolate }, { receive: () => undefined })
+    const replies = lane(slot.handoff, 1, { postMessage: toIsolate }, { receive: none })
     calls.clear()
     replies.clear()
-    // a flood is taken 64 calls at a time, a turn of the event loop between (nothing rings for what is left)
-    const drain = () => {
-      const taken = settled ? 0 : calls.take(onMessage, 64)
-      if (taken === 64) setImmediate(drain)
-      return taken
-    }
-    // the last call the host took, and when; how many it took; ms the isolate spun for replies that came while it did;
-    // its spins that caught nothing, as its lane counted them before the run
-    let lastCall = -1
-    let lastCallAt = 0
-    let callsTaken = 0
-    let waited = 0
-    const missedBefore = handoffCounts(slot.handoff)[1].missed
-    // what the program sent: a call through the ring (`id:site:name length:name json`), or the callback's arguments
+    // what the program sent through lane 0: a call through the ring (`id:site:name length:name json`), or the callback's
+    // arguments
     const onMessage = (message: unknown) => {
-      if (settled) return
-      if (Array.isArray(message)) {
-        if (message[0] === 'call') took(message[1])
-        return void onBridge(message[0], message[1], message[2], message[3], message[4])
-      }
+      if (run.settled) return
+      if (Array.isArray(message)) return void onBridge(message[0], message[1], message[2], message[3], message[4])
       const text = message as string
       const first = text.indexOf(':')
       const second = first < 0 ? -1 : text.indexOf(':', first + 1)
       const third = second < 0 ? -1 : text.indexOf(':', second + 1)
       const name = third + 1 + Number(text.slice(second + 1, third))
       if (third < 0 || !(name > third && name <= text.length)) return malformed()
-      const id = Number(text.slice(0, first))
-      took(id)
-      onBridge('call', id, text.slice(third + 1, name), text.slice(name), Number(text.slice(first + 1, second)))
+      onBridge('call', Number(text.slice(0, first)), text.slice(third + 1, name), text.slice(name), Number(text.slice(first + 1, second)))
     }
-    const took = (id: unknown) => {
-      lastCall = id as number
-      lastCallAt = performance.now()
-      callsTaken++
-    }
-
-    // under hostDrive a reply enters the program synchronously, on this thread: the program runs until it next waits on
-    // a tool (otherwise deliver hands it to the isolate's own thread, and the host goes on at once)
-    const answer = (args: unknown[]) => {
-      inbox.push(args)
-      if (!busy && !driving && !paused) drive()
-    }
-
-    const turned = () => {
-      driveStart = -1
-    }
-    const resume = () => {
-      paused = false
-      drive()
-    }
-    // replies that come at once (in a microtask) would keep the host's event loop from turning until the run ends: after
-    // driveMs without a turn, the rest waits for the next one
-    const drive = () => {
-      driving = true
-      while (inbox.length > 0 && !settled) {
-        const now = performance.now()
-        if (driveStart < 0) {
-          driveStart = now
-          setImmediate(turned)
-        } else if (now - driveStart > driveMs) {
-          paused = true
-          setImmediate(resume)
-          break
-        }
-        step(inbox.shift()!, now)
-      }
-      driving = false
-    }
-
-    const step = (args: unknown[], now: number) => {
-      const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
-      // Infinity while the program waits on a person: only cpuMs and the slice bound the step then
-      const wallLeft = wallLeftAt(now)
-      if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
-      if (wallLeft <= 0) return fail('timeout', limitMessages.wall(limits))
-      const bound = Math.min(cpuLeft, wallLeft, this.sliceMs)
-      const overrun = () => {
-        if (bound === cpuLeft) return fail('timeout', limitMessages.cpu(limits))
-        if (bound === wallLeft) return fail('timeout', limitMessages.wall(limits))
-        return fail('timeout', sliceMessage(this.sliceMs))
-      }
-      this.onStep?.(request)
-      stepping = true
-      try {
-        // the watchdog bounds the step; isolated-vm's timeout only until it watches this isolate (see watchdog.ts)
-        const inTime = this.watchdog.run(slot, bound, () => deliver!.applySync(undefined, args))
-        if (inTime === false) {
-          stepping = false
-          return overrun()
-        }
-        if (inTime === undefined) deliver!.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
-      } catch (error) {
-        stepping = false
-        if (settled) return
-        if (fatal(error)) return onRejected(error)
-        if (/timed out/.test(messageOf(error))) return overrun()
-        // else a rejection the program left unhandled: the step ran to its end
-      }
-      stepping = false
-      idle()
-    }
-
-    // the isolate ran everything it had queued: dispatch what the program asked for (the outbox first: those calls came
-    // first), or end with what it reported. a reply the pipeline gives at once waits in the inbox (driving)
-    const idle = () => {
-      if (settled) return
-      if (reported) return finish()
-      if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
-      for (const [call, name, json, site] of spilled.splice(0)) dispatch(call, name, json, site)
-    }
-    // the calls forwarded and not answered yet: a reply is not worth a spin while others wait
-    let waiting = 0
-    const dispatch = (call: number, name: string, json: string, site?: number) => {
-      if (settled) return
-      waiting++
-      reports.call(call, name, json, site)
-    }
-
-    // what the program reports, checked (contract.ts `report`); its end stands once the isolate is idle
-    const held: ProgramReports = {
-      ...reports,
-      ended: () => settled || reports.ended() || reported !== undefined,
-      // the pipeline runs once the step returned, not inside it: it would spend the program's slice
-      call: (call, name, json, site) => (stepping ? void spilled.push([call, name, json, site]) : dispatch(call, name, json, site)),
-    }
-    const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown) => {
-      if (kind !== 'done' && kind !== 'throw') return report(held, kind, a, b, c, d)
-      if (held.ended()) return false
-      reported = [kind, a, b, c]
-      if (!busy && !stepping) finish()
-      return true
-    }
-    // the program's only way out. on this thread (hostDrive) it is a plain call; from the isolate's thread an ignored
-    // callback, so the program never waits on the host's thread
-    const onHost = new ivm.Callback(onBridge, { sync: true })
-    // (the hand-off's lane 0 when it is not the ring: what the ring holds came first; 0 is a doorbell for the ring)
+    // the program's way out from the isolate's thread: an ignored callback, so that it never waits on this thread (lane
+    // 0's port: what the ring holds came first; 0 is a doorbell for the ring). from this thread (hostDrive) a plain call
     const offHost = new ivm.Callback(
       (kind: unknown, a: unknown, b: unknown, c: unknown, d: unknown) => {
-        if (!settled) calls.port(kind === 0 ? 0 : [kind, a, b, c, d], onMessage)
+        if (!run.settled) calls.port(kind === 0 ? 0 : [kind, a, b, c, d], onMessage)
       },
       { ignored: true },
     )
+    const onHost = new ivm.Callback(onBridge, { sync: true })
 
     // isolated-vm ends a task with the first rejection the program left unhandled in it (the worker and QuickJS ignore
     // them, as node does when told to): that task still ran to its end, so only the isolate's own end counts
@@ -655,16 +509,148 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       if (fatal(error)) throw error
     }
     const onRejected = (error: unknown) => {
-      if (settled) return
-      const message = messageOf(error)
+      if (run.settled) return
       // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
-      if (/memory limit/.test(message) || isolate.isDisposed) fail('memory', limitMessages.memory(limits))
-      else reports.threw(error instanceof Error ? `${error.name}: ${message}` : message)
+      if (fatal(error)) fail('memory', limitMessages.memory(limits))
+      else reports.threw(error instanceof Error ? `${error.name}: ${messageOf(error)}` : messageOf(error))
     }
 
-    let script: ivm.Script
-    let start: ivm.Reference
+    // the replies posted to the isolate's thread, where the program runs throughout and this thread goes on at once.
+    // after a reply this thread may spin a moment for the program's next call (the hand-off)
+    const onIsolate = (api: ivm.Reference): Drive => {
+      post = hold(api.getSync('post', { reference: true }))
+      // the last call taken, and when; how many; ms the isolate spun for replies that came while it did; its spins that
+      // caught nothing, as its lane counted them before the run
+      let lastCall = -1
+      let lastCallAt = 0
+      let taken = 0
+      let waited = 0
+      const missedBefore = handoffCounts(slot.handoff)[1].missed
+      // whether to spin for the program's next call after a reply (0: no; 1: at once; 2: once the event loop turned, after
+      // maxBurstMs of replies in a row: the isolate may go on spinning meanwhile, and its call waits in the ring)
+      const within = burst()
+      const expect = () => {
+        if (!(this.spinMs > 0) || run.settled || run.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
+        return within() ? 1 : 2
+      }
+      // a flood is taken 64 calls at a time, a turn of the event loop between (nothing rings for what is left)
+      const drain = () => {
+        const count = run.settled ? 0 : calls.take(onMessage, 64)
+        if (count === 64) setImmediate(drain)
+        return count
+      }
+      // a spin caught something only if the ring brought it: what the callback brings waits for the event loop anyway
+      const spin = () => {
+        if (!run.settled) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
+      }
+      return {
+        deliver: (call, reply) => {
+          // once the program reported, nothing of it may run on: the run is about to end
+          if (run.settled || run.reported !== undefined) return
+          const spins = expect()
+          // marked before the reply goes: the isolate's thread, spinning, may take it and call again before `offer` returns
+          if (spins) calls.watch()
+          // a string (`id:text`) through the ring while the isolate's thread spins for it: since the call came, the
+          // isolate waited on this thread, which is not the program's cpu time (at most spinMs: its spin ends by then)
+          if (reply.ok && replies.offer(`${call}:${reply.value}`)) {
+            if (call === lastCall) waited += Math.min(performance.now() - lastCallAt, this.spinMs)
+          } else {
+            // else posted to its thread. a post can hold this thread while the isolate runs (the thread it wakes may take
+            // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
+            // does not spin for its reply (marked 2), which this thread could not send before the isolate's task ends
+            if (spins) calls.watch(2)
+            replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
+          }
+          if (spins === 1) spin()
+          else if (spins === 2) setImmediate(spin)
+        },
+        took: (call) => {
+          lastCall = call
+          lastCallAt = performance.now()
+          taken++
+        },
+        // the isolate's spins count in its cpu time: those that caught a reply (waited), and spinMs for each that caught
+        // nothing (the isolate counts them; at most one a call: each spin follows one)
+        spun: () => waited + Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), taken) * this.spinMs,
+        ready: none,
+      }
+    }
+
+    // hostDrive: after the first stretch a reply enters the program synchronously, on this thread, and the program runs
+    // until it next waits on a tool (a step); its calls are left in the outbox, read once the step returned
+    const fromHost = (api: ivm.Reference): Drive => {
+      const deliver = hold(api.getSync('deliver', { reference: true }))
+      const inbox: unknown[][] = []
+      // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits its turn in the inbox.
+      // since when this thread drives without its event loop having turned, or -1
+      let driving = false
+      let since = -1
+      const turned = () => {
+        since = -1
+      }
+      // replies that come at once (in a microtask) would keep the host's event loop from turning until the run ends:
+      // after driveMs without a turn, the rest waits for the next one
+      const deliverAll = () => {
+        driving = true
+        while (inbox.length > 0 && !run.settled) {
+          const now = performance.now()
+          if (since < 0) {
+            since = now
+            setImmediate(turned)
+          } else if (now - since > driveMs) return void setImmediate(deliverAll)
+          step(inbox.shift()!, now)
+        }
+        driving = false
+      }
+      const step = (args: unknown[], now: number) => {
+        const cpuLeft = limits.cpuMs - Number(isolate.cpuTime - cpuStart) / 1e6
+        // Infinity while the program waits on a person: only cpuMs and the slice bound the step then
+        const wallNow = wallLeft(now)
+        if (cpuLeft <= 0) return fail('timeout', limitMessages.cpu(limits))
+        if (wallNow <= 0) return fail('timeout', limitMessages.wall(limits))
+        const bound = Math.min(cpuLeft, wallNow, this.sliceMs)
+        const overrun = () =>
+          fail('timeout', bound === cpuLeft ? limitMessages.cpu(limits) : bound === wallNow ? limitMessages.wall(limits) : sliceMessage(this.sliceMs))
+        this.onStep?.(request)
+        run.stepping = true
+        try {
+          // the watchdog bounds the step; isolated-vm's timeout only until it watches this isolate (see watchdog.ts)
+          const inTime = this.watchdog.run(slot, bound, () => deliver.applySync(undefined, args))
+          if (inTime === false) return overrun()
+          if (inTime === undefined) deliver.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
+        } catch (error) {
+          if (run.settled) return
+          if (fatal(error)) return onRejected(error)
+          if (/timed out/.test(messageOf(error))) return overrun()
+          // else a rejection the program left unhandled: the step ran to its end
+        } finally {
+          run.stepping = false
+        }
+        idle()
+      }
+      // the isolate ran everything it had queued: dispatch what the program asked for (the outbox first: those calls came
+      // first), or end with what it reported
+      const idle = () => {
+        if (run.settled) return
+        if (run.reported) return finish()
+        if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
+        for (const call of spilled.splice(0)) dispatch(...call)
+      }
+      return {
+        deliver: (call, reply) => {
+          inbox.push(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
+          if (!run.busy && !driving) deliverAll()
+        },
+        took: none,
+        spun: () => 0,
+        ready: deliverAll,
+      }
+    }
+
+    let context: ivm.Context
     let api: ivm.Reference<any>
+    let start: ivm.Reference
+    let drive: Drive
     try {
       // the context made after the last run, else one made now
       slot.inRun = true
@@ -691,35 +677,24 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       // without hostDrive the program's whole run is its first stretch: `begin` resolves once it reported its end, and
       // rejects once its isolate was disposed (its memory limit, while it computed or awaited a reply)
       start = hold(api.getSync(this.hostDrive ? 'start' : 'begin', { reference: true }))
-      if (this.hostDrive) deliver = hold(api.getSync('deliver', { reference: true }))
-      else post = hold(api.getSync('post', { reference: true }))
+      drive = this.hostDrive ? fromHost(api) : onIsolate(api)
     } catch (error) {
       fail('crash', `could not prepare the isolate: ${messageOf(error)}`)
-      return { deliver: handIn, cpuUsed: () => undefined, end }
+      return { deliver: none, cpuUsed: none, end }
     }
+    let script: ivm.Script
     try {
       script = hold(isolate.compileScriptSync(source, { filename: 'program.js', lineOffset: -1 }))
     } catch (error) {
       const text = messageOf(error)
       const match = syntaxLocation.exec(text)
-      const at = match ? { line: Number(match[1]), column: Number(match[2]) } : {}
       const where = match ? ` (line ${match[1]}, column ${match[2]})` : ''
-      reports.threw(`SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, at.line, at.column, this.heap(slot))
-      return { deliver: handIn, cpuUsed: () => undefined, end }
+      reports.threw(`SyntaxError: ${text.replace(syntaxLocation, '')}${where}`, match ? +match[1] : undefined, match ? +match[2] : undefined, this.heap(slot))
+      return { deliver: none, cpuUsed: none, end }
     }
 
     slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
-    cpuStart = isolate.cpuTime
-    Atomics.add(runsActive, 0, 1)
-    counted = true
-    // the isolate's cpu time is its time running, spinning included: less the spins that caught a reply (waited), and
-    // spinMs for each that caught nothing (the isolate counts them; at most one a call: each spin follows one)
-    const cpuUsed = () => {
-      try {
-        const missed = Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), callsTaken)
-        return Number(isolate.cpuTime - cpuStart) / 1e6 - waited - missed * this.spinMs
-      } catch {}
-    }
+    const cpuStart = isolate.cpuTime
     // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
     // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
     // (a stretch that left a rejection unhandled took the wait for the end with it: waited for again)
@@ -738,19 +713,23 @@ export class IsolateDriver implements SandboxDriver<Slot> {
           if (!this.hostDrive) return ended()
         }),
       )
-      .then(() => context!.eval('0').catch(tolerate))
+      .then(() => context.eval('0').catch(tolerate))
       .then(() => {
-        busy = false
-        if (settled) return
-        if (reported) return finish()
-        if (this.hostDrive) drive()
+        run.busy = false
+        if (run.settled) return
+        if (run.reported) return finish()
+        drive.ready()
       }, onRejected)
     return {
       deliver: (call, reply) => {
-        waiting--
-        handIn(call, reply)
+        run.waiting--
+        drive.deliver(call, reply)
       },
-      cpuUsed,
+      cpuUsed: () => {
+        try {
+          return Number(isolate.cpuTime - cpuStart) / 1e6 - drive.spun()
+        } catch {}
+      },
       end,
     }
   }
@@ -792,6 +771,14 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
     // abandoned, never disposed: its thread still holds it
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
+  }
+
+  // a fresh context for the slot's next run, made on a turn of the event loop after the last one
+  private makeNext(slot: Slot) {
+    if (slot.inRun || slot.next || slot.parked || slot.isolate.isDisposed) return
+    try {
+      slot.next = slot.isolate.createContextSync()
+    } catch {}
   }
 
   // what the isolate's heap holds after a clean run, or undefined when it may not serve another
