@@ -166,9 +166,16 @@ class Outstanding {
 
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`
 
+/** calls named to the model: the first few, then how many more (a program may leave a thousand running) */
+const LISTED_CALLS = 10
+function callList(texts: readonly string[]) {
+  const listed = texts.slice(0, LISTED_CALLS).join(', ')
+  return texts.length > LISTED_CALLS ? `${listed} and ${texts.length - LISTED_CALLS} more` : listed
+}
+
 function cancelledNote(cancelled: readonly string[]) {
   const n = cancelled.length
-  return `(${n} call${n === 1 ? ' was' : 's were'} cancelled because the program returned first: ${cancelled.join(', ')}; await every call before returning)`
+  return `(${n} call${n === 1 ? ' was' : 's were'} cancelled because the program returned first: ${callList(cancelled)}; await every call before returning)`
 }
 
 // compact: a result is read by a model, and JSON padding only costs it tokens
@@ -512,7 +519,7 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
     if (!outcome.ok) {
       const { kind, message, logs, line, column } = outcome
       const left = cancelled.length
-        ? ` (${cancelled.length === 1 ? '1 call still running was' : `${cancelled.length} calls still running were`} cancelled: ${cancelled.join(', ')})`
+        ? ` (${cancelled.length === 1 ? '1 call still running was' : `${cancelled.length} calls still running were`} cancelled: ${callList(cancelled)})`
         : ''
       // a wait on a person that found the deployment's bound reached did not stop the clock: say why it ran out
       const crowded =
