@@ -74,14 +74,18 @@
     return n
   }
 
-  // false once the budget is spent: the host stops the run when it hears `limit`.
-  // utf-8 takes at least a byte per utf-16 unit, so a string longer than what is left is over without reading it
+  // the output budget is spent: the host stops the run when it hears `limit`
+  const overLimit = () => {
+    over = true
+    bridge('limit')
+  }
+  // false once the budget is spent. utf-8 takes at least a byte per utf-16 unit, so a string longer than what is left is
+  // over without reading it
   const spend = (text) => {
     if (over) return false
     const bytes = text.length > outputBytes - used ? Infinity : utf8Bytes(text)
     if (used + bytes > outputBytes) {
-      over = true
-      bridge('limit')
+      overLimit()
       return false
     }
     used += bytes
@@ -371,23 +375,17 @@
         }
       } catch (error) {
         if (error !== tooLarge) throw error
-        over = true
-        bridge('limit')
-        return
+        return overLimit()
       }
       if (spend(line)) bridge('log', line)
     }
 
-  const sandboxConsole = freeze(
-    create(null, {
-      log: { value: print(''), enumerable: true },
-      info: { value: print(''), enumerable: true },
-      debug: { value: print(''), enumerable: true },
-      dir: { value: print(''), enumerable: true },
-      warn: { value: print('[warn] '), enumerable: true },
-      error: { value: print('[error] '), enumerable: true },
-    }),
-  )
+  const sandboxConsole = create(null)
+  for (const name of ['log', 'info', 'debug', 'dir', 'warn', 'error']) {
+    const prefix = name === 'warn' || name === 'error' ? `[${name}] ` : ''
+    defineProperty(sandboxConsole, name, { value: print(prefix), enumerable: true })
+  }
+  freeze(sandboxConsole)
 
   class ToolCallError extends $Error {
     constructor(toolName, message, code) {
@@ -411,12 +409,13 @@
   const siteOf = (binding) => {
     try {
       captureStackTrace(siteHolder, binding)
-      const stack = siteHolder.stack
-      const match = typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null
+      const match = locate(siteHolder.stack)
       if (match !== null) return +match[1] * 2097152 + $min(+match[2], 2097151)
     } catch {}
     return 0
   }
+  // the first line and column of the program's own in a stack's text, unless it is too long to read
+  const locate = (stack) => (typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null)
 
   const finished = (name, called) => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
   // the promise of a call's reply. a call without an argument means "no arguments", which tools take as an empty object
@@ -628,8 +627,7 @@
 
   const location = (error) => {
     try {
-      const stack = error !== null && typeof error === 'object' ? error.stack : undefined
-      const match = typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null
+      const match = locate(error !== null && typeof error === 'object' ? error.stack : undefined)
       if (match) return [+match[1], +match[2]]
     } catch {}
     return [undefined, undefined]
@@ -668,8 +666,7 @@
       if (error === tooDeep) return fail(new $TypeError(`the return value is ${deeperThan}, which is more than a result takes; return a flatter value`))
       if (error !== tooLarge) return fail(error)
       settled = true
-      over = true
-      return bridge('limit')
+      return overLimit()
     }
     settled = true
     if (json !== undefined && !spend(json)) return
@@ -734,9 +731,7 @@
     RecordedDate.prototype = $Date.prototype
     RecordedDate.UTC = $Date.UTC
     RecordedDate.parse = $Date.parse
-    RecordedDate.now = function now() {
-      return value($now)
-    }
+    RecordedDate.now = now
     defineProperty($Date.prototype, 'constructor', { __proto__: null, value: RecordedDate, writable: true, configurable: true, enumerable: false })
     globalThis.Date = RecordedDate
     Math.random = function random() {
