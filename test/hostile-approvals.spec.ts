@@ -78,7 +78,8 @@ describe('hostile: pending approvals', function () {
   async function leftBehind(path: string, answer?: 'allow') {
     const store = await openStore({ path })
     const questions = new PendingQuestions(store, () => new GrantStore(store).ready())
-    const id = await questions.ask({ rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: {}, reason: 'asked' })
+    const expiresAt = new Date(Date.now() + 60_000).toISOString()
+    const id = await questions.ask({ session: 's-1', rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: {}, reason: 'asked', expiresAt })
     if (answer) expect(await questions.answer(id, answer, 'operator')).to.equal(true)
     return { id, questions, close: () => store.close() }
   }
@@ -93,7 +94,7 @@ describe('hostile: pending approvals', function () {
     const a = await deploy(path, bodies, gate, arrived, person)
     const b = await deploy(path, bodies, gate, arrived, person)
     const program = { code: 'return await tools.deploy({})', description: 'deploys' }
-    const results = Promise.all([a, b].map(({ ctx }) => call(ctx, 'run_code', program, { callId: 'run-1' })))
+    const results = Promise.all([a, b].map(({ ctx }) => call(ctx, 'run_code', program, { callId: 'run-1', session: 's-1' })))
     return { bodies, results, decided: () => [...a.decided, ...b.decided].map((d) => `${d.outcome} ${d.answeredBy}`).sort() }
   }
 
@@ -138,7 +139,8 @@ describe('hostile: pending approvals', function () {
     const store = await openStore({ path })
     const questions = new PendingQuestions(store, () => new GrantStore(store).ready())
     const odd = '{"__proto__":{"polluted":1},"constructor":{"prototype":2}}'
-    const id = await questions.ask({ rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: JSON.parse(odd), reason: 'asked' })
+    const expiresAt = new Date(Date.now() + 60_000).toISOString()
+    const id = await questions.ask({ rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: JSON.parse(odd), reason: 'asked', expiresAt })
     const listed = await faber(['grants', 'pending', '--store', path, '--json'])
     expect(JSON.stringify(JSON.parse(listed.stdout)[0].arguments), 'odd keys are shown as they were asked').to.equal(odd)
     const [allow, reject] = await Promise.all(['allow', 'reject'].map((decision) => faber(['grants', 'answer', id, decision, '--store', path])))

@@ -5,58 +5,14 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { defineTool, type Json, type ToolResult, t, waitOnPerson } from '@faber/core'
-import { call, deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalDecided, type ApprovalQuery } from '@faber/plugin-approval'
-import IsolateSandboxService from '@faber/sandbox-isolate'
-import DeploymentStore from '@faber/store'
+import type { Json, ToolResult } from '@faber/core'
+import { call, disposeAll } from '@faber/core/testing'
 import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
-import type { Context } from 'cordis'
 import { faber } from '../packages/cli/tests/helpers.ts'
+import { deployWaiting } from './fixtures/waiting-person.ts'
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function deploy(store: { path?: string; url?: string }) {
-  const bodies: string[] = []
-  const decided: ApprovalDecided[] = []
-  const ctx = await deployment({ mode: 'code', checkpointAfterMs: 100 }, (ctx) => {
-    ctx.plugin(IsolateSandboxService, { poolSize: 1 })
-    ctx.plugin(DeploymentStore, store)
-    ctx.plugin(Approval, { require: ['deploy'], grantWatchMs: 50 })
-    ctx.plugin({
-      name: 'person',
-      inject: ['tools'],
-      apply: (ctx: Context) => {
-        // a person who has not answered here
-        ctx.on('approval/request', async (query: ApprovalQuery) => {
-          const answered = waitOnPerson(query.exec)
-          try {
-            return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
-          } finally {
-            answered()
-          }
-        })
-        ctx.on('approval/decided', (event: ApprovalDecided) => void decided.push(event))
-      },
-    })
-  })
-  for (const name of ['count', 'deploy']) {
-    ctx.tools.register(
-      defineTool({
-        name,
-        description: name,
-        parameters: t.object({}),
-        output: { schema: t.unknown() },
-        execute: (): Json => {
-          bodies.push(name)
-          return name === 'count' ? 1 : 'deployed'
-        },
-      }),
-    )
-  }
-  return { ctx, bodies, decided }
-}
 
 const told = (result: ToolResult) => (result.isError ? `error: ${result.error.message}` : result.content)
 
@@ -68,7 +24,7 @@ async function pending(store: string): Promise<{ id: string; tool: string; callI
 }
 
 async function answeredElsewhere(store: string, location: { path?: string; url?: string }) {
-  const { ctx, bodies, decided } = await deploy(location)
+  const { ctx, bodies, decided } = await deployWaiting(location, { checkpointAfterMs: 100, grantWatchMs: 50 })
   const program = call(ctx, 'run_code', { code: 'const a = await tools.count({})\nreturn [a, await tools.deploy({})]', description: 'deploys' })
   let questions = await pending(store)
   while (!questions.length) {

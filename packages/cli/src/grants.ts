@@ -32,8 +32,9 @@ changes made here on their next call, on every host that shares the store. expor
 
 A question that has waited for a person longer than the approval plugin's grantWatchMs is kept in the store too:
 pending lists them, whichever process asked, and answer decides one once (allow or reject). The process that asked
-goes on within grantWatchMs; if it stopped meanwhile, the program it was part of finds the answer when the session is
-continued (faber run/chat --log).
+goes on within grantWatchMs; if it stopped meanwhile, the program it was part of finds the answer when the same session
+is continued (faber run/chat --log), before the question expires (the approval's timeoutMs after it was asked). pending
+removes the expired ones.
 
 Options:
   --store FILE|URL    the SQLite store, or a postgres:// URL
@@ -117,11 +118,11 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
           out.write(`no questions wait for a person in ${store.path}\n`)
           return 0
         }
-        const rows = [['ID', 'TOOL', 'AGENT', 'ARGUMENTS', 'CALL', 'ASKED', 'ANSWER']]
+        const rows = [['ID', 'TOOL', 'AGENT', 'ARGUMENTS', 'CALL', 'ASKED', 'EXPIRES', 'ANSWER']]
         for (const q of list) {
           const args = JSON.stringify(q.arguments)
           const answer = q.decision ? `${q.decision} (${q.answeredBy ?? '?'})` : '-'
-          rows.push([q.id, q.tool, q.agent ?? '-', args.length > 60 ? `${args.slice(0, 59)}…` : args, q.callId, q.askedAt, answer])
+          rows.push([q.id, q.tool, q.agent ?? '-', args.length > 60 ? `${args.slice(0, 59)}…` : args, q.callId, q.askedAt, q.expiresAt, answer])
         }
         out.write(`${table(rows)}\n`)
         return 0
@@ -136,8 +137,11 @@ export async function grants(args: string[], options: GrantsOptions, out: NodeJS
         process.stderr.write(
           answered?.decision
             ? `faber grants answer: question "${id}" was answered already (${answered.decision} by ${answered.answeredBy ?? 'someone'} at ${answered.answeredAt ?? '?'}); yours was not recorded\n`
-            : `faber grants answer: no question "${id}" waits for an answer in ${store.path} (faber grants pending lists them)\n`,
+            : answered
+              ? `faber grants answer: question "${id}" expired at ${answered.expiresAt} (its approval's deadline) and was removed; yours was not recorded. The program asks again when its session is continued\n`
+              : `faber grants answer: no question "${id}" waits for an answer in ${store.path} (faber grants pending lists them)\n`,
         )
+        if (answered && !answered.decision) await questions.sweep()
         return 1
       }
       case 'list': {

@@ -119,6 +119,9 @@ export class Broker {
   /** the read under way, and the mark it was started at: checks at the same mark share it */
   private loading?: { mark: number; done: Promise<void> }
 
+  /** the sessions with a log now running, by agent: a call of the only one of its agent is that session's */
+  private sessions = new Map<Agent | undefined, Set<string>>()
+
   /** the names in `answerers` that named a loaded plugin, or were warned about: each is checked once */
   private checkedAnswerers = new Set<string>()
 
@@ -342,6 +345,29 @@ export class Broker {
     return { decision: 'allow', by: allow.by }
   }
 
+  /** a session with a log started or continued (agent/session): its calls' questions can be taken after a restart */
+  sessionStarted(agent: Agent | undefined, id: string) {
+    let ids = this.sessions.get(agent)
+    if (!ids) this.sessions.set(agent, (ids = new Set()))
+    ids.add(id)
+  }
+
+  sessionEnded(agent: Agent | undefined, id: string) {
+    const ids = this.sessions.get(agent)
+    ids?.delete(id)
+    if (ids?.size === 0) this.sessions.delete(agent)
+  }
+
+  /**
+   * the conversation a call belongs to: its exec.session (an MCP session), or the session log its agent runs in. none
+   * when unknown (no log, or several sessions of one agent at once): its question is then never taken after a restart
+   */
+  private conversationOf(query: ApprovalQuery): string | undefined {
+    if (query.exec?.session !== undefined) return query.exec.session
+    const ids = this.sessions.get(query.agent)
+    return ids?.size === 1 ? ids.values().next().value : undefined
+  }
+
   /** a conversation ended: the grants made in it go with it */
   endSession(session: string) {
     this.memory = this.memory.filter((entry) => entry.grant.session !== session)
@@ -440,7 +466,7 @@ export class Broker {
     const root = query.exec?.rootCallId
     if (!questions?.store.open || root === undefined) return
     try {
-      return await questions.leftBehind(root, query.tool, query.agent?.name, query.arguments)
+      return await questions.leftBehind(this.conversationOf(query), root, query.tool, query.agent?.name, query.arguments)
     } catch (error) {
       this.logger.warn('the questions kept in the store cannot be read (the request is asked as usual): %s', messageOf(error))
     }
@@ -449,11 +475,16 @@ export class Broker {
   /** takes a left-behind question over; another process may have taken it first (then it is asked as usual) */
   private async claim(question: PendingQuestion): Promise<boolean> {
     try {
-      return (await this.questions?.claim(question.id)) === true
+      return (await this.questions?.claim(question.id, this.deadline())) === true
     } catch (error) {
       this.logger.warn('a question kept in the store cannot be taken over (the request is asked as usual): %s', messageOf(error))
       return false
     }
+  }
+
+  /** a question in the store lives as long as a request asked now may wait for it */
+  private deadline() {
+    return new Date(Date.now() + this.config.timeoutMs).toISOString()
   }
 
   private forget(id: string) {
@@ -490,6 +521,8 @@ export class Broker {
       if (stopped || asking.answered) return
       mark = questions.mark()
       writing = questions.ask({
+        session: this.conversationOf(query),
+        expiresAt: this.deadline(),
         rootCallId: query.exec?.rootCallId ?? query.callId,
         callId: query.callId,
         tool: query.tool,
@@ -532,7 +565,7 @@ export class Broker {
         // one the store answered holds its answer already
         if (answeredBy !== STORE_ANSWERER) {
           await questions
-            .answer(written, 'allow', answeredBy)
+            .answer(written, 'allow', answeredBy, this.deadline())
             .catch((error) => this.logger.warn('an answer could not be kept with its question: %s', messageOf(error)))
         }
         return written

@@ -194,6 +194,9 @@ const MIGRATIONS: Migration[] = [
   // the questions waiting for a person (pending.ts), so another process can see and answer them
   { sqlite: `CREATE TABLE approval_pending (${PENDING_COLUMNS}) STRICT`, postgres: `CREATE TABLE approval_pending (${PENDING_COLUMNS})` },
   { sqlite: '', postgres: changeTrigger('approval_pending') },
+  // a question's answer is taken after a restart in its own session only, and until its deadline only
+  'ALTER TABLE approval_pending ADD COLUMN session TEXT',
+  'ALTER TABLE approval_pending ADD COLUMN expires_at TEXT',
 ]
 
 const LIST = 'SELECT id, tool, arguments, command, agent, decision, created_at, by FROM approval_grants ORDER BY seq'

@@ -117,6 +117,8 @@ class Approval extends Service implements ApprovalService {
     })
     ctx.plugin(RulesAnswerer, { match: (query) => broker.match(query) })
     ctx.on('tools/session-end', ({ session }) => broker.endSession(session))
+    ctx.on('agent/session', ({ agent, id }) => broker.sessionStarted(agent, id))
+    ctx.on('agent/session-end', ({ agent, id }) => broker.sessionEnded(agent, id))
     ctx.on('tools/result', (exec: Execution, result: ToolResult) => broker.settled(exec, result))
   }
 
