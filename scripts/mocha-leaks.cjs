@@ -81,7 +81,7 @@ function report() {
   }
   const summary = globalThis[Symbol.for('faber.test-summary')]
   const failures = globalThis[Symbol.for('faber.test-failures')] ?? 1
-  if (process.env.FABER_TEST_VERDICT) writeFileSync(process.env.FABER_TEST_VERDICT, String(Math.min(failures, 255)))
+  if (process.env.FABER_TEST_VERDICT) writeFileSync(process.env.FABER_TEST_VERDICT, `${Math.min(failures, 255)}\n${summary ?? ''}`)
   // stdout and stderr are pipes or files in CI: written synchronously, so nothing is lost to the kill
   if (summary) writeSync(1, summary)
   process.kill(process.pid, 'SIGKILL')

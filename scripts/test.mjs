@@ -2,7 +2,8 @@
 // A test process can be held alive by something no JavaScript can close: isolated-vm keeps a process from exiting
 // (even through process.exit) once V8's out-of-memory handler parked one of its isolates, which a memory-bomb test
 // may do. scripts/mocha-leaks.cjs then writes mocha's exit code to FABER_TEST_VERDICT and kills its own process;
-// this wrapper exits with that code. Any other death (a signal nobody sent on purpose) is a failure.
+// this wrapper exits with that code. A death before mocha's verdict (a signal nobody sent on purpose) is a failure;
+// one after it is reported on stderr and the verdict kept.
 import { spawn } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -22,6 +23,17 @@ child.on('exit', (code, signal) => {
     written = readFileSync(verdict, 'utf8')
     rmSync(verdict)
   } catch {}
-  if (signal && written !== undefined && /^\d+$/.test(written)) process.exit(Number(written))
+  const [, failures, summary] = /^(\d+)\n(.*)/s.exec(written ?? '') ?? []
+  if (signal && failures !== undefined) {
+    // mocha had finished and given its verdict when the process died. SIGKILL is mocha-leaks.cjs ending a process a
+    // leak held; any other signal is a crash during teardown, said here, not hidden: isolated-vm 5.0.4 has aborted
+    // twice in a full run (of about ten) with `IsolateEnvironment::GetCurrent(): environment != nullptr`, after the
+    // last test, while node tore the process down with isolates a test left alive. it did not reproduce on its own
+    if (signal !== 'SIGKILL') {
+      process.stderr.write(`\npnpm test: the test process died of ${signal} after mocha gave its verdict (above); the verdict stands\n`)
+      process.stdout.write(summary)
+    }
+    process.exit(Number(failures))
+  }
   process.exit(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1))
 })

@@ -54,4 +54,17 @@ describe('the test command, when a test leaves the process unable to end', funct
     expect(last).to.equal('1 passed, 0 failed')
     expect(code).to.equal(0)
   })
+
+  it('keeps the verdict of a process that dies after it (an abort at teardown), and says so on stderr', async () => {
+    const { stderr, code, last } = await runTests('test/fixtures/aborts-at-exit.fixture.ts')
+    expect(stderr).to.contain('pnpm test: the test process died of SIGABRT after mocha gave its verdict (above); the verdict stands')
+    expect(last).to.equal('1 passed, 0 failed')
+    expect(code).to.equal(0)
+  })
+
+  it('fails a run whose process dies before mocha gives its verdict', async () => {
+    const { code, stdout } = await runTests('test/fixtures/aborts-in-a-test.fixture.ts')
+    expect(stdout).not.to.match(/passed, \d+ failed/)
+    expect(code).to.equal(134)
+  })
 })
