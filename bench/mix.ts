@@ -46,7 +46,11 @@ const once = (backend: string, isolation: string) =>
 async function ipcRoundTrip(serialization: 'json' | 'advanced', trips = 2000) {
   const echo = fork(fileURLToPath(new URL('./_ipc-echo.mjs', import.meta.url)), [], { serialization, env: {} })
   const message = [7, 'call', 12, 'echo', '{"i":12}', 2097165]
-  const trip = () => new Promise((resolve) => (echo.once('message', resolve), echo.send(message)))
+  const trip = () =>
+    new Promise((resolve) => {
+      echo.once('message', resolve)
+      echo.send(message)
+    })
   const times: number[] = []
   for (let round = 0; round < 5; round++) {
     const from = performance.now()
