@@ -2,7 +2,7 @@
 // of every step), reloadable to continue a session. a crash mid-write leaves a truncated last line: it is reported
 // and cut off on open, never fatal. a broken line anywhere else is corruption and refuses to load.
 
-import { type FileHandle, open, readFile } from 'node:fs/promises'
+import { type FileHandle, open, readFile, rm, writeFile } from 'node:fs/promises'
 import type { BridgeReply, CallSite, CodeCheckpoint, JournalCall, Json } from '@faber/core'
 import type { Message, ToolCall, Usage } from './model.ts'
 
@@ -144,6 +144,39 @@ export function conversationOf(records: readonly LogRecord[]): { messages: Messa
   return { messages, dangling }
 }
 
+const running = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * one process writes a log at a time: two continuing the same one would each run its checkpointed programs again. the
+ * lock file beside it holds the writer's pid; one whose process is gone (killed) is taken over
+ */
+async function lockLog(path: string): Promise<string> {
+  const lock = `${path}.lock`
+  for (let tries = 0; ; tries++) {
+    try {
+      await writeFile(lock, `${process.pid}\n`, { flag: 'wx' })
+      return lock
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
+    const pid = Number.parseInt(await readFile(lock, 'utf8').catch(() => ''), 10)
+    if (tries > 0 || (Number.isSafeInteger(pid) && pid > 0 && running(pid))) {
+      const who = pid === process.pid ? 'this process (another SessionLog on it is still open)' : `process ${Number.isNaN(pid) ? '?' : pid}`
+      throw new SessionLogError(
+        `${path}: the log is being written by ${who}; two writers would each run its checkpointed programs again. close it first, or remove ${lock} if no Faber is writing it`,
+      )
+    }
+    await rm(lock, { force: true })
+  }
+}
+
 export class SessionLog {
   private chain: Promise<unknown> = Promise.resolve()
   private failure?: unknown
@@ -155,22 +188,29 @@ export class SessionLog {
     /** records already in the file when it was opened */
     readonly records: readonly LogRecord[],
     readonly truncated: TruncatedLine | undefined,
+    private lock: string,
   ) {}
 
   /** opens a log for appending, loading what it already holds; a truncated last line is reported and cut off */
   static async open(path: string): Promise<SessionLog> {
-    let bytes = Buffer.alloc(0)
+    const lock = await lockLog(path)
     try {
-      bytes = await readFile(path)
+      let bytes = Buffer.alloc(0)
+      try {
+        bytes = await readFile(path)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      }
+      const parsed = parseSessionLog(bytes, path)
+      const handle = await open(path, 'a')
+      if (parsed.truncated) await handle.truncate(parsed.validBytes)
+      if (parsed.missingNewline) await handle.write('\n')
+      if (parsed.truncated || parsed.missingNewline) await handle.sync()
+      return new SessionLog(path, handle, parsed.records, parsed.truncated, lock)
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      await rm(lock, { force: true })
+      throw error
     }
-    const parsed = parseSessionLog(bytes, path)
-    const handle = await open(path, 'a')
-    if (parsed.truncated) await handle.truncate(parsed.validBytes)
-    if (parsed.missingNewline) await handle.write('\n')
-    if (parsed.truncated || parsed.missingNewline) await handle.sync()
-    return new SessionLog(path, handle, parsed.records, parsed.truncated)
   }
 
   /** true when the file held a session already */
@@ -204,6 +244,7 @@ export class SessionLog {
     } finally {
       this.closed = true
       await this.handle.close()
+      await rm(this.lock, { force: true })
     }
   }
 }

@@ -1,11 +1,26 @@
 // session logs that are not what Faber wrote: bytes that are not UTF-8 before a torn last line, a journal record
-// carrying more values than one call of a function may take. the log keeps what it recorded, and is read, not thrown
+// carrying more values than one call of a function may take, a log another process is writing. the log keeps what it
+// recorded, and is read, not thrown; a second writer is refused
 
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { checkpointsOf, LOG_VERSION, parseSessionLog, SessionLog } from '@faber/agent'
 import { expect } from 'chai'
+
+const SESSION_LOG = new URL('../src/session-log.ts', import.meta.url).href
+
+/** another process holding `path` open as its session log, as faber run does */
+async function writer(path: string) {
+  const code = `const { SessionLog } = await import(${JSON.stringify(SESSION_LOG)}); await SessionLog.open(${JSON.stringify(path)}); console.log('open'); setInterval(() => {}, 1000)`
+  const child = spawn(process.execPath, ['--import', 'tsx/esm', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const [chunk] = await once(child.stdout, 'data')
+  expect(String(chunk)).to.equal('open\n')
+  return child
+}
 
 const line = (record: unknown) => `${JSON.stringify(record)}\n`
 
@@ -52,5 +67,29 @@ describe('hostile session logs', () => {
     const found = checkpointsOf(records, 'session.jsonl').get('run1')
     expect(found?.checkpoint.values).to.have.length(200_001)
     expect(found?.checkpoint.values[200_000]).to.equal(values[199_999])
+  })
+
+  it('a log another process writes is refused, naming it; once that process is killed, it is taken over', async function () {
+    this.timeout(20_000)
+    const path = join(dir, 'session.jsonl')
+    await writeFile(path, line({ type: 'session', version: LOG_VERSION, id: 's', model: 'm' }))
+    const child = await writer(path)
+    try {
+      const error = await SessionLog.open(path).catch((caught) => caught)
+      expect(error?.name).to.equal('SessionLogError')
+      expect(error.message).to.equal(
+        `${path}: the log is being written by process ${child.pid}; two writers would each run its checkpointed programs again. close it first, or remove ${path}.lock if no Faber is writing it`,
+      )
+    } finally {
+      child.kill('SIGKILL')
+      await once(child, 'exit')
+    }
+    const log = await SessionLog.open(path)
+    expect(log.records.map((r) => r.type)).to.deep.equal(['session'])
+    const again = await SessionLog.open(path).catch((caught) => caught)
+    expect(again?.message).to.contain('the log is being written by this process (another SessionLog on it is still open)')
+    await log.close()
+    expect(existsSync(`${path}.lock`), 'closing the log lets it go').to.equal(false)
+    await (await SessionLog.open(path)).close()
   })
 })
