@@ -8,8 +8,7 @@
 //
 // on the isolate's own thread (the first stretch; every stretch unless the sandbox drives from its thread) the bridge is
 // an ignored callback, or the hand-off's ring. once a reply was `deliver`ed synchronously from the sandbox's thread, that
-// thread drives the program: a call goes into the outbox, which costs no boundary crossing; a call with a long argument,
-// or one that no longer fits, is a plain callback, and so is every later call of the step (they keep their order).
+// thread drives the program, and its bridge is a plain callback to this thread.
 //
 // the hand-off (lane-script.js, evaluated here as in node; no Buffer or TextEncoder in an isolate: strings go in and out
 // as utf-16 units): while the host spins for the program's next call (its lane's AWAKE), a call goes through lane 0's
@@ -19,46 +18,15 @@
 // the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
 // biome-ignore lint/suspicious/noRedundantUseStrict: evaluated as a script, not as a module
 'use strict'
-  // the script's value: (shared, lanes) => the driver. a call whose argument is longer than `recordUnits` takes the callback
-;(shared, lanes, recordUnits = 4096) =>
-  (onHost, offHost, outbox, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) => {
+  // the script's value: (shared, lanes) => the driver
+;(shared, lanes) =>
+  (onHost, offHost, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) => {
     const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
     const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
     const slice = Function.prototype.call.bind(String.prototype.slice)
     const fromCharCode = String.fromCharCode
     const now = Date.now
-    const header = new Int32Array(outbox, 0, 2)
-    const units = new Uint16Array(outbox, 8)
-    const outboxLength = units.length
-    const toolIndex = Object.create(null)
-    const names = JSON.parse(toolNamesJson)
-    for (let i = 0; i < names.length; i++) toolIndex[names[i]] = i
     let host = false
-    let spilled = false
-    // a record: the id (2 units), the tool's index, the json's length, the site (4 units), the json
-    const queue = (id, name, json, site) => {
-      const tool = toolIndex[name]
-      let at = header[1]
-      const length = typeof json === 'string' ? json.length : Infinity
-      if (spilled || !(tool <= 0xffff) || !(id >= 0 && id <= 0xffffffff) || length > recordUnits || at + 8 + length > outboxLength) {
-        spilled = true
-        return false
-      }
-      const low = typeof site === 'number' && site > 0 ? site % 0x100000000 : 0
-      const high = low === 0 ? 0 : (site - low) / 0x100000000
-      units[at++] = id & 0xffff
-      units[at++] = id >>> 16
-      units[at++] = tool
-      units[at++] = length
-      units[at++] = low & 0xffff
-      units[at++] = low >>> 16
-      units[at++] = high & 0xffff
-      units[at++] = high >>> 16
-      for (let i = 0; i < length; i++) units[at++] = charCodeAt(json, i)
-      header[1] = at
-      header[0]++
-      return true
-    }
 
     // the hand-off's two lanes and the pair's back-off (lane-script.js, evaluated in this context: `lanes`). lane 0
     // carries the program's calls and reports: what does not take its ring is the callback's (0 is a doorbell). lane 1
@@ -150,7 +118,7 @@
     })
     const crossing = (kind, a, b, c, d) => {
       let answer
-      if (host) answer = (kind === 'call' && queue(a, b, c, d)) || onHost(kind, a, b, c, d)
+      if (host) answer = onHost(kind, a, b, c, d)
       else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') answer = call(a, b, c, d)
       else answer = send(kind, a, b, c)
       if (kind === 'done' || kind === 'throw') {
@@ -169,7 +137,6 @@
       ended: () => end,
       deliver: (call, ok, text, code) => {
         host = true
-        spilled = false
         deliver(call, ok, text, code)
       },
       // a reply the host posted (lane 1's port): what its ring holds came first. 0 is a doorbell for the ring

@@ -66,7 +66,6 @@ interface Slot {
   prelude: ivm.Script
   /** the driver, made once in a context of its own (`driverSource`) */
   driver: ivm.Reference
-  outbox: Outbox
   /** the hand-off's shared memory (lane.mjs: lane 0 the program's calls, lane 1 the host's replies) and its back-off */
   handoff: SharedArrayBuffer
   pair: Backoff
@@ -105,48 +104,8 @@ const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
-// the outbox: shared memory where a program driven from the host's thread leaves its tool calls, read by the host once the
-// step returned. `[records, units used]` as int32, then records of utf-16 units: `id & 0xffff, id >>> 16, tool index,
-// argument length, argument…` (a call to a tool past the 65 536th takes the callback: its index does not fit)
-const outboxUnits = 32 * 1024
-
 // the driver (driver-script.js): made once per isolate, in a context of its own that no program reaches
 const driverSource = readFileSync(new URL('./driver-script.js', import.meta.url), 'utf8')
-
-/** a slot's outbox, seen from the host */
-class Outbox {
-  readonly memory = new SharedArrayBuffer(8 + 2 * outboxUnits)
-  private header = new Int32Array(this.memory, 0, 2)
-  private units = new Uint16Array(this.memory, 8)
-  private text = Buffer.from(this.memory, 8)
-
-  clear() {
-    this.header[0] = 0
-    this.header[1] = 0
-  }
-
-  /**
-   * hands each call the program left to `call`, in order, and empties the outbox; false when a record is malformed (they
-   * are untrusted). `call` must not enter the program (that would write the outbox while it is read)
-   */
-  take(tools: readonly string[], call: (id: number, name: string, json: string, site: number) => void) {
-    const { header, units, text } = this
-    const records = header[0]
-    const used = Math.min(header[1], units.length)
-    this.clear()
-    for (let k = 0, at = 0; k < records; k++) {
-      if (at + 8 > used) return false
-      const id = units[at] + units[at + 1] * 0x10000
-      const name = tools[units[at + 2]]
-      const end = at + 8 + units[at + 3]
-      if (name === undefined || end > used) return false
-      const site = units[at + 4] + units[at + 5] * 0x10000 + (units[at + 6] + units[at + 7] * 0x10000) * 0x100000000
-      call(id, name, text.toString('utf16le', 2 * (at + 8), 2 * end), site)
-      at = end
-    }
-    return true
-  }
-}
 
 /** how long the host drives programs without letting its event loop turn (timers, I/O, aborts, other sessions) */
 const driveMs = 10
@@ -404,7 +363,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     }
 
     // hostDrive: after the first stretch a reply enters the program synchronously, on this thread, and the program runs
-    // until it next waits on a tool (a step); its calls are left in the outbox, read once the step returned
+    // until it next waits on a tool (a step); its calls come through a plain callback, dispatched once the step returned
     const fromHost = (api: ivm.Reference): Drive => {
       const deliver = hold(api.getSync('deliver', { reference: true }))
       const inbox: unknown[][] = []
@@ -455,12 +414,10 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         }
         idle()
       }
-      // the isolate ran everything it had queued: dispatch what the program asked for (the outbox first: those calls came
-      // first), or end with what it reported
+      // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
       const idle = () => {
         if (run.settled) return
         if (run.reported) return finish()
-        if (!slot.outbox.take(request.tools, dispatch)) return fail('crash', "the program's outbox was malformed")
         for (const call of spilled.splice(0)) dispatch(...call)
       }
       return {
@@ -484,11 +441,9 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       context = hold(slot.next ?? isolate.createContextSync())
       slot.next = undefined
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
-      slot.outbox.clear()
       const args = [
         onHost,
         offHost,
-        new ivm.ExternalCopy(slot.outbox.memory).copyInto({ release: true }),
         new ivm.ExternalCopy(slot.handoff).copyInto({ release: true }),
         new ivm.ExternalCopy(runsActive.buffer).copyInto({ release: true }),
         spinTurns(this.spinMs),
@@ -583,7 +538,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     const lanes = slot.isolate.compileScriptSync(laneSource, { filename: 'faber-lane.js' }).runSync(own, { reference: true })
     const driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(own, { reference: true })
     slot.driver = driver.applySync(undefined, [shared.derefInto(), lanes.derefInto()], { result: { reference: true } })
-    slot.outbox = new Outbox()
     slot.handoff = new SharedArrayBuffer(handoffBytes)
     slot.pair = backoff(slot.handoff)
     this.handoffs.add(slot.handoff)

@@ -46,7 +46,7 @@ for (const disposableThread of [true, false])
   describe(`isolated-vm: driving a program ${disposableThread ? 'from the thread that made it' : 'on its own thread'}`, () => {
     const echo = async (_: string, json: string) => ({ ok: true as const, value: json })
 
-    it('calls the tool named, past the 65 536th of a run (the outbox keeps a tool index in 16 bits)', async () => {
+    it('calls the tool named, past the 65 536th of a run', async () => {
       // binding 65 540 names takes real CPU time: a roomy budget, so a loaded machine does not end the run first
       const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits: { ...hazardLimits, cpuMs: 20000, wallMs: 20000 } })
       const tools = Array.from({ length: 65540 }, (_, i) => `t${i}`)
@@ -109,7 +109,7 @@ for (const disposableThread of [true, false])
     // that a program overflowing its stack as it enters the driver's realm (one per isolate, in a context of its own)
     // catches only errors of its own realm is a hazard of every backend: describeHazards' escapes, run above in both drives
 
-    it('hands every call to the host in order, those that fit the outbox and those that do not', async () => {
+    it('hands every call to the host in order, long arguments and short ones', async () => {
       const sandbox = new IsolateSandbox({ poolSize: 1, disposableThread, limits: { ...hazardLimits, cpuMs: 5000, wallMs: 10000 } })
       const seen: string[] = []
       const call = async (name: string, json: string) => {
@@ -117,7 +117,7 @@ for (const disposableThread of [true, false])
         return echo(name, json)
       }
       try {
-        // one argument too long for a record, then ten that overflow the outbox (32k units), then many small ones
+        // one long argument, then ten more (40k units in all), then many small ones
         const sizes = [1, 5000, 2, 20, 3, ...Array.from({ length: 10 }, () => 4000)]
         const code = `
         await tools.echo({})

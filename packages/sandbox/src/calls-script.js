@@ -74,7 +74,7 @@
     const free = []
     let made = 0
     let freeCount = 0
-    // ids stay below 2^31 (the isolate's outbox takes 32 bits): `seq` wraps, long after any reply to a slot's last id
+    // ids stay below 2^31: `seq` wraps, long after any reply to a slot's last id
     const generations = $floor(2 ** 31 / maxPendingCalls)
     const define = (list, index, value) => defineProperty(list, index, { __proto__: null, value, writable: true, enumerable: true, configurable: true })
     const makeSlots = () => {
