@@ -24,15 +24,28 @@ export class PostgresCopy implements Store {
   private readonly memory = new SqliteStore(':memory:')
   private server?: Promise<pg.Client>
 
-  constructor(private readonly url: string) {
+  private readonly timeout: number
+
+  /** `statementTimeout` (ms, default 5000 as the store's; 0: none): a read the server holds longer (a table locked) fails */
+  constructor(
+    private readonly url: string,
+    options: { statementTimeout?: number } = {},
+  ) {
     this.path = `${masked(url)} (read into memory)`
+    this.timeout = options.statementTimeout ?? 5000
   }
 
   /** a read on the server, in a transaction it keeps read-only; `undefined` for a table it does not have */
   async read<T = Row>(sql: string, params: readonly Param[] = []): Promise<T[] | undefined> {
     this.server ??= (async () => {
       // the whole session read-only, set by the server at connection: a write on it is refused (25006)
-      const client = new pg.Client({ connectionString: this.url, options: '-c default_transaction_read_only=on', connectionTimeoutMillis: 5000 })
+      const client = new pg.Client({
+        connectionString: this.url,
+        options: '-c default_transaction_read_only=on',
+        connectionTimeoutMillis: 5000,
+        // a table another session holds locked must not hold the replay forever
+        ...(this.timeout ? { statement_timeout: this.timeout, query_timeout: this.timeout + 2000 } : {}),
+      })
       client.on('error', () => {})
       await client.connect()
       return client
@@ -52,8 +65,10 @@ export class PostgresCopy implements Store {
         await client.query('COMMIT')
       }
     } catch (error) {
-      if ((error as { code?: string }).code === '42P01') return undefined
-      throw new StoreError(this.path, (error as Error).message, { cause: error })
+      const code = (error as { code?: string }).code
+      if (code === '42P01') return undefined
+      const why = code === '57014' ? ' (a read ran past statementTimeout: is a table held locked by another session?)' : ''
+      throw new StoreError(this.path, `${(error as Error).message}${why}`, { cause: error })
     }
   }
 
