@@ -2,9 +2,10 @@
 // of every step), reloadable to continue a session. a crash mid-write leaves a truncated last line: it is reported
 // and cut off on open, never fatal. a broken line anywhere else is corruption and refuses to load.
 
-import { type FileHandle, open, readFile, rm, writeFile } from 'node:fs/promises'
+import { type FileHandle, open, readFile } from 'node:fs/promises'
 import type { BridgeReply, CallSite, CodeCheckpoint, JournalCall, Json } from '@faber/core'
 import type { Message, ToolCall, Usage } from './model.ts'
+import { lockSessionLog, type SessionLock } from './session-lock.ts'
 
 /**
  * 3: a run_code program checkpointed while it waits on a person records its journal (`checkpoint`, then `journal`).
@@ -144,39 +145,6 @@ export function conversationOf(records: readonly LogRecord[]): { messages: Messa
   return { messages, dangling }
 }
 
-const running = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
-/**
- * one process writes a log at a time: two continuing the same one would each run its checkpointed programs again. the
- * lock file beside it holds the writer's pid; one whose process is gone (killed) is taken over
- */
-async function lockLog(path: string): Promise<string> {
-  const lock = `${path}.lock`
-  for (let tries = 0; ; tries++) {
-    try {
-      await writeFile(lock, `${process.pid}\n`, { flag: 'wx' })
-      return lock
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    }
-    const pid = Number.parseInt(await readFile(lock, 'utf8').catch(() => ''), 10)
-    if (tries > 0 || (Number.isSafeInteger(pid) && pid > 0 && running(pid))) {
-      const who = pid === process.pid ? 'this process (another SessionLog on it is still open)' : `process ${Number.isNaN(pid) ? '?' : pid}`
-      throw new SessionLogError(
-        `${path}: the log is being written by ${who}; two writers would each run its checkpointed programs again. close it first, or remove ${lock} if no Faber is writing it`,
-      )
-    }
-    await rm(lock, { force: true })
-  }
-}
-
 export class SessionLog {
   private chain: Promise<unknown> = Promise.resolve()
   private failure?: unknown
@@ -188,12 +156,24 @@ export class SessionLog {
     /** records already in the file when it was opened */
     readonly records: readonly LogRecord[],
     readonly truncated: TruncatedLine | undefined,
-    private lock: string,
+    private lock: SessionLock,
   ) {}
 
-  /** opens a log for appending, loading what it already holds; a truncated last line is reported and cut off */
+  /**
+   * opens a log for appending, loading what it already holds; a truncated last line is reported and cut off. one
+   * process at a time: while another has it open (continuing its session, running its waiting program again), this
+   * rejects, naming that process, and reads or writes nothing
+   */
   static async open(path: string): Promise<SessionLog> {
-    const lock = await lockLog(path)
+    const lock = await lockSessionLog(path)
+    if (!('release' in lock)) {
+      const { heldBy } = lock
+      throw new SessionLogError(
+        heldBy === process.pid
+          ? `${path}: this process has the log open already (another SessionLog on it is still open); close it first`
+          : `${path}: another process${heldBy ? ` (pid ${heldBy})` : ''} has this session log open: it is continuing the session, and would run any program the session left waiting a second time. Wait for it to end (or stop it), then continue the session`,
+      )
+    }
     try {
       let bytes = Buffer.alloc(0)
       try {
@@ -208,7 +188,7 @@ export class SessionLog {
       if (parsed.truncated || parsed.missingNewline) await handle.sync()
       return new SessionLog(path, handle, parsed.records, parsed.truncated, lock)
     } catch (error) {
-      await rm(lock, { force: true })
+      await lock.release()
       throw error
     }
   }
@@ -243,8 +223,11 @@ export class SessionLog {
       await this.flush()
     } finally {
       this.closed = true
-      await this.handle.close()
-      await rm(this.lock, { force: true })
+      try {
+        await this.handle.close()
+      } finally {
+        await this.lock.release()
+      }
     }
   }
 }

@@ -78,7 +78,7 @@ describe('hostile session logs', () => {
       const error = await SessionLog.open(path).catch((caught) => caught)
       expect(error?.name).to.equal('SessionLogError')
       expect(error.message).to.equal(
-        `${path}: the log is being written by process ${child.pid}; two writers would each run its checkpointed programs again. close it first, or remove ${path}.lock if no Faber is writing it`,
+        `${path}: another process (pid ${child.pid}) has this session log open: it is continuing the session, and would run any program the session left waiting a second time. Wait for it to end (or stop it), then continue the session`,
       )
     } finally {
       child.kill('SIGKILL')
@@ -87,9 +87,9 @@ describe('hostile session logs', () => {
     const log = await SessionLog.open(path)
     expect(log.records.map((r) => r.type)).to.deep.equal(['session'])
     const again = await SessionLog.open(path).catch((caught) => caught)
-    expect(again?.message).to.contain('the log is being written by this process (another SessionLog on it is still open)')
+    expect(again?.message).to.equal(`${path}: this process has the log open already (another SessionLog on it is still open); close it first`)
     await log.close()
-    expect(existsSync(`${path}.lock`), 'closing the log lets it go').to.equal(false)
+    expect(existsSync(`${path}.lock`), 'no lock file is left beside the log to clean up').to.equal(false)
     await (await SessionLog.open(path)).close()
   })
 })

@@ -1,7 +1,8 @@
 // `faber run` killed while its model's program waits on a person, then started again on the same session log: the
 // program runs again from the log (the write it made before the wait is not made twice), the call it waited on gets
 // the answer given meanwhile (a grant imported with `faber grants` into the shared store, or the person asked again),
-// and the model's turn goes on with the program's result. real processes, killed with SIGKILL, on both V8 backends
+// and the model's turn goes on with the program's result. real processes, killed with SIGKILL, on both V8 backends.
+// a second process continuing the same session meanwhile is refused: the program runs in one process only
 
 import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
@@ -116,12 +117,14 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
     })
 
-    it('with the person asked again at the terminal after the restart', async () => {
+    /** faber run again, the person asked at its terminal answers yes; `meanwhile`: while the question is open */
+    async function answeredAtTerminal(meanwhile: () => Promise<void> = async () => {}) {
       const made = await killedWhileWaiting()
       await writeFile(join(dir, 'faber.yml'), deploymentFile(backend, AFTER))
       const pty = faberPty(['run', 'faber.yml'], { cwd: dir })
       try {
         await pty.until('out.txt')
+        await meanwhile()
         pty.type('y\r')
         await pty.until('the program is done')
         await pty.until('you › ')
@@ -131,6 +134,20 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
         pty.kill()
       }
       await expectResumed(made)
-    })
+    }
+
+    it('with the person asked again at the terminal after the restart', () => answeredAtTerminal())
+
+    // the lock is the session log's, whatever the sandbox: one backend is enough
+    if (backend === '@faber/sandbox') {
+      it('continued by two processes at once: the second says another process has the session, and the program runs once', () =>
+        // while the first runs the program again, asking the person at its terminal
+        answeredAtTerminal(async () => {
+          const second = await faber(['run', 'faber.yml'], { cwd: dir, timeoutMs: 60_000 })
+          expect(second.code).to.not.equal(0)
+          expect(second.stderr).to.match(/another process \(pid \d+\) has this session log open: it is continuing the session/)
+          expect(second.stdout).to.not.contain('running it again')
+        }))
+    }
   })
 }
