@@ -97,6 +97,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+const sameCall = (a: JournalCall, b: JournalCall | undefined) =>
+  b !== undefined && a.name === b.name && a.arguments === b.arguments && JSON.stringify(a.reply) === JSON.stringify(b.reply)
+
 const stageOf = (value: unknown) => (isObject(value) ? { stage: String(value.stage), plugin: String(value.plugin) } : undefined)
 
 function outcomeOf(record: Record<string, unknown>, where: string): RecordedOutcome {
@@ -257,11 +260,16 @@ export class RecordedCallReader {
         if (!Array.isArray(record.calls) || !Array.isArray(record.values) || typeof record.sequence !== 'number') {
           throw new RecordedCallsError(`${where}: a checkpoint without its journal (calls, values, sequence)`)
         }
-        call.checkpoint = {
-          calls: record.calls.filter(isObject).map((c) => ({ ...c }) as unknown as JournalCall),
-          values: record.values.filter((v): v is number => typeof v === 'number'),
-          sequence: record.sequence,
+        const calls = record.calls.filter(isObject).map((c) => ({ ...c }) as unknown as JournalCall)
+        // a program checkpointed again holds every settled call of its journal, as it was: one that drops or changes
+        // one would have a new run make that call again
+        const lost = call.checkpoint?.calls.findIndex((c, i) => c.reply !== undefined && !sameCall(c, calls[i])) ?? -1
+        if (lost >= 0) {
+          throw new RecordedCallsError(
+            `${where}: a checkpoint of run_code "${call.callId}" that drops or changes its call ${lost + 1}, settled in its earlier checkpoint; the log is not one Faber wrote`,
+          )
         }
+        call.checkpoint = { calls, values: record.values.filter((v): v is number => typeof v === 'number'), sequence: record.sequence }
         const running = Array.isArray(record.running) ? record.running.filter((id): id is string => typeof id === 'string') : []
         this.started.set(call.callId, new Set(running))
         return []

@@ -69,6 +69,28 @@ describe('hostile session logs', () => {
     expect(found?.checkpoint.values[200_000]).to.equal(values[199_999])
   })
 
+  it('a program checkpointed again: a later checkpoint holding its settled calls is read, one dropping one is refused by line', () => {
+    const head = [
+      { type: 'session', version: LOG_VERSION, id: 's', model: 'm' },
+      { type: 'turn', turn: 1 },
+      { type: 'call', turn: 1, step: 1, call: { id: 'run1', name: 'run_code', arguments: '{}' }, mode: 'exclusive' },
+    ]
+    const count = { callId: 'run1/1', name: 'count', arguments: '{}', reply: { ok: true, value: '1' } }
+    const deploy = { callId: 'run1/2', name: 'deploy', arguments: '{}', reply: { ok: true, value: '"deployed"' } }
+    const checkpoint = (calls: object[]) => ({ type: 'checkpoint', turn: 1, outerCallId: 'run1', calls, values: [], sequence: calls.length, running: [] })
+    const first = checkpoint([count, deploy, { callId: 'run1/3', name: 'notify', arguments: '{}' }])
+    const again = checkpoint([count, deploy, { ...first.calls[2], reply: { ok: true, value: 'null' } }, { callId: 'run1/4', name: 'ask', arguments: '{}' }])
+    expect(
+      checkpointsOf([...head, first, again])
+        .get('run1')
+        ?.checkpoint.calls.map((c) => c.name),
+    ).to.deep.equal(['count', 'deploy', 'notify', 'ask'])
+    // the deploy that ran, dropped: a run of the program again would make it again
+    expect(() => checkpointsOf([...head, first, checkpoint([count])], 'session.jsonl')).to.throw(
+      'session.jsonl:5: a checkpoint of run_code "run1" that drops or changes its call 2, settled in its earlier checkpoint; the log is not one Faber wrote',
+    )
+  })
+
   it('a log another process writes is refused, naming it; once that process is killed, it is taken over', async function () {
     this.timeout(20_000)
     const path = join(dir, 'session.jsonl')
