@@ -10,6 +10,7 @@ import { call, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ApprovalDecided, type ApprovalQuery, GrantStore, PendingQuestions } from '@faber/plugin-approval'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore, { openStore } from '@faber/store'
+import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { faber } from '../packages/cli/tests/helpers.ts'
@@ -134,16 +135,16 @@ describe('hostile: pending approvals', function () {
     await left.close()
   })
 
-  it('two faber grants answer processes at once: exactly one answer wins, the other is told it came too late', async () => {
-    const path = join(dir, 'faber.db')
-    const store = await openStore({ path })
+  /** two `faber grants answer` processes answer one question at once, on the store `at` (a file or a URL) */
+  async function answeredTwice(at: string, location: { path: string } | { url: string }) {
+    const store = await openStore(location)
     const questions = new PendingQuestions(store, () => new GrantStore(store).ready())
     const odd = '{"__proto__":{"polluted":1},"constructor":{"prototype":2}}'
     const expiresAt = new Date(Date.now() + 60_000).toISOString()
     const id = await questions.ask({ rootCallId: 'run-1', callId: 'run-1/1', tool: 'deploy', arguments: JSON.parse(odd), reason: 'asked', expiresAt })
-    const listed = await faber(['grants', 'pending', '--store', path, '--json'])
+    const listed = await faber(['grants', 'pending', '--store', at, '--json'])
     expect(JSON.stringify(JSON.parse(listed.stdout)[0].arguments), 'odd keys are shown as they were asked').to.equal(odd)
-    const [allow, reject] = await Promise.all(['allow', 'reject'].map((decision) => faber(['grants', 'answer', id, decision, '--store', path])))
+    const [allow, reject] = await Promise.all(['allow', 'reject'].map((decision) => faber(['grants', 'answer', id, decision, '--store', at])))
     const [won, lost] = allow.code === 0 ? [allow, reject] : [reject, allow]
     const decision = won === allow ? 'allow' : 'reject'
     expect(won.code).to.equal(0)
@@ -152,5 +153,16 @@ describe('hostile: pending approvals', function () {
     expect(lost.stderr).to.match(new RegExp(`question "${id}" was answered already \\(${decision} by faber grants answer at `))
     expect(await questions.get(id)).to.deep.include({ decision, answeredBy: 'faber grants answer' })
     await store.close()
+  }
+
+  it('two faber grants answer processes at once: exactly one answer wins, the other is told it came too late', async () => {
+    const path = join(dir, 'faber.db')
+    await answeredTwice(path, { path })
+  })
+
+  it('PostgreSQL: the same', async function () {
+    const cluster = await requirePostgres(this)
+    const url = await cluster.database()
+    await answeredTwice(url, { url })
   })
 })
