@@ -584,7 +584,8 @@ async function run() {
       error instanceof DeploymentError ||
       error instanceof GrantsUsageError ||
       error instanceof McpLoginUsageError ||
-      (error as Error)?.name === 'ReplayInputError'
+      // what is wrong with the user's own store or session log, said in full by its message
+      ['ReplayInputError', 'StoreError', 'SessionLogError', 'RecordedCallsError'].includes((error as Error)?.name)
     const message = messageOf(error)
     if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
     else if (known) process.stderr.write(`${message}\n`)

@@ -5,6 +5,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { GrantStore } from '@faber/plugin-approval'
+import { openStore } from '@faber/store'
 import { expect } from 'chai'
 import { faber } from './helpers.ts'
 
@@ -87,6 +89,19 @@ describe('faber: messages, not stacks', function () {
     expect(plugin.code).to.equal(2)
     expect(plugin.stderr).to.include('the broken plugin cannot start')
     noStack(plugin.stderr)
+  })
+
+  it('a store this Faber cannot use: its message, exit 2, not an unexpected failure', async () => {
+    const path = join(dir, 'newer.db')
+    const store = await openStore({ path })
+    await new GrantStore(store).ready()
+    await store.run("UPDATE faber_schema SET version = 99 WHERE owner = 'approval'")
+    await store.close()
+    const ran = await faber(['grants', 'pending', '--store', path], { cwd: dir })
+    expect(ran.code).to.equal(2)
+    expect(ran.stderr).to.match(
+      /^the store .*newer\.db cannot be used: its approval tables are at version 99, newer than this Faber knows \(\d+\); upgrade Faber\n$/,
+    )
   })
 
   it("a file with several problems: every one of them, one line each in the file's order, plugin configs included", async () => {
