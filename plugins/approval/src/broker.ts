@@ -578,10 +578,10 @@ export class Broker {
     }
   }
 
-  /** the questions waiting for a person in the store, this process's and others' */
-  async pending(): Promise<PendingQuestion[]> {
+  /** the questions waiting for a person in the store, this process's and others' (`elsewhere`: others' not answered yet) */
+  async pending(options: { elsewhere?: boolean } = {}): Promise<PendingQuestion[]> {
     if (!this.questions?.store.open) return []
-    return this.questions.list()
+    return options.elsewhere ? this.questions.elsewhere() : this.questions.list()
   }
 
   /** answers a question waiting in the store, whichever process asked it; false when there is none not yet answered */

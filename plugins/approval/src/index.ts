@@ -157,10 +157,11 @@ class Approval extends Service implements ApprovalService {
 
   /**
    * the questions waiting for a person, as the store keeps them (a request still unanswered after grantWatchMs is
-   * written there), this process's and every other's sharing the store
+   * written there), this process's and every other's sharing the store; `elsewhere`: only those other processes asked
+   * that no one answered yet (what the web view lists beside its own)
    */
-  pending(): Promise<PendingQuestion[]> {
-    return this.broker.pending()
+  pending(options?: { elsewhere?: boolean }): Promise<PendingQuestion[]> {
+    return this.broker.pending(options)
   }
 
   /** answers a question waiting in the store: the process that asked it goes on within grantWatchMs; false when none is open by that id */

@@ -136,6 +136,13 @@ export class PendingQuestions {
     return this.store.run('DELETE FROM approval_pending WHERE expires_at IS NULL OR expires_at <= ?', [now()])
   }
 
+  /** the questions other processes asked that wait for an answer still (not answered, not expired), the oldest first */
+  async elsewhere(): Promise<PendingQuestion[]> {
+    await this.sweep()
+    const rows = await this.store.all<Row>(`SELECT ${COLUMNS} FROM approval_pending WHERE owner <> ? AND decision IS NULL ORDER BY asked_at, id`, [this.owner])
+    return rows.map(fromRow)
+  }
+
   async get(id: string): Promise<PendingQuestion | undefined> {
     await this.ready()
     const row = await this.store.get<Row>(`SELECT ${COLUMNS} FROM approval_pending WHERE id = ?`, [id])

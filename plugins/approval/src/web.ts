@@ -6,7 +6,8 @@
 import { defineConfig, messageOf, waitOnPerson } from '@faber/core'
 import { type Context, Schema, Service } from 'cordis'
 import type { GrantScope } from './grants.ts'
-import type { ApprovalAnswer, ApprovalQuery } from './index.ts'
+import type { Approval, ApprovalAnswer, ApprovalQuery } from './index.ts'
+import type { PendingQuestion } from './pending.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -96,6 +97,24 @@ class WebAnswerer extends Service {
     const note = `answered on the web view${answer.from ? ` from ${answer.from}` : ''}`
     held.settle(remember === 'once' ? { decision: answer.decision, note } : { decision: answer.decision, remember, note })
     return true
+  }
+
+  /**
+   * the questions other processes sharing the deployment's store left waiting for a person (a `faber run` asking at a
+   * terminal nobody watches, one stopped while it asked): the view lists them beside its own requests
+   */
+  questions(): Promise<PendingQuestion[]> {
+    return this.service().pending({ elsewhere: true })
+  }
+
+  /** answers one of `questions()` in the store; false when it waits no more (answered elsewhere, expired) */
+  answerQuestion(id: string, answer: Pick<WebAnswer, 'decision' | 'from'>): Promise<boolean> {
+    if (answer?.decision !== 'allow' && answer?.decision !== 'reject') throw new TypeError('approvalWeb.answerQuestion: decision must be "allow" or "reject"')
+    return this.service().answer(id, answer.decision, `the web view${answer.from ? ` from ${answer.from}` : ''}`)
+  }
+
+  private service() {
+    return this.ctx.get('approval') as unknown as Approval
   }
 
   /** calls back when a request starts or stops waiting here; returns the disposer */

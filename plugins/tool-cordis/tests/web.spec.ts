@@ -1,14 +1,17 @@
 // the live web view in a real headless Chromium (Debian's chromium package, driven by playwright-core): the page
 // loads, renders the plugin tree and an agent's tools, shows a call made here with its nested calls and a denial's
-// reason, and an approval answered on the page reaches the waiting call. screenshots go to artifacts/web/.
+// reason, and an approval answered on the page reaches the waiting call; a question another process left in the
+// deployment's store is listed and answered there. screenshots go to artifacts/web/.
 
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { request } from 'node:http'
-import { resolve } from 'node:path'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { defineTool, t } from '@faber/core'
 import * as kit from '@faber/core/testing'
-import Approval, { type ApprovalDecided, WebAnswerer } from '@faber/plugin-approval'
+import Approval, { type ApprovalDecided, GrantStore, PendingQuestions, WebAnswerer } from '@faber/plugin-approval'
 import WorkerSandbox from '@faber/sandbox'
+import DeploymentStore, { openStore } from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import type { Browser, Page } from 'playwright-core'
@@ -51,10 +54,11 @@ function tools(ctx: Context) {
   )
 }
 
-async function deployment() {
+async function deployment(store: string) {
   // 'licensed' fails to start below, for the view to show it; declared non-essential, so tools still run
   const ctx = await kit.deployment({ mode: 'native', nonEssential: ['licensed'] }, (ctx) => {
     ctx.plugin(WorkerSandbox, { poolSize: 1 })
+    ctx.plugin(DeploymentStore, { path: store })
     ctx.plugin(Approval, { require: ['deploy'], rules: [] })
     ctx.plugin(WebAnswerer)
     ctx.plugin({
@@ -97,10 +101,12 @@ describe('the live web view in Chromium', function () {
   let browser: Browser
   let page: Page
   let url: string
+  const dir = mkdtempSync(join(tmpdir(), 'faber-web-'))
+  const store = join(dir, 'faber.db')
 
   before(async () => {
     mkdirSync(ARTIFACTS, { recursive: true })
-    ctx = await deployment()
+    ctx = await deployment(store)
     url = ctx.inspector.web!.url
     ;({ browser, page } = await openPage(url, WAIT))
   })
@@ -108,6 +114,7 @@ describe('the live web view in Chromium', function () {
   after(async () => {
     await browser?.close()
     await ctx?.stop()
+    rmSync(dir, { recursive: true, force: true })
   })
 
   it('answers the icon a browser asks for with every page load: 204, not a 404', async () => {
@@ -201,6 +208,45 @@ describe('the live web view in Chromium', function () {
     await page.waitForSelector('#calls > details.call[data-call="coder/run-2"].ok', { timeout: WAIT })
     await page.waitForSelector('#approval-count.zero', { timeout: WAIT })
     await page.screenshot({ path: resolve(ARTIFACTS, 'inspector.png'), fullPage: false })
+  })
+
+  it('lists a question another process left in the store, and answers it there', async () => {
+    // another writer of the store, as a faber run asking at a terminal nobody watches is
+    const other = await openStore({ path: store })
+    try {
+      const questions = new PendingQuestions(other, () => new GrantStore(other).ready())
+      const expiresAt = new Date(Date.now() + 60_000).toISOString()
+      const id = await questions.ask({
+        session: 's',
+        rootCallId: 'run-9',
+        callId: 'run-9/1',
+        tool: 'deploy',
+        arguments: { target: 'prod' },
+        reason: 'asked',
+        expiresAt,
+      })
+      const question = page.locator(`#questions [data-question="${id}"]`)
+      await question.waitFor({ timeout: WAIT })
+      expect(await question.textContent())
+        .to.contain('deploy')
+        .and.contain('asked by another process')
+        .and.contain('"target": "prod"')
+      const elsewhere = new URL(`/api/questions/${id}`, url).href
+      expect(
+        await httpStatus(elsewhere, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', origin: 'http://evil.example' },
+          body: '{"decision":"allow"}',
+        }),
+      ).to.equal(403)
+      await question.locator('button[data-answer="allow"]').click()
+      await question.waitFor({ state: 'detached', timeout: WAIT })
+      expect(await questions.get(id)).to.deep.include({ decision: 'allow' })
+      expect((await questions.get(id))?.answeredBy).to.match(/^the web view from /)
+      expect(await page.locator('#questions-panel').isHidden()).to.equal(true)
+    } finally {
+      await other.close()
+    }
   })
 
   it('shows a replay report above the calls when it serves one', async () => {

@@ -626,28 +626,83 @@ function refreshCallOf(a) {
   if (calls.has(key)) render(key)
 }
 
-async function answer(id, decision, remember) {
-  const el = document.querySelector(`[data-approval="${CSS.escape(id)}"]`)
+/** posts an answer from the element `el` (its buttons off meanwhile); true once taken, else the element says why */
+async function post(el, path, body) {
   const buttons = el ? [...el.querySelectorAll('button')] : []
   for (const b of buttons) b.disabled = true
   let problem
   try {
-    const res = await fetch(withToken(`/api/approvals/${encodeURIComponent(id)}`), {
+    const res = await fetch(withToken(path), {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(token ? { 'x-faber-token': token } : {}) },
-      body: JSON.stringify({ decision, remember }),
+      body: JSON.stringify(body),
     })
     if (!res.ok) problem = (await res.json().catch(() => ({}))).error ?? `${res.status} ${res.statusText}`
   } catch (error) {
     problem = `the answer did not reach the deployment: ${error.message}`
   }
-  // on success the approval leaves the page when the service reports its decision
   if (problem && el?.isConnected) {
     const line = el.querySelector('.error')
     line.hidden = false
     line.textContent = problem
     for (const b of buttons) b.disabled = false
   }
+  return !problem
+}
+
+function answer(id, decision, remember) {
+  // on success the approval leaves the page when the service reports its decision
+  const el = document.querySelector(`[data-approval="${CSS.escape(id)}"]`)
+  return post(el, `/api/approvals/${encodeURIComponent(id)}`, { decision, remember })
+}
+
+// ---- questions other processes sharing the store left waiting (faber run at a terminal nobody watches, one stopped) ----
+
+let questions = []
+
+function questionView(q) {
+  return h(
+    'div',
+    { class: 'approval', 'data-question': q.id, role: 'group', 'aria-label': `question for ${q.tool}` },
+    h(
+      'div',
+      {},
+      h('strong', { class: 'mono' }, q.tool),
+      ` asked by another process${q.agent ? ` for ${q.agent}` : ''} [${q.callId}] `,
+      h('span', { class: 'muted small' }, `expires ${q.expiresAt}`),
+    ),
+    h('div', { class: 'note' }, q.reason),
+    h('pre', { class: 'args' }, JSON.stringify(q.arguments, null, 2)),
+    h(
+      'div',
+      { class: 'actions' },
+      h('button', { class: 'allow', type: 'button', 'data-answer': 'allow', onclick: () => answerQuestion(q.id, 'allow') }, 'Allow'),
+      h('button', { class: 'reject', type: 'button', 'data-answer': 'reject', onclick: () => answerQuestion(q.id, 'reject') }, 'Reject'),
+    ),
+    h('p', { class: 'error small', hidden: true }),
+  )
+}
+
+function renderQuestions() {
+  $('questions-panel').hidden = questions.length === 0
+  $('question-count').textContent = String(questions.length)
+  keepFocus(() => $('questions').replaceChildren(...questions.map(questionView)))
+}
+
+/** read again every few seconds: other processes do not stream to this page */
+async function loadQuestions() {
+  if (!report?.answerer.enabled) return
+  const res = await fetch(withToken('/api/questions'))
+  if (!res.ok) return
+  const next = (await res.json()).questions
+  if (JSON.stringify(next) === JSON.stringify(questions)) return
+  questions = next
+  renderQuestions()
+}
+
+async function answerQuestion(id, decision) {
+  const el = document.querySelector(`[data-question="${CSS.escape(id)}"]`)
+  if (await post(el, `/api/questions/${encodeURIComponent(id)}`, { decision })) await loadQuestions()
 }
 
 // ---- wiring ----
@@ -730,4 +785,8 @@ $('refresh').addEventListener('click', () => loadReport().catch(showError))
 loadReport()
   .then(() => loadReplay())
   .then(connect)
+  .then(() => {
+    loadQuestions().catch(showError)
+    setInterval(() => loadQuestions().catch(showError), 2000)
+  })
   .catch(showError)

@@ -1,5 +1,6 @@
 // the web view's HTTP server: the page's static assets (shipped in ../../web, no build step), the report as JSON,
-// the live stream as server-sent events, and answers to waiting approvals. bound to 127.0.0.1 unless told
+// the live stream as server-sent events, and answers to waiting approvals (this process's, and the questions other
+// processes sharing the store left waiting). bound to 127.0.0.1 unless told
 // otherwise; bound anywhere else it requires a random token in the URL. every request must name an expected
 // Host (DNS rebinding), and an answer must come from the page's own origin as JSON with the token (CSRF).
 
@@ -197,34 +198,54 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
     res.on('close', done)
   }
 
-  const answer = async (id: string, req: IncomingMessage, res: ServerResponse) => {
+  /** an answer's request, checked: the answerer, the decision and the rest of its body; undefined once refused */
+  const admitted = async (req: IncomingMessage, res: ServerResponse) => {
     // a cross-origin page can send a simple POST, never one with this origin, JSON and the token header
     // the token only in its header: a URL can be given to a form or a link, a header only by the page's own script
-    if (token !== undefined && !tokenMatches(req.headers['x-faber-token'])) return send(res, 401, { error: 'an answer needs the token in X-Faber-Token' })
+    if (token !== undefined && !tokenMatches(req.headers['x-faber-token'])) return void send(res, 401, { error: 'an answer needs the token in X-Faber-Token' })
     const origin = req.headers.origin
-    if (origin !== `http://${req.headers.host}`) return send(res, 403, { error: 'answers are accepted from the view itself only (Origin does not match)' })
-    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return send(res, 415, { error: 'send the answer as application/json' })
+    if (origin !== `http://${req.headers.host}`) return void send(res, 403, { error: 'answers are accepted from the view itself only (Origin does not match)' })
+    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return void send(res, 415, { error: 'send the answer as application/json' })
     const answerer = feed.answerer()
-    if (!answerer) return send(res, 501, { error: 'this deployment has no web answerer; load @faber/plugin-approval#WebAnswerer to answer from the page' })
+    if (!answerer) return void send(res, 501, { error: 'this deployment has no web answerer; load @faber/plugin-approval#WebAnswerer to answer from the page' })
     const text = await readBody(req)
     let body: { decision?: unknown; remember?: unknown } | undefined
     try {
       body = text === undefined ? undefined : JSON.parse(text)
     } catch {}
-    if (typeof body !== 'object' || body === null) return send(res, 400, { error: `the body is not a JSON object of at most ${MAX_BODY} bytes` })
-    const { decision, remember } = body
-    if (decision !== 'allow' && decision !== 'reject') return send(res, 400, { error: 'decision must be "allow" or "reject"' })
+    if (typeof body !== 'object' || body === null) return void send(res, 400, { error: `the body is not a JSON object of at most ${MAX_BODY} bytes` })
+    const { decision } = body
+    if (decision !== 'allow' && decision !== 'reject') return void send(res, 400, { error: 'decision must be "allow" or "reject"' })
+    const from = req.socket.remoteAddress
+    return { answerer, decision: decision as 'allow' | 'reject', body, from: from && bracket(from) }
+  }
+
+  const answer = async (id: string, req: IncomingMessage, res: ServerResponse) => {
+    const checked = await admitted(req, res)
+    if (!checked) return
+    const { answerer, decision, from } = checked
+    const { remember } = checked.body
     if (remember !== undefined && remember !== 'once' && remember !== 'session' && remember !== 'always')
       return send(res, 400, { error: 'remember must be "once", "session" or "always"' })
     try {
-      const from = req.socket.remoteAddress
-      const answered = answerer.answer(id, { decision, remember, from: from && bracket(from) })
+      const answered = answerer.answer(id, { decision, remember, from })
       if (!answered) return send(res, 404, { error: `approval ${id} is not waiting for the web answerer (answered, cancelled or timed out already)` })
       return send(res, 200, { answered: true })
     } catch (error) {
       // the answerer is any plugin that provides approvalWeb: what it throws may not even turn into text
       return send(res, 400, { error: messageOf(error) })
     }
+  }
+
+  // a question another process left in the store: answered there, that process (or the program run again) goes on
+  const answerQuestion = async (id: string, req: IncomingMessage, res: ServerResponse) => {
+    const checked = await admitted(req, res)
+    if (!checked) return
+    const { answerer, decision, from } = checked
+    if (!(await answerer.answerQuestion(id, { decision, from }))) {
+      return send(res, 404, { error: `question ${id} waits for no answer (answered elsewhere, or expired)` })
+    }
+    return send(res, 200, { answered: true })
   }
 
   const server = createServer(async (req, res) => {
@@ -251,6 +272,12 @@ export async function serveWebView(ctx: Context, inspector: Inspector, options: 
       }
       const approval = /^\/api\/approvals\/([\w-]+)$/.exec(url.pathname)
       if (approval && req.method === 'POST') return await answer(approval[1], req, res)
+      if (req.method === 'GET' && url.pathname === '/api/questions') {
+        const answerer = feed.answerer()
+        return send(res, 200, { questions: answerer ? await answerer.questions() : [] })
+      }
+      const question = /^\/api\/questions\/([\w-]+)$/.exec(url.pathname)
+      if (question && req.method === 'POST') return await answerQuestion(question[1], req, res)
       return send(res, 404, { error: 'not found' })
     } catch (error) {
       // messageOf: a throw here would reject this handler, which nobody awaits, and end the host
