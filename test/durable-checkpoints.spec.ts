@@ -284,6 +284,33 @@ for (const [backend, Sandbox] of backends) {
       expect(bodies).to.deep.equal([])
     })
 
+    it('killed again while the resumed program runs the call it waited on: a third process does not run it again', async () => {
+      const path = await firstProcess(dir, Sandbox)
+      // the second process: asked again, the person answers once it is checkpointed again, and the deploy body hangs
+      const { ctx, bodies } = await deploy(Sandbox, 'late')
+      const log = await SessionLog.open(path)
+      const session = new AgentSession(ctx, { model: new ScriptedModel([{ text: 'not reached' }]), log })
+      const stop = new AbortController()
+      const resumed = session.resume({ signal: stop.signal })
+      await until(() => bodies.includes('deploy'))
+      const crashed = join(dir, 'again.jsonl')
+      await copyFile(path, crashed)
+      stop.abort()
+      await resumed
+      await log.close()
+      expect(bodies, 'the count was answered from the log').to.deep.equal(['deploy'])
+      expect(
+        (await records(crashed)).filter((r) => r.type === 'checkpoint'),
+        'checkpointed in each process',
+      ).to.have.length(2)
+      const third = await secondProcess(crashed, Sandbox)
+      expect(third.session.checkpointed).to.deep.equal(['run1'])
+      const outcome = await third.session.resume()
+      await third.log.close()
+      expect(third.bodies).to.deep.equal([])
+      expect(outcome?.text).to.match(/run_code failed \(interrupted\): the session stopped while tools\.deploy\(\{\}\) was running, after it was let through/)
+    })
+
     it('obeys its cpu budget when it loops forever before the call it waited on, after the restart', async () => {
       const path = await firstProcess(
         dir,
