@@ -367,24 +367,16 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     const fromHost = (api: ivm.Reference): Drive => {
       const deliver = hold(api.getSync('deliver', { reference: true }))
       const inbox: unknown[][] = []
-      // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits its turn in the inbox.
-      // since when this thread drives without its event loop having turned, or -1
+      // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits its turn in the inbox
       let driving = false
-      let since = -1
-      const turned = () => {
-        since = -1
-      }
       // replies that come at once (in a microtask) would keep the host's event loop from turning until the run ends:
-      // after driveMs without a turn, the rest waits for the next one
+      // after driveMs of them in a row (lane.mjs `burst`), the rest waits for the next turn
+      const within = burst(driveMs)
       const deliverAll = () => {
         driving = true
         while (inbox.length > 0 && !run.settled) {
-          const now = performance.now()
-          if (since < 0) {
-            since = now
-            setImmediate(turned)
-          } else if (now - since > driveMs) return void setImmediate(deliverAll)
-          step(inbox.shift()!, now)
+          if (!within()) return void setImmediate(deliverAll)
+          step(inbox.shift()!, performance.now())
         }
         driving = false
       }

@@ -37,7 +37,7 @@ export interface Backoff {
 }
 /** `side` 1 (the default) is the host's, 0 the worker's */
 export declare function backoff(buffer: SharedArrayBuffer, side?: 0 | 1): Backoff
-export declare function burst(): () => boolean
+export declare function burst(ms?: number): () => boolean
 export interface LaneCounts {
   ring: number
   port: number

@@ -29,11 +29,11 @@ export const backoff = (buffer, side = 1) => shared.backoff(buffer, side)
 const maxBurstMs = 2
 
 /**
- * the host's bound on replies after which it spins for the next message (worker and isolate backends): at most
- * `maxBurstMs` of them in a row, from the first since the event loop last turned. the function it returns is false once
- * a burst went on longer
+ * the host's bound on replies after which it spins for the next message (worker and isolate backends): at most `ms`
+ * (`maxBurstMs`) of them in a row, from the first since the event loop last turned. the function it returns is false
+ * once a burst went on longer
  */
-export function burst() {
+export function burst(ms = maxBurstMs) {
   let from
   return () => {
     const now = performance.now()
@@ -42,7 +42,7 @@ export function burst() {
       setImmediate(() => (from = undefined))
       return true
     }
-    return now - from <= maxBurstMs
+    return now - from <= ms
   }
 }
 
