@@ -5,8 +5,8 @@
 // the closing `N passed, N failed` line so it stays the last line printed.
 // It ends the process with SIGKILL, not process.exit: isolated-vm blocks process.exit for good once V8's
 // out-of-memory handler parked one of its isolates (what holds the process then is no handle JavaScript can see).
-// Mocha's exit code is first written to FABER_TEST_VERDICT, where scripts/test.mjs (`pnpm test`) reads it.
-const { writeFileSync, writeSync } = require('node:fs')
+// Mocha's exit code is in FABER_TEST_VERDICT by then (the reporter writes it), where scripts/test.mjs reads it.
+const { writeSync } = require('node:fs')
 
 const GRACE_MS = Number(process.env.FABER_LEAK_GRACE_MS || 20000)
 
@@ -79,9 +79,9 @@ function report() {
       else if (handle?.constructor?.name === 'Worker') handle.terminate()
     } catch {}
   }
+  // mocha's verdict is already in FABER_TEST_VERDICT (scripts/mocha-reporter.cjs writes it at run end); with none there
+  // (the run never ended) scripts/test.mjs fails the run
   const summary = globalThis[Symbol.for('faber.test-summary')]
-  const failures = globalThis[Symbol.for('faber.test-failures')] ?? 1
-  if (process.env.FABER_TEST_VERDICT) writeFileSync(process.env.FABER_TEST_VERDICT, `${Math.min(failures, 255)}\n${summary ?? ''}`)
   // stdout and stderr are pipes or files in CI: written synchronously, so nothing is lost to the kill
   if (summary) writeSync(1, summary)
   process.kill(process.pid, 'SIGKILL')
