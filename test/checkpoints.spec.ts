@@ -5,15 +5,16 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { defineTool, type ToolResult, t, waitOnPerson } from '@faber/core'
+import { defineTool, type ToolResult, t } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
+import Approval from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
 import { tiersOf } from '@faber/sandbox/testing'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
+import { never, person } from './fixtures/waiting-person.ts'
 
 const tiers = tiersOf({ worker: WorkerSandboxService, isolate: IsolateSandboxService })
 
@@ -36,18 +37,12 @@ async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort
       name: 'operator',
       inject: ['tools'],
       apply: (ctx: Context) =>
-        ctx.on('approval/request', async (query: ApprovalQuery) => {
-          const answered = waitOnPerson(query.exec)
-          try {
-            await until(() => ctx.tools.waitingPrograms().checkpointed > 0)
-            // a person who never answers here, and stops when the request is answered elsewhere
-            if (answerAfterMs === Number.POSITIVE_INFINITY)
-              return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
-            await sleep(answerAfterMs)
-            return { decision: 'allow' as const }
-          } finally {
-            answered()
-          }
+        person(ctx, async (query) => {
+          await until(() => ctx.tools.waitingPrograms().checkpointed > 0)
+          // a person who never answers here, and stops when the request is answered elsewhere
+          if (answerAfterMs === Number.POSITIVE_INFINITY) return never(query)
+          await sleep(answerAfterMs)
+          return { decision: 'allow' as const }
         }),
     })
   })

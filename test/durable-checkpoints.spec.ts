@@ -8,14 +8,15 @@ import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AgentSession, type LogRecord, ScriptedModel, type ScriptedTurn, SessionLog } from '@faber/agent'
-import { defineTool, type Json, t, waitOnPerson } from '@faber/core'
+import { defineTool, type Json, t } from '@faber/core'
 import { deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
+import Approval from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore from '@faber/store'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
+import { never, person } from './fixtures/waiting-person.ts'
 
 const backends = [
   ['worker', WorkerSandboxService],
@@ -54,19 +55,13 @@ async function deploy(
       name: 'person',
       inject: ['tools'],
       apply: (ctx: Context) =>
-        ctx.on('approval/request', async (query: ApprovalQuery) => {
-          if (answer === 'allow') return { decision: 'allow' as const }
-          const answered = waitOnPerson(query.exec)
-          try {
-            if (answer === 'late') {
+        answer === 'allow'
+          ? ctx.on('approval/request', () => ({ decision: 'allow' as const }))
+          : person(ctx, async (query) => {
+              if (answer !== 'late') return never(query)
               while (ctx.tools.waitingPrograms().checkpointed === 0 || !(await late())) await sleep(10)
               return { decision: 'allow' as const }
-            }
-            return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
-          } finally {
-            answered()
-          }
-        }),
+            }),
     })
   })
   const tool = (name: string, execute: (args: { n?: number }) => Json) =>

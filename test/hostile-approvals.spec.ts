@@ -5,18 +5,19 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { defineTool, type Json, type ToolResult, t, waitOnPerson } from '@faber/core'
+import { defineTool, type Json, type ToolResult, t } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalDecided, type ApprovalQuery, GrantStore, PendingQuestions } from '@faber/plugin-approval'
+import Approval, { type ApprovalDecided, GrantStore, PendingQuestions } from '@faber/plugin-approval'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import DeploymentStore, { openStore } from '@faber/store'
 import { requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
 import { faber } from '../packages/cli/tests/helpers.ts'
+import { never, person } from './fixtures/waiting-person.ts'
 
-/** `person`: a person who is asked and never answers (the store's answer is the one that counts), or nobody to ask */
-async function deploy(path: string, bodies: string[], gate: Promise<void>, arrived: () => void, person = false) {
+/** `asks`: a person who is asked and never answers (the store's answer is the one that counts), or nobody to ask */
+async function deploy(path: string, bodies: string[], gate: Promise<void>, arrived: () => void, asks = false) {
   const decided: ApprovalDecided[] = []
   const ctx = await deployment({ mode: 'code' }, (ctx) => {
     ctx.plugin(IsolateSandboxService, { poolSize: 1 })
@@ -26,16 +27,7 @@ async function deploy(path: string, bodies: string[], gate: Promise<void>, arriv
       name: 'audit',
       apply: (ctx: Context) => {
         ctx.on('approval/decided', (event: ApprovalDecided) => void decided.push(event))
-        if (person) {
-          ctx.on('approval/request', async (query: ApprovalQuery) => {
-            const answered = waitOnPerson(query.exec)
-            try {
-              return await new Promise((resolve) => query.signal.addEventListener('abort', () => resolve(undefined)))
-            } finally {
-              answered()
-            }
-          })
-        }
+        if (asks) person(ctx, never)
         // both processes ask their approval at the same moment
         ctx.on('tools/pre-execute', async (exec) => {
           if (exec.name !== 'deploy') return

@@ -3,13 +3,14 @@
 // still answers a direct call and runs another program meanwhile; answered, every program ends with its own result
 // and every body ran once. outcomes and bounds only: what it costs in time and memory is bench/checkpoint.ts'
 
-import { type CodeRuntimeLoad, defineTool, type Json, t, waitOnPerson } from '@faber/core'
+import { type CodeRuntimeLoad, defineTool, type Json, t } from '@faber/core'
 import { call, deployment, disposeAll } from '@faber/core/testing'
-import Approval, { type ApprovalQuery } from '@faber/plugin-approval'
+import Approval from '@faber/plugin-approval'
 import WorkerSandboxService from '@faber/sandbox'
 import IsolateSandboxService from '@faber/sandbox-isolate'
 import { expect } from 'chai'
 import type { Context } from 'cordis'
+import { person } from './fixtures/waiting-person.ts'
 
 const COUNT = 1000
 const MAX_CONCURRENT = 4
@@ -36,14 +37,9 @@ for (const [backend, Sandbox] of [
         ctx.plugin({
           name: 'person',
           apply: (ctx: Context) =>
-            ctx.on('approval/request', async (query: ApprovalQuery) => {
-              const done = waitOnPerson(query.exec)
-              try {
-                await answered
-                return { decision: 'allow' as const }
-              } finally {
-                done()
-              }
+            person(ctx, async () => {
+              await answered
+              return { decision: 'allow' as const }
             }),
         })
       })
