@@ -227,6 +227,8 @@ describe('the live web view under attack', function () {
     await page.locator(`#approvals .approval[data-approval="${id}"] button[data-answer="reject"]`).click()
     const result = await waiting
     expect(result.isError).to.equal(true)
+    // the answered approval leaves the page (the next test reads the first one waiting there)
+    await page.locator(`#approvals .approval[data-approval="${id}"]`).waitFor({ state: 'detached', timeout: WAIT })
   })
 
   it('with a token, takes an answer only with the token in its header, never from the URL', async () => {
