@@ -18,8 +18,7 @@ import {
 } from '@faber/sandbox/contract'
 
 const entry = new URL('./quickjs-worker.mjs', import.meta.url)
-// QuickJS's WebAssembly, compiled once for the process when the first unit is made: each thread instantiates it with a
-// memory of its own, and V8 shares the compiled code among them
+// compiled once for the process: each unit's thread instantiates it with a memory of its own, sharing the code
 // (node's types leave WebAssembly to the DOM library)
 const { WebAssembly } = globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<object> } }
 let compiled: Promise<object> | undefined
@@ -28,8 +27,7 @@ const wasmModule = () => {
   return compiled
 }
 const MB = 1024 * 1024
-// QuickJS's own stack bound, well under the thread's (stackSizeMb 4): a deep recursion ends as QuickJS's RangeError
-// before the module's frames overflow the thread's stack (at 1 MB: 5,000 frames of a plain recursion fit)
+// well under the thread's stack: a deep recursion ends as QuickJS's RangeError first (5,000 plain frames fit in 1 MB)
 const stackBytes = MB
 const stackSizeMb = 4
 
@@ -44,11 +42,7 @@ interface Slot extends Unit {
   setupMs: Float64Array
 }
 
-/**
- * a CodeRuntime on QuickJS compiled to WebAssembly: each unit is a worker thread holding one QuickJS module whose
- * memory has a maximum (memoryMb plus the prelude's share), each run a fresh runtime and context in it. a unit that
- * failed in any way is ended whole, never reused or tidied.
- */
+/** a CodeRuntime on QuickJS compiled to WebAssembly (quickJsDriver) */
 export class QuickJsSandbox extends SandboxPool<Slot> {
   constructor(options: QuickJsSandboxOptions = {}) {
     super(quickJsDriver, { ...options, maxRuns: options.maxRunsPerUnit })
@@ -92,15 +86,9 @@ export const quickJsDriver: SandboxDriver<Slot> = {
     const id = ++seq
     const elu = worker.performance.eventLoopUtilization()
     const setupBefore = setupMs[0]
-    // the reports of a step, in a list
     const onMessage = (list: unknown) => {
       if (!Array.isArray(list)) return
-      for (const message of list) {
-        if (!Array.isArray(message) || message[0] !== id) continue
-        if (message[1] === 'oom') reports.failed('memory', limitMessages.memory(limits))
-        else if (message[1] === 'crash') reports.failed('crash', `QuickJS failed: ${String(message[2]).slice(0, 500)}`)
-        else report(reports, message[1], message[2], message[3], message[4], message[5])
-      }
+      for (const message of list) if (Array.isArray(message) && message[0] === id) report(reports, message[1], message[2], message[3], message[4], message[5])
     }
     // the replies that came meanwhile go in one message, on the next microtask
     let replies: unknown[][] = []
@@ -115,16 +103,16 @@ export const quickJsDriver: SandboxDriver<Slot> = {
     worker.on('error', onError)
     worker.on('exit', onExit)
     worker.ref()
-    const { outputBytes, memoryMb } = limits
     worker.postMessage({
       t: 'run',
       id,
       code: request.code,
       tools: request.tools,
-      outputBytes,
-      bufferBytes: memoryMb * MB,
+      outputBytes: limits.outputBytes,
+      bufferBytes: limits.memoryMb * MB,
       argumentBytes: argumentBytes(limits),
       maxPendingCalls,
+      memoryMessage: limitMessages.memory(limits),
     })
     return {
       deliver(call, reply) {
