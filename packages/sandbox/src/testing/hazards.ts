@@ -5,7 +5,7 @@ import { expect } from 'chai'
 import { Context } from 'cordis'
 import { after, afterEach, before, beforeEach, describe, it } from 'mocha'
 import type { SandboxService } from '../service.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRuntime } from '../types.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime } from '../types.ts'
 
 export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb: 32, outputBytes: 4096 }
 
@@ -13,12 +13,6 @@ export interface ClosableRuntime extends CodeRuntime {
   close(): Promise<void>
   /** resolves once the pool started at construction is warm */
   ready(): Promise<void>
-}
-
-interface HostCall {
-  name: string
-  json: string
-  at: number
 }
 
 const secrets = () => {
@@ -56,6 +50,14 @@ const reach = (values) => {
 }
 `
 
+/** a case that is one program and its outcome: success with `result` (any result when it has none), or `fails` */
+interface Case {
+  code: string
+  result?: unknown
+  fails?: [kind: string, message?: RegExp]
+  limits?: Partial<CodeRunLimits>
+}
+
 export interface HazardOptions {
   /**
    * titles of groups (`memory`, `escapes`, …) or tests that do not apply to this backend: they are listed as pending,
@@ -71,7 +73,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
   describe(`${name}: hazards`, function () {
     this.timeout(10000)
     let runtime: ClosableRuntime
-    let calls: HostCall[]
+    let calls: { name: string; json: string; at: number }[]
     let settledAt: number
     // `later` calls waiting on the host at once, and the most seen
     let laterWaiting = 0
@@ -87,40 +89,35 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       peakLater = 0
     })
 
-    const call = async (name: string, json: string): Promise<BridgeReply> => {
+    // the tools a program may call, and what the host answers each
+    const host: Record<string, (json: string) => BridgeReply | Promise<BridgeReply>> = {
+      echo: (json) => ({ ok: true, value: json }),
+      fail: () => ({ ok: false, message: 'the disk is full', code: 'E_FULL' }),
+      slow: async (json) => {
+        await sleep(JSON.parse(json).ms)
+        return { ok: true, value: '"slept"' }
+      },
+      never: () => new Promise(() => {}),
+      throws: () => {
+        throw new Error('the host bridge broke')
+      },
+      huge: () => ({ ok: true, value: JSON.stringify('x'.repeat(9e6)) }),
+      'a-b': () => ({ ok: true, value: '"a-b"' }),
+      later: async (json) => {
+        peakLater = Math.max(peakLater, ++laterWaiting)
+        await sleep(1)
+        laterWaiting--
+        return { ok: true, value: json }
+      },
+    }
+    const call = async (name: string, json: string) => {
       calls.push({ name, json, at: performance.now() })
-      switch (name) {
-        case 'echo':
-          return { ok: true, value: json }
-        case 'fail':
-          return { ok: false, message: 'the disk is full', code: 'E_FULL' }
-        case 'slow':
-          await sleep(JSON.parse(json).ms)
-          return { ok: true, value: '"slept"' }
-        case 'never':
-          return new Promise(() => {})
-        case 'later':
-          peakLater = Math.max(peakLater, ++laterWaiting)
-          await sleep(1)
-          laterWaiting--
-          return { ok: true, value: json }
-        case 'throws':
-          throw new Error('the host bridge broke')
-        case 'huge':
-          return { ok: true, value: JSON.stringify('x'.repeat(9e6)) }
-        default:
-          return { ok: true, value: JSON.stringify(name) }
-      }
+      return host[name](json)
     }
 
     const run = async (code: string, options: { signal?: AbortSignal; limits?: Partial<CodeRunLimits> } = {}) => {
-      const outcome = await runtime.run({
-        code,
-        tools: ['echo', 'fail', 'slow', 'never', 'throws', 'huge', 'a-b', 'later'],
-        call,
-        signal: options.signal ?? new AbortController().signal,
-        limits: { ...hazardLimits, ...options.limits },
-      })
+      const { signal = new AbortController().signal, limits } = options
+      const outcome = await runtime.run({ code, tools: Object.keys(host), call, signal, limits: { ...hazardLimits, ...limits } })
       settledAt = performance.now()
       return outcome
     }
@@ -142,6 +139,15 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       for (const secret of secrets()) expect(text).not.to.include(secret)
     }
 
+    const cases = (table: Record<string, Case>) => {
+      for (const [title, { code, result, fails, limits }] of Object.entries(table))
+        test(title, async () => {
+          const outcome = await run(code, { limits })
+          if (fails) expectFailure(outcome, ...fails)
+          else expectOk(outcome, result)
+        })
+    }
+
     // every test leaves a runtime that still works, and a host whose prototypes are clean
     afterEach(async () => {
       await sleep(5)
@@ -153,8 +159,11 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
     })
 
     group('results and logs', () => {
-      test('returns JSON', async () => {
-        expectOk(await run('return { a: [1, "x", null, true], "b-c": { d: 2.5 } }'), { a: [1, 'x', null, true], 'b-c': { d: 2.5 } })
+      cases({
+        'returns JSON': { code: 'return { a: [1, "x", null, true], "b-c": { d: 2.5 } }', result: { a: [1, 'x', null, true], 'b-c': { d: 2.5 } } },
+        'supports top-level await and return': { code: 'const x = await Promise.resolve(20)\nreturn x + 1', result: 21 },
+        'reports a syntax error': { code: 'return (1 +', fails: ['exception', /SyntaxError/] },
+        'reports a thrown non-error': { code: 'throw "plain"', fails: ['exception', /plain/] },
       })
 
       test('returns nothing for undefined', async () => {
@@ -174,10 +183,6 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expect(outcome.logs.slice(3)).to.deep.equal(['i', 'd'])
       })
 
-      test('supports top-level await and return', async () => {
-        expectOk(await run('const x = await Promise.resolve(20)\nreturn x + 1'), 21)
-      })
-
       test('rejects a return value that is not JSON', async () => {
         const outcome = expectFailure(await run('return { when: new Date(0) }'), 'exception', /\$\.when is a Date, which is not JSON/)
         expect(outcome.message).to.match(/return value/)
@@ -188,14 +193,6 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         const outcome = expectFailure(await run('const a = 1\n\n  null.x'), 'exception', /TypeError/)
         expect(outcome).to.include({ line: 3, column: 8 })
       })
-
-      test('reports a syntax error', async () => {
-        expectFailure(await run('return (1 +'), 'exception', /SyntaxError/)
-      })
-
-      test('reports a thrown non-error', async () => {
-        expectFailure(await run('throw "plain"'), 'exception', /plain/)
-      })
     })
 
     group('bindings', () => {
@@ -205,17 +202,22 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
         expect(calls[0]).to.include({ name: 'echo', json: '{"path":"a.txt","n":[1,2]}' })
       })
 
-      test('reach exotic names', async () => {
-        expectOk(await run('return await tools["a-b"]({})'), 'a-b')
-      })
-
-      test('send an empty object for a missing argument', async () => {
-        expectOk(await run('return await tools.echo()'), {})
-      })
-
-      test('reject with ToolCallError on a failed call', async () => {
-        const code = 'try { await tools.fail({}) } catch (e) { return [e instanceof ToolCallError, e instanceof Error, e.name, e.toolName, e.message, e.code] }'
-        expectOk(await run(code), [true, true, 'ToolCallError', 'fail', 'the disk is full', 'E_FULL'])
+      cases({
+        'reach exotic names': { code: 'return await tools["a-b"]({})', result: 'a-b' },
+        'send an empty object for a missing argument': { code: 'return await tools.echo()', result: {} },
+        'reject with ToolCallError on a failed call': {
+          code: 'try { await tools.fail({}) } catch (e) { return [e instanceof ToolCallError, e instanceof Error, e.name, e.toolName, e.message, e.code] }',
+          result: [true, true, 'ToolCallError', 'fail', 'the disk is full', 'E_FULL'],
+        },
+        'reject with ToolCallError when the host call throws': {
+          code: 'try { await tools.throws({}) } catch (e) { return [e.name, e.message] }',
+          result: ['ToolCallError', 'the host bridge broke'],
+        },
+        'run concurrently under Promise.all': {
+          code: 'return await Promise.all([1, 2, 3].map((n) => tools.echo({ n })))',
+          result: [{ n: 1 }, { n: 2 }, { n: 3 }],
+        },
+        'expose no unknown tool': { code: 'await tools.nope({})', fails: ['exception', /TypeError/] },
       })
 
       // at the site the call carries: under Promise.all, and for a call awaited after another, the call, not the await
@@ -234,14 +236,6 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
           'return at',
         ].join('\n')
         expectOk(await run(code), ['at program.js:2:19', 'at program.js:6:8', 'at program.js:8:48', 'at program.js:9:55', 'at program.js:11:21'])
-      })
-
-      test('reject with ToolCallError when the host call throws', async () => {
-        expectOk(await run('try { await tools.throws({}) } catch (e) { return [e.name, e.message] }'), ['ToolCallError', 'the host bridge broke'])
-      })
-
-      test('run concurrently under Promise.all', async () => {
-        expectOk(await run('return await Promise.all([1, 2, 3].map((n) => tools.echo({ n })))'), [{ n: 1 }, { n: 2 }, { n: 3 }])
       })
 
       test('reject only the call whose argument is not JSON', async () => {
@@ -356,62 +350,42 @@ return 'r\\u00e9sult \\u2603'`
         await sleep(50)
         expect(calls.map((c) => c.name)).to.deep.equal(['never'])
       })
-
-      test('expose no unknown tool', async () => {
-        expectFailure(await run('await tools.nope({})'), 'exception', /TypeError/)
-      })
     })
 
-    group('time', () => {
-      test('stops a spin before the first await (cpu)', async () => {
-        expectFailure(await run('while (true) {}'), 'timeout', /CPU/)
-      })
-
-      test('stops a spin after an await (cpu)', async () => {
-        expectFailure(await run('await tools.echo({})\nwhile (true) {}'), 'timeout', /CPU/)
-      })
-
-      test('does not count time spent awaiting the host as cpu', async () => {
-        expectOk(await run('return await tools.slow({ ms: 300 })'), 'slept')
-      })
-
-      test('stops a program that waits past the wall-clock budget', async () => {
-        expectFailure(await run('await tools.never({})'), 'timeout', /wall-clock/)
-      })
-
-      test('stops a microtask loop that outlives the return', async () => {
-        expectFailure(await run('const loop = () => Promise.resolve().then(loop)\nloop()\nreturn 1'), 'timeout')
-      })
-    })
+    group('time', () =>
+      cases({
+        'stops a spin before the first await (cpu)': { code: 'while (true) {}', fails: ['timeout', /CPU/] },
+        'stops a spin after an await (cpu)': { code: 'await tools.echo({})\nwhile (true) {}', fails: ['timeout', /CPU/] },
+        'does not count time spent awaiting the host as cpu': { code: 'return await tools.slow({ ms: 300 })', result: 'slept' },
+        'stops a program that waits past the wall-clock budget': { code: 'await tools.never({})', fails: ['timeout', /wall-clock/] },
+        'stops a microtask loop that outlives the return': { code: 'const loop = () => Promise.resolve().then(loop)\nloop()\nreturn 1', fails: ['timeout'] },
+      }),
+    )
 
     group('memory', () => {
       // garbage collection near the limit is slow on a loaded machine: time is not what these tests are about
       const limits = { cpuMs: 5000, wallMs: 5000 }
 
-      test('stops endless allocation', async () => {
-        expectFailure(await run('const keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))', { limits }), 'memory')
-      })
-
-      test('stops endless allocation after an await', async () => {
-        expectFailure(await run('await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))', { limits }), 'memory')
-      })
-
-      test('stops endless array buffer allocation', async () => {
-        expectFailure(await run('const keep = []\nwhile (true) keep.push(new Uint8Array(1 << 20))', { limits }), 'memory')
+      cases({
+        'stops endless allocation': { code: 'const keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))', fails: ['memory'], limits },
+        'stops endless allocation after an await': {
+          code: 'await tools.echo({})\nconst keep = []\nwhile (true) keep.push(new Array(1e5).fill(1.5))',
+          fails: ['memory'],
+          limits,
+        },
+        'stops endless array buffer allocation': { code: 'const keep = []\nwhile (true) keep.push(new Uint8Array(1 << 20))', fails: ['memory'], limits },
+        'refuses a tool result larger than a quarter of memoryMb': {
+          code: 'try { await tools.huge({}) } catch (e) { return [e.name, e.message] }',
+          result: ['ToolCallError', `the result of huge is larger than ${(32 * 1024 * 1024) / 4} bytes (a quarter of memoryMb); ask for less at a time`],
+          limits,
+        },
+        'turns deep recursion into an exception': { code: 'const f = (n) => f(n + 1) + 1\nf(0)', fails: ['exception', /RangeError/], limits },
       })
 
       test('ends a run whose tool argument is larger than a quarter of memoryMb, before the host sees it', async () => {
         const outcome = expectFailure(await run('await tools.echo({ s: "x".repeat(9e6) })', { limits }), 'memory', /tool argument was larger than/)
         expect(outcome.message).to.match(/pass less data/)
         expect(calls).to.deep.equal([])
-      })
-
-      test('refuses a tool result larger than a quarter of memoryMb', async () => {
-        const code = 'try { await tools.huge({}) } catch (e) { return [e.name, e.message] }'
-        expectOk(await run(code, { limits }), [
-          'ToolCallError',
-          `the result of huge is larger than ${(32 * 1024 * 1024) / 4} bytes (a quarter of memoryMb); ask for less at a time`,
-        ])
       })
 
       test('holds the calls beyond the 1024 waiting inside the sandbox and starts them as earlier ones settle', async () => {
@@ -429,10 +403,6 @@ return 'r\\u00e9sult \\u2603'`
         for (let i = 0; i < 30; i++) expectOk(await run('const a = new Array(1e5).fill(i => i); return 1'))
         // three quarters of the 32 MB as live doubles
         expectOk(await run('const keep = []\nfor (let i = 0; i < 24; i++) keep.push(new Float64Array(131072).fill(i))\nreturn keep.length', { limits }), 24)
-      })
-
-      test('turns deep recursion into an exception', async () => {
-        expectFailure(await run('const f = (n) => f(n + 1) + 1\nf(0)', { limits }), 'exception', /RangeError/)
       })
     })
 
@@ -624,9 +594,18 @@ return 'r\\u00e9sult \\u2603'`
   })
 }
 
-const none = async (): Promise<BridgeReply> => ({ ok: false, message: 'none' })
+const none: CodeRunRequest['call'] = async () => ({ ok: false, message: 'none' })
+const echo = async (_: string, json: string): Promise<BridgeReply> => ({ ok: true, value: json })
 /** for runs whose outcome a test asserts, not their budgets: a loaded machine must not end them first */
 export const roomy = { ...hazardLimits, cpuMs: 10000, wallMs: 20000 }
+/** a run of `code` whose `tools` `call` answers, under `limits` (the sandbox's own when none) */
+const request = (code: string, tools: string[] = [], call = none, limits?: CodeRunLimits, signal = new AbortController().signal) => ({
+  code,
+  tools,
+  call,
+  signal,
+  limits,
+})
 
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
 export function describePool(
@@ -635,86 +614,67 @@ export function describePool(
   Service: new (ctx: Context, config?: SandboxService.ConfigInput) => SandboxService,
 ) {
   describe(`${name}: pool`, () => {
+    // the pools a test made through `pool`, closed after it
+    const made: ClosableRuntime[] = []
+    const pool = (poolSize: number, maxConcurrent?: number) => made[made.push(makePool(poolSize, maxConcurrent)) - 1]
+    afterEach(() => Promise.all(made.splice(0).map((sandbox) => sandbox.close())))
+
     it('starts warming at construction and serves from the warm pool once ready', async () => {
-      const sandbox = makePool(1)
-      try {
-        await sandbox.ready()
-        const call = async (_: string, json: string) => ({ ok: true as const, value: json })
-        const outcome = await sandbox.run({ code: 'return await tools.echo(1)', tools: ['echo'], call, signal: new AbortController().signal, limits: roomy })
-        expect(outcome).to.deep.include({ ok: true, result: '1' })
-      } finally {
-        await sandbox.close()
-      }
+      const sandbox = pool(1)
+      await sandbox.ready()
+      expect(await sandbox.run(request('return await tools.echo(1)', ['echo'], echo, roomy))).to.deep.include({ ok: true, result: '1' })
     })
 
     it('closes while still warming: ready() settles and no run starts', async () => {
       const sandbox = makePool(2)
       await sandbox.close()
       await sandbox.ready()
-      const outcome = await sandbox.run({ code: 'return 1', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal })
-      expect(outcome.ok).to.equal(false)
+      expect((await sandbox.run(request('return 1'))).ok).to.equal(false)
     })
 
     it('ends a run waiting for the unit being warmed with abort, not crash, when the sandbox closes', async () => {
       const sandbox = makePool(1)
-      const outcome = sandbox.run({ code: 'return 1', tools: [], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal })
+      const outcome = sandbox.run(request('return 1'))
       await sandbox.close()
       expect(await outcome).to.deep.include({ ok: false, kind: 'abort' })
     })
 
     it('serves overlapping runs beyond the pool size', async () => {
-      const sandbox = makePool(1)
-      try {
-        const signal = new AbortController().signal
-        const call = async (_: string, json: string) => ({ ok: true as const, value: json })
-        const runs = [1, 2, 3].map((n) => sandbox.run({ code: `return await tools.echo(${n})`, tools: ['echo'], call, signal, limits: roomy }))
-        expect((await Promise.all(runs)).map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '3'])
-      } finally {
-        await sandbox.close()
-      }
+      const sandbox = pool(1)
+      const runs = [1, 2, 3].map((n) => sandbox.run(request(`return await tools.echo(${n})`, ['echo'], echo, roomy)))
+      expect((await Promise.all(runs)).map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '3'])
     })
 
     it('runs with a memory limit other than the pool’s', async () => {
-      const sandbox = makePool(1)
-      try {
-        const signal = new AbortController().signal
-        const outcome = await sandbox.run({ code: 'return 1', tools: [], call: none, signal, limits: { ...roomy, memoryMb: 48 } })
-        expect(outcome).to.deep.equal({ ok: true, logs: [], result: '1' })
-      } finally {
-        await sandbox.close()
-      }
+      const outcome = await pool(1).run(request('return 1', [], none, { ...roomy, memoryMb: 48 }))
+      expect(outcome).to.deep.equal({ ok: true, logs: [], result: '1' })
     })
 
     it('caps the programs running at once, queues the rest in order and drops a queued run that is aborted', async () => {
-      const sandbox = makePool(1, 2)
-      try {
-        const started: string[] = []
-        const waiting: (() => void)[] = []
-        const call = async (_: string, json: string): Promise<BridgeReply> => {
-          started.push(json)
-          await new Promise<void>((resolve) => waiting.push(resolve))
-          return { ok: true, value: json }
-        }
-        const controller = new AbortController()
-        const run = (n: number, signal = new AbortController().signal) =>
-          sandbox.run({ code: `return await tools.hold(${n})`, tools: ['hold'], call, signal, limits: roomy })
-        const runs = [run(1), run(2), run(3, controller.signal), run(4)]
-        while (started.length < 2) await sleep(5)
-        expect(sandbox.load?.()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
-        controller.abort()
-        expect(await runs[2]).to.include({ ok: false, kind: 'abort' })
-        expect(sandbox.load?.()).to.include({ running: 2, queued: 1 })
-        for (let next = 0; next < 3; next++) {
-          while (waiting.length <= next) await sleep(5)
-          waiting[next]()
-        }
-        const outcomes = await Promise.all([runs[0], runs[1], runs[3]])
-        expect(outcomes.map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '4'])
-        expect([...started.slice(0, 2)].sort().concat(started.slice(2))).to.deep.equal(['1', '2', '4'])
-        expect(sandbox.load?.()).to.include({ running: 0, queued: 0, peakRunning: 2, peakQueued: 2 })
-      } finally {
-        await sandbox.close()
+      const sandbox = pool(1, 2)
+      const started: string[] = []
+      const waiting: (() => void)[] = []
+      const call = async (_: string, json: string): Promise<BridgeReply> => {
+        started.push(json)
+        await new Promise<void>((resolve) => waiting.push(resolve))
+        return { ok: true, value: json }
       }
+      const controller = new AbortController()
+      const run = (n: number, signal?: AbortSignal) => sandbox.run(request(`return await tools.hold(${n})`, ['hold'], call, roomy, signal))
+      const runs = [run(1), run(2), run(3, controller.signal), run(4)]
+      while (started.length < 2) await sleep(5)
+      expect(sandbox.load?.()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
+      controller.abort()
+      expect(await runs[2]).to.include({ ok: false, kind: 'abort' })
+      expect(sandbox.load?.()).to.include({ running: 2, queued: 1 })
+      for (let next = 0; next < 3; next++) {
+        while (waiting.length <= next) await sleep(5)
+        waiting[next]()
+      }
+      const outcomes = await Promise.all([runs[0], runs[1], runs[3]])
+      expect(outcomes.map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '4'])
+      expect([...started.slice(0, 2)].sort().concat(started.slice(2))).to.deep.equal(['1', '2', '4'])
+      expect(sandbox.load?.()).to.include({ running: 0, queued: 0, peakRunning: 2, peakQueued: 2 })
     })
 
     it('ends runs in progress on close', async () => {
@@ -725,7 +685,7 @@ export function describePool(
         started()
         return new Promise<BridgeReply>(() => {})
       }
-      const outcome = sandbox.run({ code: 'await tools.wait({})', tools: ['wait'], call, signal: new AbortController().signal, limits: roomy })
+      const outcome = sandbox.run(request('await tools.wait({})', ['wait'], call, roomy))
       await waiting
       await sandbox.close()
       expect(await outcome).to.include({ ok: false, kind: 'abort' })
@@ -738,8 +698,7 @@ export function describePool(
       const fork = ctx.plugin(Service, { poolSize: 1, limits: { memoryMb: 32 } })
       await ctx.start()
       expect(ctx.codeRuntime.backend).to.equal(name)
-      const outcome = await ctx.codeRuntime.run({ code: 'return 40 + 2', tools: [], call: none, signal: new AbortController().signal, limits: roomy })
-      expect(outcome).to.deep.equal({ ok: true, logs: [], result: '42' })
+      expect(await ctx.codeRuntime.run(request('return 40 + 2', [], none, roomy))).to.deep.equal({ ok: true, logs: [], result: '42' })
       fork.dispose()
       expect(ctx.get('codeRuntime')).to.equal(undefined)
     })

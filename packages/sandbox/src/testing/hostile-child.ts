@@ -2,42 +2,28 @@
 // argv: <backend: worker-vm | isolated-vm | quickjs-wasm> <isolation: process | in-process> <programs, a JSON array run one by one>
 // stdout carries one line per program, its report; anything else written there or to stderr is a finding.
 
-import { ProcessSandbox, WorkerSandbox } from '../index.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../types.ts'
+import { ProcessSandbox } from '../index.ts'
+import type { BridgeReply, CodeRunOutcome, CodeRuntime } from '../types.ts'
 
 const [backend, isolation, programsJson] = process.argv.slice(2)
 const programs: string[] = JSON.parse(programsJson)
-const limits: CodeRunLimits = { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 }
-const options = { poolSize: 1, limits }
-// each backend's module, the sandbox it exports and its driver (for the process tier)
-const modules = {
-  'worker-vm': { module: new URL('../worker-driver.mjs', import.meta.url).href, sandbox: 'WorkerSandbox', exportName: 'WorkerDriver' },
-  'isolated-vm': {
-    module: new URL('../../../sandbox-isolate/src/isolate-sandbox.ts', import.meta.url).href,
-    sandbox: 'IsolateSandbox',
-    exportName: 'IsolateDriver',
-    execArgv: ['--no-node-snapshot'],
-  },
-  'quickjs-wasm': {
-    module: new URL('../../../sandbox-quickjs/src/quickjs-sandbox.ts', import.meta.url).href,
-    sandbox: 'QuickJsSandbox',
-    exportName: 'quickJsDriver',
-  },
+const options = { poolSize: 1, limits: { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 } }
+// each backend's package, the sandbox it exports and its process tier's descriptor. through the URL, not a literal
+// path: the other backends depend on this package, so this one's build must not include them
+const packages = {
+  'worker-vm': ['../index.ts', 'WorkerSandbox', 'workerBackend'],
+  'isolated-vm': ['../../../sandbox-isolate/src/index.ts', 'IsolateSandbox', 'isolateBackend'],
+  'quickjs-wasm': ['../../../sandbox-quickjs/src/index.ts', 'QuickJsSandbox', 'quickJsBackend'],
 }
-const chosen = modules[backend as keyof typeof modules]
-const inProcess = async () => {
-  if (backend === 'worker-vm') return new WorkerSandbox(options)
-  // through the URL, not a literal path: the other backends depend on this package, so this one's build must not include them
-  const Sandbox = (await import(chosen.module))[chosen.sandbox]
-  return new Sandbox(options) as InstanceType<typeof WorkerSandbox>
-}
-const sandbox = isolation === 'process' ? new ProcessSandbox({ ...options, backend: { ...chosen, name: backend } }) : await inProcess()
+const [path, Sandbox, descriptor] = packages[backend as keyof typeof packages]
+const exports = await import(new URL(path, import.meta.url).href)
+const sandbox: CodeRuntime & { close(): Promise<void> } =
+  isolation === 'process' ? new ProcessSandbox({ ...options, backend: exports[descriptor] }) : new exports[Sandbox](options)
 
 const call = async (name: string, json: string): Promise<BridgeReply> => (name === 'echo' ? { ok: true, value: json } : { ok: false, message: 'no such tool' })
 const run = (code: string) => sandbox.run({ code, tools: ['echo'], call, signal: new AbortController().signal })
 const brief = (outcome: CodeRunOutcome) =>
   outcome.ok ? { ok: true, result: outcome.result } : { ok: false, kind: outcome.kind, message: outcome.message.slice(0, 300) }
-// after a full collection: what the host still holds, not garbage the collector has not reached yet
 // after a full collection: what the host still holds (heap), and what the process keeps from the allocator (rss)
 const memory = () => {
   ;(globalThis as { gc?: () => void }).gc?.()

@@ -3,6 +3,8 @@
 // its report, and be able to run the next program.
 
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { text } from 'node:stream/consumers'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import { after, before, describe, it } from 'mocha'
@@ -23,18 +25,12 @@ interface Finished {
   stderr: string
 }
 
-function host(backend: string, isolation: string, programs: string[]) {
-  return new Promise<Finished>((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', '--import', 'tsx/esm', child, backend, isolation, JSON.stringify(programs)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    proc.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk))
-    proc.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
-    proc.on('error', reject)
-    proc.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
+async function host(backend: string, isolation: string, programs: string[]): Promise<Finished> {
+  const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', '--import', 'tsx/esm', child, backend, isolation, JSON.stringify(programs)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
+  const [stdout, stderr, [code, signal]] = await Promise.all([text(proc.stdout), text(proc.stderr), once(proc, 'close')])
+  return { code, signal, stdout, stderr }
 }
 
 // the report of program `index`: the host must have lived through it and written nothing but its reports
