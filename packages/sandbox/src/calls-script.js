@@ -1,10 +1,8 @@
-// the calls a program has waiting on the host, and the common argument's JSON: evaluated whole, as a script whose value
-// is `{ flatJson, makeCalls }`, in a context of the backend's own that no program reaches (once per worker or isolate, so
-// V8 optimizes this code once, not again in every run's fresh context: ~7 ms of optimizing compiles a run, on a thread
-// that competes with both spinning sides for the cores), or in the program's realm before the prelude (QuickJS, the vm
-// test double). the prelude's `setup` takes what it answers. it binds the builtins it calls from the realm it is
-// evaluated in; what it makes for the program comes of the Promise and parse of the program's realm, which the prelude
-// hands it. strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace)
+// the calls a program has waiting on the host, and the common argument's JSON: a script whose value, `{ flatJson,
+// makeCalls }`, is the prelude's `shared`. evaluated once per worker or isolate in a context of its own that no program
+// reaches, so V8 optimizes it once, not in every run's fresh context (~7 ms of optimizing compiles a run), or in the
+// program's realm before the prelude (QuickJS, the vm double). what it makes for the program comes of the program realm's
+// Promise and parse. strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace)
 ;(() => {
   // biome-ignore lint/suspicious/noRedundantUseStrict: evaluated as a script, not as a module
   'use strict'
@@ -14,10 +12,9 @@
   const $floor = Math.floor
   const $min = Math.min
 
-  // the common argument, a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything
-  // else — nesting, a getter (which may throw, or answer differently when read again), a Proxy whose trap throws, a value
-  // JSON would change, more than `budget` characters — answers undefined, and the prelude's walk decides with its
-  // message. `objectPrototype` is the program realm's, taken before the program ran
+  // a plain object of strings, finite numbers, booleans and nulls, without toJson's walk. anything else (nesting, a
+  // getter, a Proxy whose trap throws, more than `budget` characters) answers undefined: the prelude's walk decides.
+  // `objectPrototype` is the program realm's, taken before the program ran
   const flatJson = (value, budget, objectPrototype) => {
     try {
       if (typeof value !== 'object' || value === null || getPrototypeOf(value) !== objectPrototype) return undefined
@@ -56,19 +53,13 @@
     }
   }
 
-  // the calls waiting on the host, made once per run: `open(name, json, site)` sends a call made at `site` (siteOf's
-  // number) and answers the promise of its reply (a promise of the program's realm, which `promiseFor(record)` makes,
-  // putting its settling functions on `record`), or 1 when the call could not be sent; `deliver(id, ok, text, code)`
-  // settles call `id` with the host's reply, parsed by the program realm's `parse`, or rejected with the program realm's
-  // error that `failed(name, text, code, site)` makes. whatever it is handed and answers is a primitive or of the
-  // program's realm.
-  //
-  // each call has a slot: a record of what settles it and its id (`seq` × maxPendingCalls + its slot, so a reply finds
-  // its slot by a remainder, and one for a call already settled finds another id there). a slot is taken from `free`
-  // and given back when its reply comes: no map, closure or record per call. the slots are made as calls need them,
-  // 8 then doubling up to maxPendingCalls (filling all 1024 before every run cost its setup tens of µs), each index
-  // defined, not assigned, and never removed: a write finds the index there, never a setter on Array.prototype, and a
-  // record's fields are its own
+  // made once per run: `open(name, json, site)` sends a call and answers the promise of its reply (which `promiseFor(record)`
+  // makes, putting its settling functions on `record`), or 1 when it could not be sent; `deliver(id, ok, text, code)`
+  // settles call `id`, with the reply `parse`d or rejected with `failed(name, text, code, site)`. all of the program's realm.
+  // each call has a slot: its id (`seq` × maxPendingCalls + slot: a reply finds its slot by a remainder, and a stale one
+  // another id there) and what settles it, taken from `free` and given back with the reply, no record per call. slots
+  // are made as calls need them, 8 then doubling (making 1024 for every run cost tens of µs), each index defined and never
+  // removed: a write never meets a setter on Array.prototype
   const makeCalls = (promiseFor, parse, failed, maxPendingCalls, crossing) => {
     const slots = []
     const free = []
@@ -93,13 +84,10 @@
       record.id = -1
       record.resolve = undefined
       record.reject = undefined
-      record.name = ''
-      record.site = 0
       free[freeCount++] = slot
     }
-    // calls beyond maxPendingCalls wait here, in order, as records of their own (`next` links them: no list a setter on
-    // Array.prototype could see), and are sent as earlier calls settle: a fan-out of any size sees no refusal, and the
-    // host never holds more than maxPendingCalls of them. the program's own memory and cpu budgets bound what waits
+    // calls beyond maxPendingCalls wait here in order, linked by `next` (no list a setter on Array.prototype sees), and go
+    // as earlier ones settle: a fan-out of any size sees no refusal, bounded by the program's own memory and cpu budgets
     let first
     let last
     const send = (slot, record, name, json, site) => {
@@ -109,6 +97,7 @@
       record.name = name
       record.site = site
       let sent = false
+      // (a crossing that cannot answer, an ignored isolated-vm callback, answers undefined: sent)
       try {
         sent = crossing('call', id, name, json, site) !== false
       } catch {}
@@ -127,8 +116,7 @@
       }
       const slot = free[freeCount - 1]
       const record = slots[slot]
-      // the promise first: a stack overflow while it is made leaves no slot taken (a free record's settling functions are
-      // never called: no reply finds its id)
+      // the promise first: a stack overflow while it is made leaves no slot taken
       const reply = promiseFor(record)
       freeCount--
       return send(slot, record, name, json, site) ? reply : 1

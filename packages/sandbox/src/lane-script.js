@@ -1,8 +1,6 @@
-// a run's hand-off between the host and its worker or isolate, the part both sides run: a lane's ring in shared memory
-// and its port protocol, and the back-off the pair shares. evaluated whole, as a script whose value is
-// `{ lane, backoff, layout }`: by lane.mjs in node (the host, a worker), and by the isolate backend's driver inside the
-// isolate, which has no Buffer: `codec` moves a string's utf-16 units in and out of the ring, each side in its fastest
-// way. lane.mjs says how the hand-off works.
+// the part of a run's hand-off both sides run (lane.mjs says how it works): a lane's ring in shared memory, its port
+// protocol and the pair's back-off. a script whose value is `{ lane, backoff, layout }`, evaluated by lane.mjs in node and
+// by the isolate's driver inside the isolate, each with its own `codec` for moving a string's utf-16 units
 ;(() => {
   // biome-ignore lint/suspicious/noRedundantUseStrict: evaluated as a script, not as a module
   'use strict'
@@ -10,34 +8,30 @@
   /** code units of each lane's ring; a longer message goes through the port */
   const ringUnits = 16384
   const maxUnits = ringUnits / 4
-  // a lane's header: units used in its ring; messages sent and taken through its port; 1 while the receiver spins (2:
-  // it may not run for a while yet); 1 while a doorbell is on its way
+  // a lane's header: units used in its ring; messages sent and taken through its port; 1 while the receiver spins (2: it
+  // may not run for a while yet); 1 while a doorbell is on its way; then counts for `handoffCounts`: spins that caught a
+  // message, spins that did not, messages that took the ring
   const USED = 0
   const SENT = 1
   const TAKEN = 2
   const AWAKE = 3
   const RUNG = 4
-  // counts, for `handoffCounts`: spins that caught a message, spins that did not, messages that took the ring
   const CAUGHT = 5
   const MISSED = 6
   const RING = 7
   const wrap = 0xffff
-  // the pair's back-off, shared so that both sides spin at the same hand-offs (one spinning alone waits for the other's
-  // wake-up, misses, and backs off too): the worker's calls so far, the call from which they spin again, and each side's
-  // misses in a row (the worker's or isolate's, the host's)
+  // the pair's back-off: the worker's calls so far, the call from which both spin again, each side's misses in a row
   const CALLS = 18
   const UNTIL = 19
   const MISSES = 20
   const HOST_MISSES = 21
 
   /**
-   * the back-off both sides of a worker share: a spin that caught nothing makes both sleep at once through the next 1, 3,
-   * 7 … 255 calls (after 1, 2, 3 … 8 misses in a row of that side), and one that caught its message starts that side's
-   * count again. each side counts its own misses: the other's catches say nothing of its own (a slow tool makes every
-   * spin for a reply miss while the host's spin for the next call catches each time, and the worker spun again after
-   * each). the worker counts its calls (`called`); it spins for the reply to a call from the call on which spinning
-   * resumes, the host for the call after its reply from the reply before it, so that both are awake together. `side` 1
-   * is the host's
+   * shared, so that both sides spin at the same hand-offs (one spinning alone misses its peer and backs off too): a spin
+   * that caught nothing makes both sleep through the next 1, 3, 7 … 255 calls (after 1 … 8 misses in a row of that side),
+   * one that caught resets that side's count. each side counts its own misses (a slow tool makes every spin for a reply
+   * miss while the host's spins for the next call catch). the worker counts its calls; `side` 1 is the host's, whose spin
+   * waits for a call one ahead
    */
   const backoff = (buffer, side) => {
     const h = new Int32Array(buffer, 0, 32)
@@ -56,10 +50,9 @@
   }
 
   /**
-   * lane 0 carries the worker's (or isolate's) messages to the host, lane 1 the host's replies; each side sends on one,
-   * takes from the other. `port` has `postMessage`; `receive` pulls the next message sent through it, if it can (else
-   * they are handed to `port()` as they come); `codec` writes a string into the ring's units and reads one out. a ring
-   * whose content is malformed (a writer that cannot be trusted) is read no further, and `malformed` is told
+   * lane 0 carries the worker's (or isolate's) messages to the host, lane 1 the host's replies. `port` has `postMessage`;
+   * `receive` pulls the next message sent through it, if it can (else they are handed to `port()`); `codec` writes a
+   * string into the ring's units and reads one out. a malformed ring (an untrusted writer) is read no further: `malformed`
    */
   const lane = (buffer, index, port, receive, malformed, codec) => {
     const h = new Int32Array(buffer, 32 * index, 8)
@@ -91,14 +84,14 @@
       return true
     }
 
+    const spun = (caught) => add(h, caught ? CAUGHT : MISSED, 1)
     const fault = () => {
       broken = true
       malformed()
     }
 
-    // every length and position is checked against the ring before it is used, and one drain takes no more messages
-    // than the ring holds at once (a writer only writes while the reader spins): a writer that broke the layout cannot
-    // make this read out of bounds or go on for ever, it only ends the lane
+    // every length and position is checked before it is used, and one drain takes no more messages than the ring holds:
+    // a writer that broke the layout cannot make this read out of bounds or go on for ever, it only ends the lane
     const drainRing = (handle, limit) => {
       let taken = 0
       while (!broken && taken < limit) {
@@ -143,10 +136,7 @@
     }
 
     return {
-      /**
-       * a new run on the same buffer: both sides start again at the ring's start, nobody spinning, and what the last run
-       * sent the other way and was never taken (it ended first) is forgotten
-       */
+      /** a new run on the same buffer: both sides at the ring's start, nobody spinning, what the last left untaken forgotten */
       clear() {
         for (const at of [USED, AWAKE, RUNG]) store(h, at, 0)
         store(h, TAKEN, load(h, SENT))
@@ -191,9 +181,8 @@
         handle(message)
       },
       /**
-       * marks the receiver as about to spin, before it posts what the message answers: an answer that comes at once (the
-       * other thread may run before the post returns) takes the ring too. `spin` or `unwatch` follows. `how` 2 says the
-       * receiver may not run for a while yet (a sender written for it takes the ring but does not spin for the answer)
+       * marks the receiver as about to spin, before it posts what the message answers (the answer may come before the post
+       * returns). `spin` or `unwatch` follows. `how` 2: it may not run for a while (a sender takes the ring, but no spin)
        */
       watch(how = 1) {
         store(h, AWAKE, how)
@@ -205,9 +194,7 @@
       },
       pending,
       /** counts a spin of the receiver's, which caught a message or did not */
-      spun(caught) {
-        add(h, caught ? CAUGHT : MISSED, 1)
-      },
+      spun,
       /** spins up to `ms` for a message, marked as spinning so that the sender uses the ring; true when one came (take it) */
       spin(ms) {
         store(h, AWAKE, 1)
@@ -215,13 +202,13 @@
         while (!pending() && performance.now() - started < ms) {}
         store(h, AWAKE, 0)
         const caught = pending()
-        add(h, caught ? CAUGHT : MISSED, 1)
+        spun(caught)
         return caught
       },
     }
   }
 
-  /** where everything is in the buffer (int32 indexes; lane `i`'s header at `8 * i`, its ring at byte `128 + i * 2 * ringUnits`) */
+  /** int32 indexes in lane `i`'s header at `8 * i`; its ring at byte `128 + i * 2 * ringUnits` */
   const layout = Object.freeze({ __proto__: null, ringUnits, maxUnits, rings: 128, USED, SENT, TAKEN, CAUGHT, MISSED, RING })
   return Object.freeze({ __proto__: null, lane, backoff, layout })
 })()

@@ -1,14 +1,11 @@
-// evaluated as source text inside the program's realm (a vm context or an isolate), before the program.
-// it builds `tools`, `console` and `ToolCallError` around `bridge`, the one way out, which only ever takes
-// and returns primitives. `bridge` stays in this closure and is never handed to the program or to anything
-// the program can replace (no `.call`, no callbacks), so nothing of the host's realm is reachable.
-// `bridge` answers `false` when it refuses; one that cannot answer (an ignored isolated-vm callback) returns undefined.
-// nothing here copies, measures or flattens a program's value before checking its length against a budget: a string
-// of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process, not a catchable error.
+// evaluated as source text in the program's realm (a vm context or an isolate), before the program. it builds `tools`,
+// `console` and `ToolCallError` around `bridge`, the one way out, which takes and returns primitives only and is never
+// handed to the program nor to anything it can replace (no `.call`, no callbacks): nothing of the host's realm is
+// reachable. nothing here copies, measures or flattens a program's value before checking its length against a budget: a
+// string of tens of MB flattened near the memory limit is a fatal out-of-memory for the whole process
 ;(function setup(crossing, toolNamesJson, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recordedJson) {
-  // the way out is a function of another realm (the worker's, or the isolate driver's context of its own): a stack
-  // overflow raised as it is entered is an error of that realm, whose Function must never reach the program. whatever
-  // it throws is a refusal
+  // `crossing` is of another realm: a stack overflow raised as it is entered is an error of that realm, whose Function
+  // must never reach the program. whatever it throws is a refusal
   const bridge = (kind, a, b, c, d) => {
     try {
       return crossing(kind, a, b, c, d)
@@ -19,18 +16,15 @@
   const { parse, stringify } = JSON
   const { keys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty, freeze, create } = Object
   const { apply, construct } = Reflect
-  const { propertyIsEnumerable: isEnumerable } = Object.prototype
-  const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
-  const { some } = Array.prototype
-  const { indexOf: indexOfText } = String.prototype
-  const $Number = Number
-  const $max = Math.max
-  const $min = Math.min
-  const $floor = Math.floor
-  const { isArray } = Array
   const objectPrototype = Object.prototype
   const arrayPrototype = Array.prototype
-  const toStringTag = Object.prototype.toString
+  const { propertyIsEnumerable: isEnumerable, toString: toStringTag } = objectPrototype
+  const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
+  const { some } = arrayPrototype
+  const { indexOf: indexOfText } = String.prototype
+  const { max: $max, min: $min, floor: $floor } = Math
+  const { isArray } = Array
+  const $Number = Number
   const $Promise = Promise
   const $Map = Map
   const $Set = Set
@@ -58,8 +52,7 @@
   let settled = false
   let used = 0
   let over = false
-  // a character at a time, by comparing one-unit strings: no method of String.prototype, which a program may have
-  // replaced (a charCodeAt that throws left the run's result unreported until its wall-clock budget ran out)
+  // one-unit strings compared, no method of String.prototype: a program's charCodeAt that threw left the run unreported
   const utf8Bytes = (text) => {
     let n = 0
     for (let i = 0; i < text.length; i++) {
@@ -74,13 +67,11 @@
     return n
   }
 
-  // the output budget is spent: the host stops the run when it hears `limit`
   const overLimit = () => {
     over = true
     bridge('limit')
   }
-  // false once the budget is spent. utf-8 takes at least a byte per utf-16 unit, so a string longer than what is left is
-  // over without reading it
+  // false once the budget is spent. utf-8 takes at least a byte per utf-16 unit: a string longer than what is left is over
   const spend = (text) => {
     if (over) return false
     const bytes = text.length > outputBytes - used ? Infinity : utf8Bytes(text)
@@ -93,16 +84,12 @@
   }
   const left = () => outputBytes - used
 
-  // thrown by toJson and inspect when what they build would pass their budget; never reaches the program
+  // thrown by toJson and inspect past their budget, and by toJson past maxJsonDepth; never reach the program
   const tooLarge = freeze(create(null))
-  // the deepest nesting of arrays and objects toJson writes (the root container is level 1): @faber/core's
-  // MAX_JSON_DEPTH, which the host holds every argument and result to (bridge.spec checks that they agree). bounded here,
-  // a deeper value fails the same way on every backend and thread; left to the stack, the walk gave out at a depth that
-  // depended on where it ran (a return value nested 5,000 deep passed on a worker and failed in half the runs of the
-  // process tier), and the check against the walk's ancestors stays linear
-  const maxJsonDepth = 256
-  // thrown by toJson's walk past maxJsonDepth; toJson's callers say what it means for their value
   const tooDeep = freeze(create(null))
+  // @faber/core's MAX_JSON_DEPTH (bridge.spec checks they agree): bounded here, not by the stack, a deeper value fails
+  // alike on every backend and thread (the stack's depth differs between them) and the cycle check stays linear
+  const maxJsonDepth = 256
   const deeperThan = `nested deeper than ${maxJsonDepth} levels`
 
   const key = (path, name) => (isIdentifier.test(name) ? `${path}.${name}` : `${path}[${stringify(name)}]`)
@@ -114,8 +101,7 @@
     }
   }
 
-  // whether JSON writes `name` as it is between quotes: printable ASCII, no quote or backslash. read a character
-  // at a time with comparisons, which no method a program replaced takes part in
+  // whether JSON writes `name` as it is between quotes: printable ASCII, no quote or backslash (no method read)
   const plainKey = (name) => {
     for (let i = 0; i < name.length; i++) {
       const c = name[i]
@@ -126,13 +112,10 @@
 
   const notJson = (label, path, what, hint) => new $TypeError(`${label} ${path} is ${what}, which is not JSON${hint ? `; ${hint}` : ''}`)
 
-  // lossless JSON: anything JSON.stringify would drop, change or choke on is rejected with the path to it. one walk,
-  // each value read once (a getter runs once; what it answered is what is sent), the text built as it goes and counted
-  // exactly: throws `tooLarge` as soon as the text would pass `budget` characters, before building it. the path to a
-  // value is made only for a message, from the frames kept on the way down. the walk's functions are made once and a
-  // call's state is one record. every run starts in a fresh context, whose code starts cold: there the walk costs more
-  // than flatJson (calls-script.js; counted under callgrind, 2000 sequential calls of `{ i }` a run: ~8 700 instructions more a
-  // call), so the common argument goes through flatJson first
+  // lossless JSON: what JSON.stringify would drop, change or choke on is rejected with the path to it (made only for the
+  // message, from the frames kept on the way down). one walk, each value read once (a getter runs once), the text counted
+  // as it is built: `tooLarge` before it would pass `budget` characters. in a run's fresh context this code starts cold
+  // (~8,700 instructions more a call of `{ i }` than flatJson, under callgrind), so the common argument tries flatJson first
   const toJson = (root, label, budget) => {
     const state = { label, budget, size: 0 }
     try {
@@ -144,9 +127,8 @@
     }
   }
 
-  // each object or array being walked has a frame: it, the step (a key or an index) from it to the value walked now,
-  // and the frame of the one it is in. literals, whose properties are their own: no setter a program put on
-  // Object.prototype sees them. the path to the value that `frame` (undefined: the root) is in, at its step
+  // a frame: an object or array being walked, the step (key or index) to the value walked now, and the frame it is in.
+  // literals, whose properties are their own (no setter on Object.prototype sees them). the path to frame's step
   const pathTo = (frame) => {
     if (frame === undefined) return '$'
     const at = pathTo(frame.up)
@@ -234,8 +216,7 @@
     return `${text}}`
   }
 
-  // `shared` is what calls-script.js answered, evaluated by the backend (most often in a realm of its own): its flatJson
-  // answers undefined where it cannot say, and what it throws, an error of its realm, is no answer too
+  // `shared` is calls-script.js's answer, most often of a realm of its own: what its flatJson throws is no answer too
   const { flatJson: sharedFlatJson, makeCalls } = shared
   const flatJson = (value, budget) => {
     try {
@@ -245,7 +226,7 @@
     }
   }
 
-  // a message or stack no longer than this is shown (cut to `shown`); a longer one is only described, never copied
+  // a longer message or stack is cut to `shown`, one past 1e6 only described: never copied
   const shown = 2000
   const clip = (text) =>
     text.length <= shown ? text : text.length > 1e6 ? `(${text.length} characters, too long to show)` : `${text.slice(0, shown)}… (${text.length} characters)`
@@ -320,20 +301,14 @@
           }
           if (v.length > 100) items.push(grow(`... ${v.length - 100} more`))
           out = `[${items.join(', ')}]`
-        } else if (v instanceof $Map) {
-          const items = []
-          for (const [k, x] of v) {
-            count(6)
-            if (items.push(`${show(k, level + 1)} => ${show(x, level + 1)}`) >= 100) break
-          }
-          out = `Map(${v.size}) {${items.join(', ')}}`
-        } else if (v instanceof $Set) {
+        } else if (v instanceof $Map || v instanceof $Set) {
+          const map = v instanceof $Map
           const items = []
           for (const x of v) {
-            count(2)
-            if (items.push(show(x, level + 1)) >= 100) break
+            count(map ? 6 : 2)
+            if (items.push(map ? `${show(x[0], level + 1)} => ${show(x[1], level + 1)}` : show(x, level + 1)) >= 100) break
           }
-          out = `Set(${v.size}) {${items.join(', ')}}`
+          out = `${map ? 'Map' : 'Set'}(${v.size}) {${items.join(', ')}}`
         } else if (type === 'Date') {
           out = grow(v.toISOString())
         } else {
@@ -397,13 +372,9 @@
   defineProperty(ToolCallError.prototype, 'name', { value: 'ToolCallError', writable: true, configurable: true })
   defineProperty(globalThis, 'ToolCallError', { value: ToolCallError, writable: true, configurable: true })
 
-  // where in the program a call was made, as one number: its line × 2^21 + its column (the program's own line and column,
-  // as an uncaught error names them; a column past 2^21 - 1 counts as that), or 0 when none is known. the frames above
-  // the binding are cut off and the first frame of the program's own that made it is read from the stack's text (a
-  // builtin that called the binding, as forEach does, is passed over for the program's line that called the builtin).
-  // measured in CPU time per call, 20 000 calls a run at load ~12: ~0.5 µs on the worker and ~2.5 µs on the isolate,
-  // where reading V8's structured frames through a prepareStackTrace of ours cost ~9 and ~5 µs: setting and putting
-  // back Error's properties on every call was the expensive part. so nothing of Error's is touched: a program that set
+  // where in the program a call was made: line × 2^21 + column (capped at 2^21 - 1), 0 when unknown. read from the
+  // stack's text above the binding, at the program's first frame (past a builtin such as forEach that called it). nothing
+  // of Error's is touched, which cost ~9 µs a call (the sandbox README, what a call's site costs): a program that set
   // Error.stackTraceLimit to 0 gets no sites, and a prepareStackTrace of its own decides what its calls' stacks say
   const siteHolder = create(null)
   const siteOf = (binding) => {
@@ -414,7 +385,7 @@
     } catch {}
     return 0
   }
-  // the first line and column of the program's own in a stack's text, unless it is too long to read
+  // the program's first line and column in a stack's text, unless it is too long to read
   const locate = (stack) => (typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null)
 
   const finished = (name, called) => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
@@ -515,17 +486,13 @@
   for (const name of toolNames) defineProperty(tools, name, { value: bind(name), enumerable: true })
   freeze(tools)
 
-  const remove = (name) => {
+  if (bufferBytes > 0) guardBuffers()
+  // (FinalizationRegistry's callbacks run whenever the engine collects garbage: after the run, or during the next one)
+  for (const name of ['SharedArrayBuffer', 'Atomics', 'WebAssembly', 'FinalizationRegistry']) {
     try {
       delete globalThis[name]
     } catch {}
   }
-  remove('SharedArrayBuffer')
-  remove('Atomics')
-  remove('WebAssembly')
-  if (bufferBytes > 0) guardBuffers()
-  // its callbacks run whenever the engine collects garbage, which may be after the run, or during the next one
-  remove('FinalizationRegistry')
 
   // array buffers live outside the js heap, so a heap limit does not see them; count what the program allocates
   function guardBuffers() {
@@ -673,8 +640,7 @@
     bridge('done', json)
   }
 
-  // a failed call's error points at the line and column where the program made the call (its site, siteOf's number; 0
-  // when none is known), wherever the program awaits it
+  // a failed call's error points at where the program made the call (its site), wherever the program awaits it
   const failed = (name, text, code, site) => {
     const error = new ToolCallError(name, text, code)
     const at = site > 0 ? `\n    at program.js:${$floor(site / 2097152)}:${site % 2097152}` : ''
@@ -682,11 +648,8 @@
     return error
   }
 
-  // the host's reply to call `id` (the JSON text of its result, or why it failed) goes to `deliver`. the calls' `crossing`
-  // is the backend's own: what that throws, an error of its realm, open catches. this realm's Promise and parse, taken
-  // before the program ran, make what the program gets
-  // (a Promise of this realm made with an executor of another is refused by V8 when that other realm's context was
-  // entered: the executor is this realm's, and puts the settling functions on the record it is given)
+  // the host's replies go to `deliver`; the Promise and parse taken from this realm before the program ran make what the
+  // program gets. the executor is this realm's: V8 refuses a Promise made with one of a realm whose context was entered
   let settling
   const capture = (resolve, reject) => {
     settling.resolve = resolve
@@ -702,10 +665,9 @@
 
   const refuseImport = () => new $TypeError('import() is not available to programs; use tools')
 
-  // the clock and random numbers, when the host records them (`recordedJson`: the values read on an earlier run, JSON):
-  // the program reads those first, in order, and the values it reads beyond them are reported ('values', a JSON list)
-  // before its next tool call, so a program run again after a checkpoint reads what it read the first time, up to its
-  // last call. installed before the program runs; a program may still replace them, as anything of its realm
+  // when the host records the clock and random numbers (`recordedJson`: what an earlier run read), the program reads
+  // those first, in order, and what it reads beyond them is reported ('values') before its next tool call: a program
+  // run again after a checkpoint reads what it read the first time. a program may still replace them, as anything
   if (typeof recordedJson === 'string') {
     const replayed = parse(recordedJson)
     valuesRead = []

@@ -1,5 +1,5 @@
-// the worker's entry: plain js, because a .ts worker entry does not load under tsx on node 20.
-// it runs one program at a time, each in a fresh vm context, and talks to the host in strings and numbers.
+// the worker's entry (plain js: a .ts worker entry does not load under tsx on node 20). it runs one program at a time,
+// each in a fresh vm context, and talks to the host in strings and numbers
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { parentPort, workerData } from 'node:worker_threads'
@@ -8,34 +8,27 @@ import { backoff, handoffWaited, lane } from './lane.mjs'
 const preludeScript = new vm.Script(workerData.prelude, { filename: 'faber-prelude.js' })
 let current
 
-// the calls' slots and the common argument's JSON (calls-script.js), made in a context of this worker's own that no
-// program reaches, once: V8 optimizes their code once per worker, not again in every run's fresh context. each run makes
-// its calls of it, with its own realm's Promise and parse. the crossing it calls is `bridge` below, of this worker's
-// realm: what that throws never reaches the program. never this worker's own realm, which has `process`
+// calls-script.js, once per worker in a context of its own that no program reaches (never this worker's realm, which
+// has `process`): V8 optimizes it once, not in every run's fresh context
 const driver = vm.createContext(Object.create(null), { name: 'faber-worker-driver', codeGeneration: { strings: false, wasm: false } })
 const shared = vm.runInContext(workerData.calls, driver, { filename: 'faber-calls.js' })
 
-// a run talks to the host over two lanes, one each way (lane.mjs): while the receiving side spins for a message, it comes
-// through a ring in shared memory, with no syscall and no turn of the event loop; otherwise through a port. after posting
-// a call, this thread spins a moment for the reply (at most `spinMs`) before it goes back to its event loop to sleep,
-// unless more than one run is going on in the process (`active`). `waited` tells the host how much of this thread's
-// active time was spent spinning, which is not the program's
+// a run talks to the host over two lanes, one each way (lane.mjs). after posting a call this thread spins for the reply
+// (at most `spinMs`, unless more than one run is going on in the process: `active`) before it sleeps; `waited` tells
+// the host how much of its active time was spinning, which is not the program's
 const { replies, toHost, handoff, active, spinMs } = workerData
 const waited = new Float64Array(handoff, handoffWaited, 1)
 const calls = lane(handoff, 0, toHost)
 const answers = lane(handoff, 1, replies)
-// a spin that caught nothing makes both sides sleep at once for a while (lane.mjs): on a busy machine the host is often
-// not running while this thread spins, and then spinning only takes its core; a slow tool soon costs no spinning either
+// a spin that caught nothing makes both sides sleep for a while: on a busy machine it only takes a core
 const pair = backoff(handoff, 0)
 let scheduled = false
 
 // a rejection the program left unhandled belongs to the program, not to the worker
 process.on('unhandledRejection', () => {})
 
-// the calls a stretch of the program made go to the host together, once its microtasks are done (a tick): a fan-out
-// of a thousand calls is one message, not a thousand (each cost the worker ~10 µs to post, and the host as much to
-// take). one call alone goes as itself, by the ring when the host spins for it. anything else the worker posts goes
-// after the calls made before it
+// the calls a stretch of the program made go together at its next tick (a message costs each side ~10 µs); one call
+// alone goes as itself, by the ring when the host spins for it. anything else posted goes after the calls before it
 let batch = []
 const flushCalls = () => {
   if (batch.length === 0) return
@@ -62,8 +55,7 @@ const freshContext = () => {
   })
   return { context, setup: preludeScript.runInContext(context) }
 }
-// the next run's, made once the last run ended, while this thread waits: making it took ~1 ms at the start of every run.
-// no program has run in it
+// the next run's, made while this thread waits after a run (~1 ms at the start of every run). no program ran in it
 let next
 const prepareNext = () => {
   if (next !== undefined || current !== undefined) return
@@ -87,11 +79,10 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
       if (!run.broken) setImmediate(prepareNext)
     })
   }
-  // the program's only way out; it sees nothing but what it returns (booleans). it passes on only primitives, as the host's
-  // report (contract.ts) takes them: `[run id, kind, a, b, c, heap]`, a call as a string. a program
-  // may enter it with its stack all but used up: a stack overflow inside may leave this worker's own state half changed
-  // (a lane's count of messages sent, a spin scheduled that never runs), which would hang a later run. the run goes on,
-  // refused, and the worker serves no other
+  // the program's only way out, answering booleans; it passes on primitives only, as the host's report takes them:
+  // `[run id, kind, a, b, c, heap]`, a call as a string. a stack overflow inside (a program may enter with its stack all
+  // but used up) may leave this worker's state half changed and hang a later run: the run goes on refused, and the
+  // worker serves no other
   const bridge = (kind, a, b, c, d) => {
     try {
       return cross(kind, a, b, c, d)
@@ -106,11 +97,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     if (kind === 'call') {
       if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
       // the prelude checks the size first; this is the copy the program cannot talk its way past
-      if (c.length > argumentBytes) {
-        run.finished = true
-        post([id, 'memory', 'argument'])
-        return false
-      }
+      if (c.length > argumentBytes) return stop([id, 'memory', 'argument'])
       // a string, which crosses a port for less than an object: `id:call:site:name length:name json`
       postCall(`${id}:${a}:${typeof d === 'number' ? d : 0}:${b.length}:${b}${c}`)
       run.outstanding++
@@ -121,17 +108,20 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     const message = [id, kind, primitive(a), primitive(b), primitive(c)]
     if (kind === 'done' || kind === 'throw') finish(message)
     else if (kind === 'log' || kind === 'values') post(message)
-    else if (kind === 'limit' || kind === 'memory') {
-      run.finished = true
-      post(message)
-    } else return false
+    else if (kind === 'limit' || kind === 'memory') return stop(message)
+    else return false
     return true
+  }
+  // the run ends here (the prelude reads no answer to these)
+  const stop = (message) => {
+    run.finished = true
+    post(message)
+    return false
   }
 
   const { context, setup } = next ?? freshContext()
   next = undefined
-  const api = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recorded)
-  const { start, deliver, refuseImport } = api
+  const { start, deliver, refuseImport } = setup(bridge, JSON.stringify(tools), outputBytes, bufferBytes, argumentBytes, maxPendingCalls, shared, recorded)
   run.deliver = deliver
 
   let main
@@ -160,14 +150,10 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
   }
 }
 
-// runs once the program's microtasks are done when it has one call waiting on the host: a reply already there is taken,
-// else a spin of at most `spinMs`, then whatever came. it is a tick, which node runs once the microtask queue is empty,
-// without a turn of the event loop: an immediate cost a poll of the loop's handles, a syscall where a busy machine often
-// took the core away (its median hop 13–50 µs at load 8 against 0.8 µs). a call made inside a microtask, as every call
-// is once the program awaited something, queues the tick itself. while the program starts (runProgram), its code runs
-// before any microtask, and a tick queued then would run before them: a reaction on this realm's settled promise queues
-// it from among them. (a program's getter that a promise resolution reads may also run outside a microtask: its spin
-// then comes early, which only delays that program, by at most `spinMs`)
+// once the program's microtasks are done, with one call waiting: a reply already there is taken, else a spin of at most
+// `spinMs`. a tick, not an immediate (whose poll of the loop's handles cost 13–50 µs at load 8 against 0.8 µs). while
+// the program starts its code runs before any microtask, and a tick queued then would run before them: a reaction on a
+// settled promise queues it from among them. (a getter read by a promise resolution may spin early: by `spinMs` at most)
 function spinForReplies() {
   if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
   if (!pair.may(0)) return
@@ -196,8 +182,7 @@ function spinNow() {
   answers.take(reply)
 }
 
-// a reply that succeeded comes as the string `id:call:text`, a failure as { id, call, text, code }; replies the host
-// had at once come as a list of them
+// a reply that succeeded comes as `id:call:text`, a failure as { id, call, text, code }, several as a list of them
 function reply(message) {
   if (Array.isArray(message)) {
     for (let i = 0; i < message.length; i++) reply(message[i])
