@@ -85,6 +85,8 @@ interface InFlight {
 const NO_SDK_TIMEOUT = 2 ** 31 - 1
 // authorizations in a row for one request: the first grant, a step-up, and one more before giving up
 const MAX_AUTHORIZATIONS = 3
+// how long closing waits for an HTTP server to acknowledge the end of its session
+const SESSION_END_MS = 1000
 
 /** an error whose code travels as the result's `toolCode` */
 class McpCallError extends Error {
@@ -594,6 +596,14 @@ export class McpConnection {
     this.pendingCode = undefined
     this.callback?.close()
     this.callback = undefined
+    // over streamable HTTP the session is the server's to keep until told: end it (a server may refuse, 405), briefly
+    const transport = this.transport
+    if (client && transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, SESSION_END_MS)))
+      await Promise.race([transport.terminateSession().catch(() => {}), late])
+      clearTimeout(timer)
+    }
     await (client ?? { close: async () => this.transport?.close() }).close().catch(() => {})
   }
 }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { mock } from 'node:test'
@@ -362,6 +363,57 @@ describe('mcp client: streamable HTTP', () => {
       expect(echo.isError === false && echo.value).to.equal('Echo: over http')
     } finally {
       child.kill()
+    }
+  })
+})
+
+describe('mcp client: streamable HTTP, ending the session', () => {
+  afterEach(disposeAll)
+
+  it('ends its MCP session with the server when disposed, and sends nothing after', async () => {
+    // a server that records every request: enough MCP to connect and list one tool
+    const seen: string[] = []
+    let streams = 0
+    const server = createHttpServer((req, res) => {
+      let body = ''
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()))
+      req.on('end', () => {
+        const message = body ? (JSON.parse(body) as { id?: number; method: string; params?: { protocolVersion?: string } }) : undefined
+        seen.push([req.method, message?.method, req.headers['mcp-session-id'] ?? '-'].filter(Boolean).join(' '))
+        if (req.method === 'GET') {
+          streams++
+          res.writeHead(200, { 'content-type': 'text/event-stream' }).write(': open\n\n')
+          res.on('close', () => streams--)
+          return
+        }
+        if (req.method === 'DELETE' || message?.id === undefined) return void res.writeHead(req.method === 'DELETE' ? 200 : 202).end()
+        const result =
+          message.method === 'initialize'
+            ? { protocolVersion: message.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'recording', version: '1' } }
+            : message.method === 'tools/list'
+              ? { tools: [{ name: 'noop', inputSchema: { type: 'object' } }] }
+              : {}
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'session-1' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }))
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const ctx = await deployment({ mode: 'native' })
+      const ready = nextStatus(ctx, 'rec', (s) => s.state === 'ready')
+      const fork = await load(ctx, { servers: [{ name: 'rec', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp` }] })
+      await ready
+      expect(seen).to.include('POST tools/list session-1')
+      fork.dispose()
+      for (const until = Date.now() + 10000; (!seen.includes('DELETE session-1') || streams > 0) && Date.now() < until; )
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      expect({ ended: seen.includes('DELETE session-1'), streams }, seen.join(', ')).to.deep.equal({ ended: true, streams: 0 })
+      const count = seen.length
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(seen.slice(count), 'requests after the session ended').to.deep.equal([])
+      expect(seen.at(-1)).to.equal('DELETE session-1')
+    } finally {
+      server.closeAllConnections()
+      server.close()
     }
   })
 })
