@@ -393,7 +393,9 @@ describe('mcp client: streamable HTTP, ending the session', () => {
             : message.method === 'tools/list'
               ? { tools: [{ name: 'noop', inputSchema: { type: 'object' } }] }
               : {}
-        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'session-1' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }))
+        res
+          .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'session-1' })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }))
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
