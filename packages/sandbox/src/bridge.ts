@@ -2,15 +2,55 @@
 // anything is forwarded, what waits on the host is counted against the program's memoryMb, a reply is bounded before it
 // is copied in, and output is counted. a backend supplies how a failure ends the run and how a reply enters the program.
 
-import { argumentBytes, boundReply, callSite, limitMessages, maxPendingCalls, messageOf, Output } from './outcome.ts'
-import type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
+import { messageOf } from '@faber/core/message'
+import { argumentBytes, limitMessages, maxPendingCalls, replyBytes } from './budgets.mjs'
+import type { BridgeReply, CallSite, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
 
 // the microtask that hands in the replies that came back at once is a reaction to this promise: node's queueMicrotask
 // makes an async resource for each task it queues, several times what a reaction costs
 const resolved = Promise.resolve()
 
+// where a call was made, as it crosses every transport between the prelude and the host: one number, line × 2^21 +
+// column (the prelude's siteOf makes it), 0 when unknown
+const SITE_COLUMNS = 2 ** 21
+
+function callSite(site: unknown): CallSite | undefined {
+  if (typeof site !== 'number' || !(site >= SITE_COLUMNS) || !Number.isSafeInteger(site)) return undefined
+  const column = site % SITE_COLUMNS
+  return column > 0 ? { line: (site - column) / SITE_COLUMNS, column } : undefined
+}
+
+/** a reply the sandbox can take in: a tool result larger than the program's share of memory is refused, not copied */
+function boundReply(reply: BridgeReply, limits: CodeRunLimits, name: string): BridgeReply {
+  if (!reply.ok) return { ...reply, message: messageOf(reply.message, 4096) }
+  if (typeof reply.value !== 'string') return { ok: false, message: 'the host replied without a JSON value' }
+  if (reply.value.length <= replyBytes(limits)) return reply
+  return { ok: false, message: `the result of ${name} is larger than ${replyBytes(limits)} bytes (a quarter of memoryMb); ask for less at a time` }
+}
+
+/** the host's count of what a run printed; the prelude counts too, this is the copy the host trusts */
+class Output {
+  readonly logs: string[] = []
+  private bytes = 0
+
+  constructor(private limit: number) {}
+
+  /** false when the line does not fit: the run is over its budget */
+  log(line: string) {
+    // a utf-16 unit is at least one utf-8 byte: an overlong line is over without measuring it
+    this.bytes += line.length > this.limit ? line.length : Buffer.byteLength(line)
+    if (this.bytes > this.limit) return false
+    this.logs.push(line)
+    return true
+  }
+
+  fits(result: string) {
+    return result.length <= this.limit - this.bytes && this.bytes + Buffer.byteLength(result) <= this.limit
+  }
+}
+
 export class RunBridge {
-  readonly output: Output
+  private output: Output
   readonly logs: string[]
   private tools: Set<string>
   private pending = 0

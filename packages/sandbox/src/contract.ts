@@ -32,7 +32,7 @@ export interface ProgramReports {
   /** whether the run has ended: nothing more is taken */
   ended(): boolean
   /**
-   * a tool call made at `site` (where in the program, as the prelude numbers it: see outcome.ts, callSite); its argument
+   * a tool call made at `site` (where in the program, as the prelude numbers it: see bridge.ts, callSite); its argument
    * is checked against the limit before it is forwarded
    */
   call(call: number, name: string, json: string, site?: number): void
@@ -76,8 +76,9 @@ export interface SandboxDriver<U extends Unit = Unit> {
   dispose(unit: U): unknown
 }
 
+export { messageOf } from '@faber/core/message'
+export { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './budgets.mjs'
 export * from './lane.mjs'
-export { argumentBytes, limitMessages, maxPendingCalls, messageOf, overheadMb } from './outcome.ts'
 // what a backend builds on besides the contract (`@faber/sandbox/contract`, the one entry for backends): the pool it
 // extends, the prelude it evaluates, the budgets and messages every backend says alike, the hand-off lanes
 export { type PoolOptions, SandboxPool } from './pool.ts'

@@ -4,7 +4,6 @@ import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
 
 export type { Program, ProgramHandle, ProgramReports, Refusal, SandboxDriver, Unit } from './contract.ts'
-export { defaultMaxConcurrent } from './gate.ts'
 export { type ProcessBackend, ProcessSandbox, type ProcessSandboxOptions } from './process-sandbox.ts'
 export { type Pool, SandboxService } from './service.ts'
 export * from './types.ts'

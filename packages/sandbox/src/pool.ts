@@ -7,10 +7,11 @@
 // - `Run`: one run's host side: the reports a driver hands it (to the bridge), the abort, wall-clock and cpu budgets, and
 //   the epilogue (the outcome once, then the unit released when it may serve again, discarded otherwise).
 
+import { messageOf } from '@faber/core/message'
 import { RunBridge } from './bridge.ts'
+import { limitMessages } from './budgets.mjs'
 import type { ProgramHandle, ProgramReports, SandboxDriver, Unit } from './contract.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
-import { failure, limitMessages, messageOf } from './outcome.ts'
 import { wrapProgram } from './prelude.mjs'
 import {
   type CodeFailureKind,
@@ -56,6 +57,8 @@ export const warmUp = (): CodeRunRequest => ({
   call: async () => ({ ok: true, value: 'null' }),
   signal: new AbortController().signal,
 })
+
+const failure = (kind: CodeFailureKind, message: string): CodeRunOutcome => ({ ok: false, kind, message, logs: [] })
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -121,7 +124,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     clearTimeout(this.trimTimer)
     this.gate.drain()
     this.answerWaiters()
-    for (const run of [...this.running]) run.stop(failure('abort', 'the sandbox was closed during the run'))
+    for (const run of [...this.running]) run.finish(failure('abort', 'the sandbox was closed during the run'))
     await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
   }
 
@@ -390,10 +393,7 @@ export class Run {
   }
 
   /** ends the run as failed with what it printed so far; the unit is discarded */
-  readonly fail = (kind: CodeFailureKind, message: string) => this.stop({ ok: false, kind, message, logs: this.bridge.logs })
-
-  /** ends the run with `outcome`; the unit is discarded */
-  readonly stop = (outcome: CodeRunOutcome) => this.finish(outcome)
+  readonly fail = (kind: CodeFailureKind, message: string) => this.finish({ ok: false, kind, message, logs: this.bridge.logs })
 
   /** ends the run with `outcome`, once; `heap` is the unit's heap after a clean end (left out: it serves no more runs) */
   finish(outcome: CodeRunOutcome, heap?: number) {

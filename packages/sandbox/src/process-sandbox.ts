@@ -12,8 +12,8 @@
 import { type ChildProcess, fork } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import { limitMessages } from './budgets.mjs'
 import { type Program, type ProgramHandle, type ProgramReports, report, type SandboxDriver, type Unit } from './contract.ts'
-import { limitMessages } from './outcome.ts'
 import { type PoolOptions, SandboxPool } from './pool.ts'
 import type { CodeFailureKind, CodeRunLimits } from './types.ts'
 

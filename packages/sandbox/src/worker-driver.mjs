@@ -189,28 +189,11 @@ export class WorkerDriver {
       inbox.close()
       lost()
     })
+    // the worker's one message on its own port is that it is ready; listeners left after it never act again
     return new Promise((resolve, reject) => {
-      const onMessage = (message) => {
-        if (message.t !== 'ready') return
-        done()
-        resolve(slot)
-      }
-      const onError = (error) => {
-        done()
-        reject(error)
-      }
-      const onExit = (code) => {
-        done()
-        reject(new Error(`the sandbox worker exited with code ${code} while starting`))
-      }
-      const done = () => {
-        worker.off('message', onMessage)
-        worker.off('error', onError)
-        worker.off('exit', onExit)
-      }
-      worker.on('message', onMessage)
-      worker.on('error', onError)
-      worker.on('exit', onExit)
+      worker.once('message', () => resolve(slot))
+      worker.once('error', reject)
+      worker.once('exit', (code) => reject(new Error(`the sandbox worker exited with code ${code} while starting`)))
     })
   }
 }

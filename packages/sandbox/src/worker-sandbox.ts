@@ -1,8 +1,7 @@
+import type { Unit } from './contract.ts'
 import type { LaneCounts } from './lane.mjs'
 import { type PoolOptions, SandboxPool } from './pool.ts'
-import { WorkerDriver, type WorkerSlot } from './worker-driver.mjs'
-
-export { WorkerDriver } from './worker-driver.mjs'
+import { WorkerDriver } from './worker-driver.mjs'
 
 export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
@@ -20,14 +19,12 @@ export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
  * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
  * cpu time is the worker's event-loop active time less what it spent spinning for replies, polled from the host.
  */
-export class WorkerSandbox extends SandboxPool<WorkerSlot> {
-  readonly maxRunsPerWorker: number
+export class WorkerSandbox extends SandboxPool<Unit> {
   readonly spinMs: number
   declare protected readonly driver: WorkerDriver
 
   constructor(options: WorkerSandboxOptions = {}) {
     super(new WorkerDriver(options), { ...options, maxRuns: options.maxRunsPerWorker })
-    this.maxRunsPerWorker = this.maxRuns
     this.spinMs = this.driver.spinMs
   }
 

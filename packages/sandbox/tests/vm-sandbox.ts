@@ -7,8 +7,17 @@
 // realm. its spec runs the parts of the shared hazard suite that apply to it, and skips the rest, saying why.
 
 import vm from 'node:vm'
-import { type Program, type ProgramReports, report, type SandboxDriver, type Unit } from '../src/contract.ts'
-import { argumentBytes, limitMessages, maxPendingCalls, messageOf } from '../src/outcome.ts'
+import {
+  argumentBytes,
+  limitMessages,
+  maxPendingCalls,
+  messageOf,
+  type Program,
+  type ProgramReports,
+  report,
+  type SandboxDriver,
+  type Unit,
+} from '../src/contract.ts'
 import { type PoolOptions, SandboxPool } from '../src/pool.ts'
 import { callsSource, preludeSource } from '../src/prelude.mjs'
 import type { BridgeReply } from '../src/types.ts'
