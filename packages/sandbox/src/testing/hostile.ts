@@ -1,6 +1,6 @@
-// the hostile-program suite: each case runs in a child process of its own (hostile-child.ts), so a case that takes
-// its process down fails that one test and not mocha. the child is the host here: it must survive, print nothing but
-// its report, and be able to run the next program.
+// the hostile-program suite: its programs run in child processes (hostile-child.ts, one per tier for the bombs and one
+// for the leaks), so a program that takes its process down fails its tests and not mocha. the child is the host here:
+// it must survive, print nothing but its reports, and be able to run the next program.
 
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
