@@ -1,21 +1,16 @@
-// the driver: made once per isolate, in a context of its own that no program reaches, with calls-script.js's answer
-// evaluated there (`shared`), and called for each run with the prelude's `setup` of that run's context. its closures
-// are made per run, but their code is the isolate's: V8 optimizes it once, not again in every run's fresh context (there it was ~40% of the optimizing compiles of a run of 2,000 calls, on
-// a thread that competes with both spinning sides for the cores). its intrinsics are that context's, which no program
-// can replace; it is strict, so that a frame of it shows a program no function or receiver (Error.prepareStackTrace).
-// nothing of its realm reaches the program: it hands the prelude only primitives, and the prelude turns whatever its
-// bridge throws (a stack overflow raised as it is entered is an error of this realm) into a refusal.
+// the driver: made once per isolate in a context of its own that no program reaches (calls-script.js's value there is
+// `shared`), and called for each run with the prelude's `setup` of that run's context. its code is the isolate's, so V8
+// optimizes it once, not in every run's fresh context (~40% of the optimizing compiles of a run of 2,000 calls). it is
+// strict, so a frame of it shows a program no function or receiver. nothing of its realm reaches the program: it hands
+// the prelude only primitives, and the prelude turns what its bridge throws into a refusal.
 //
-// on the isolate's own thread (the first stretch; every stretch unless the sandbox drives from its thread) the bridge is
-// an ignored callback, or the hand-off's ring. once a reply was `deliver`ed synchronously from the sandbox's thread, that
-// thread drives the program, and its bridge is a plain callback to this thread.
+// on the isolate's thread the bridge is an ignored callback, or the hand-off's ring; once a reply was `deliver`ed from
+// the sandbox's thread (hostDrive), a plain callback to that thread.
 //
-// the hand-off (lane-script.js, evaluated here as in node; no Buffer or TextEncoder in an isolate: strings go in and out
-// as utf-16 units): while the host spins for the program's next call (its lane's AWAKE), a call goes through lane 0's
-// ring, else through `offHost`, which wakes the host's event loop. after a call made while no other is waiting, this
-// thread spins for the reply once the program's synchronous part is done (in a microtask: an isolate has no
-// setImmediate), at most `spinLoops` turns; a reply that comes meanwhile through lane 1's ring is delivered there, and
-// the program goes on in the same task without a wake-up. otherwise replies come by `post`, a task of this thread
+// the hand-off (lane-script.js; no Buffer in an isolate: strings cross as utf-16 units): while the host spins for the
+// next call, a call goes through lane 0's ring, else through `offHost`. after a call made alone, this thread spins for
+// the reply in a microtask, at most `spinLoops` turns; a reply through lane 1's ring then goes on in the same task.
+// otherwise replies come by `post`, a task of this thread
 // biome-ignore lint/suspicious/noRedundantUseStrict: evaluated as a script, not as a module
 'use strict'
   // the script's value: (shared, lanes) => the driver
@@ -28,9 +23,6 @@
     const now = Date.now
     let host = false
 
-    // the hand-off's two lanes and the pair's back-off (lane-script.js, evaluated in this context: `lanes`). lane 0
-    // carries the program's calls and reports: what does not take its ring is the callback's (0 is a doorbell). lane 1
-    // brings the host's replies, through its ring or as tasks of this thread (`post`)
     const codec = {
       write: (units, at, text) => {
         for (let i = 0; i < text.length; i++) units[at + i] = charCodeAt(text, i)
@@ -45,6 +37,8 @@
       },
     }
     const none = () => undefined
+    // lane 0 carries the program's calls and reports (what does not take its ring is the callback's; 0 is a doorbell),
+    // lane 1 the host's replies
     const toHost = { postMessage: (m) => (m === 0 ? offHost(0) : offHost(m[0], m[1], m[2], m[3], m[4])) }
     const calls = lanes.lane(handoff, 0, toHost, none, none, codec)
     const replies = lanes.lane(handoff, 1, { postMessage: none }, none, none, codec)
@@ -55,12 +49,12 @@
     let scheduled = false
     let finished = false
 
-    // a call as `id:site:name length:name json`, into lane 0's ring when the host spins and nothing sent otherwise waits
+    // `id:site:name length:name json`, into lane 0's ring when the host spins and nothing sent otherwise waits
     const put = (id, name, json, site) =>
       json.length + name.length + 42 <= maxText && calls.open() && calls.offer(`${id}:${typeof site === 'number' ? site : 0}:${name.length}:${name}${json}`)
     const send = (kind, a, b, c, d) => calls.send([kind, a, b, c, d])
 
-    // a reply that succeeded, as `id:text`; one that failed, as the list `post` was given
+    // a reply that succeeded is `id:text`; one that failed, the list `post` was given
     const reply = (message) => {
       outstanding--
       if (typeof message !== 'string') return deliver(message[0], message[1], message[2], message[3])
@@ -83,24 +77,21 @@
       }
       const started = now()
       for (let n = spinLoops; n > 0 && !replies.pending(); n--) {
-        // a bound by the clock too, should a turn take far longer than the host measured (code not optimized yet, a loaded
-        // machine): once the clock's millisecond changed, at most 1 ms on, so a spin never runs longer than a missed one is
-        // credited at spinMs 1 (its largest). checked every 256 turns, a few µs when turns are slow. (a bound of `> 1`
-        // checked every 4096 turns let spins run 2-2.5 ms against 1 credited: 200 calls to a host busy 1 ms each, spinMs 1,
-        // were charged ~1 ms a call, past a 150 ms cpu budget)
+        // bounded by the clock too, should turns be slower than the host measured: once its millisecond changed, so a
+        // spin never runs longer than a missed one is credited at spinMs 1 (a bound of `> 1` checked every 4096 turns let
+        // spins run 2-2.5 ms, charging 200 calls past a 150 ms cpu budget)
         if ((n & 255) === 0 && now() !== started) break
       }
       replies.unwatch()
-      // caught only if the ring brought it: a posted reply is a task of this thread, run once this one ends
+      // caught only if the ring brought it: a posted reply is a task run once this one ends
       spun(takeReplies() > 0)
     }
-    // whether to spin for the reply to a call about to be made: it will be the only one waiting (a sequential program),
-    // and the back-off allows. the host replies as soon as its tool does, at once when it spun for the call (the ring took
-    // it), else once the callback woke it (measured at load 1: spinning after those too, 29-40 µs a call against 53)
+    // spin for the reply to a call that will be the only one waiting, if the back-off allows (also after a call that
+    // woke the host: 29-40 µs a call against 53 at load 1)
     const spinning = () => !scheduled && outstanding === 0 && spinLoops > 0 && Atomics.load(runs, 0) <= 1 && pair.may(1)
     const call = (a, b, c, d) => {
       const spins = spinning()
-      // marked before the host can see the call: its reply takes the ring
+      // marked before the host can see the call, so its reply takes the ring
       if (spins) replies.watch()
       const answer = put(a, b, c, d) || send('call', a, b, c, d)
       outstanding++
@@ -139,7 +130,7 @@
         host = true
         deliver(call, ok, text, code)
       },
-      // a reply the host posted (lane 1's port): what its ring holds came first. 0 is a doorbell for the ring
+      // a reply the host posted (lane 1's port; 0 is a doorbell for the ring)
       post: (call, ok, text, code) => replies.port(call === 0 || typeof call === 'string' ? call : [call, ok, text, code], reply),
     }
   }

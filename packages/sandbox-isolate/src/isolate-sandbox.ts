@@ -27,60 +27,45 @@ import {
 } from '@faber/sandbox/contract'
 import ivm from 'isolated-vm'
 import type { BridgeReply, CodeRunRequest } from './types.ts'
-import { Watchdog } from './watchdog.ts'
+import { Watchdog, type Watched } from './watchdog.ts'
 
 export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs an isolate serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerIsolate?: number
   /**
-   * the thread that makes the sandbox may be lost: its process is one the host survives (the sandbox process of the
-   * process tier sets it). a program is then driven from that thread after its first tool call, a reply entering it
-   * synchronously, which saves a thread hand-off per call; but V8's out-of-memory handler parks the thread running an
-   * isolate for good, and that would be this one. otherwise (the default) every stretch of a program runs on the
-   * isolate's own thread, replies delivered asynchronously. never set it in a host
+   * the thread that makes the sandbox may be lost (the process tier's sandbox process sets it): after its first tool call
+   * a program is driven from that thread, replies entering synchronously, saving a thread hand-off per call; but V8's
+   * out-of-memory handler would park this thread for good. never set it in a host
    */
   disposableThread?: boolean
-  /**
-   * with `disposableThread`: how long a program may compute at once on that thread after a tool call (a program that
-   * passes it ends with `timeout`). by default only its cpuMs and wallMs bound it
-   */
+  /** with `disposableThread`: how long a program may compute at once on that thread after a tool call (else `timeout`) */
   sliceMs?: number
   /**
-   * with `disposableThread`: called with the run's request just before a step of its program starts on that thread (a
-   * reply delivered, and everything the program then runs). the sandbox process tells its host while it runs more than
-   * one program, so that an out-of-memory that parks the thread in the step is blamed on that program and no other
+   * with `disposableThread`: called with the run's request before a step of its program starts on that thread, so that
+   * an out-of-memory that parks the thread in the step is blamed on that program (the sandbox process tells its host)
    */
   onStep?: (request: CodeRunRequest) => void
   /**
-   * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never spins):
-   * the host's thread for the program's next call, the isolate's thread for a reply. neither spins while more than one
-   * run is going on in the process, and a spin that caught nothing makes the next 1, 3, 7 … 255 hand-offs sleep at once.
-   * the isolate's spin counts towards the program's cpuMs (README). not used with `disposableThread`
+   * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never spins),
+   * as WorkerSandboxOptions.spinMs. the isolate's spin counts towards the program's cpuMs (README). not with `disposableThread`
    */
   spinMs?: number
 }
 
-interface Slot {
-  isolate: ivm.Isolate
-  watch?: [generation: number, index: number]
+interface Slot extends Watched {
   prelude: ivm.Script
-  /** the driver, made once in a context of its own (`driverSource`) */
   driver: ivm.Reference
-  /** the hand-off's shared memory (lane.mjs: lane 0 the program's calls, lane 1 the host's replies) and its back-off */
+  /** the hand-off's shared memory (lane.mjs) and its back-off */
   handoff: SharedArrayBuffer
   pair: Backoff
   memoryMb: number
   runs: number
-  /** V8 ran out of memory outside the limit isolated-vm checks, and its handler parked the isolate's thread for good */
+  /** V8 ran out of memory outside isolated-vm's limit, and its handler parked the isolate's thread for good */
   parked?: boolean
   /** fails the run in progress when that happens */
   onParked?: () => void
-  /**
-   * a fresh context for the slot's next run, made on a turn of the host's event loop after the last run ended: a run
-   * that comes later starts without making one (~0.9 ms of the host's thread). no program has run in it
-   */
+  /** the next run's fresh context, made after the last run ended (~0.9 ms of the host's thread a run spares) */
   next?: ivm.Context
-  /** a run is going on in it */
   inRun?: boolean
 }
 
@@ -89,7 +74,6 @@ interface Drive {
   deliver(call: number, reply: BridgeReply): void
   /** the program's first stretch returned, and it has not reported its end */
   ready(): void
-  /** a call of the program's was forwarded */
   took(call: number): void
   /** ms of the isolate's cpu time that were its spins for replies, not the program's */
   spun(): number
@@ -104,20 +88,16 @@ const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
-// the driver (driver-script.js): made once per isolate, in a context of its own that no program reaches
+// made once per isolate, in a context of its own that no program reaches
 const driverSource = readFileSync(new URL('./driver-script.js', import.meta.url), 'utf8')
 
 /** how long the host drives programs without letting its event loop turn (timers, I/O, aborts, other sessions) */
 const driveMs = 10
 
 // the isolate has no clock finer than Date.now(): its spin is bounded by turns of its loop, as many as this thread makes
-// in a millisecond once the loop is optimized (measured on a loop of the same shape; the isolate's loop is also bounded
-// by its clock, for the turns it makes before it is optimized, which are slower). measured again as each isolate is made,
-// keeping the most turns seen: a measure taken while the loop still ran unoptimized (its compile waits for a core on a
-// busy machine) or while this thread lost its core counts too few turns, 7 600 against 20 000 in a millisecond measured
-// here at load 3, and every spin of the process then ended in a third of spinMs, before most replies came. the first
-// `calibrations` isolates only: up to a millisecond of the host's thread each, which a pool that makes an isolate for
-// every run (maxRunsPerIsolate 1) would otherwise pay on every run
+// in a millisecond of a loop of the same shape. measured as each of the first `calibrations` isolates is made, keeping
+// the most seen: a measure taken unoptimized or off-core counted 7 600 turns against 20 000 (load 3), and spins ended
+// before most replies came. only the first few: up to a millisecond of the host's thread each
 let turnsPerMs = 0
 let calibrated = 0
 const calibrations = 8
@@ -146,10 +126,7 @@ const spinTurns = (ms: number) => {
 const sliceMessage = (sliceMs: number) =>
   `the program computed for more than ${sliceMs} ms at once after a tool call returned (sliceMs): between tool calls programs run on the host's thread; compute in smaller steps or before the first tool call`
 
-/**
- * a CodeRuntime on isolated-vm: each run gets a fresh context on a warm isolate, one run per isolate at a time.
- * an isolate that hit a limit, was aborted or misbehaved is disposed and replaced, never reused.
- */
+/** a CodeRuntime on isolated-vm (IsolateDriver) */
 export class IsolateSandbox extends SandboxPool<Slot> {
   readonly maxRunsPerIsolate: number
   declare protected readonly driver: IsolateDriver
@@ -168,11 +145,7 @@ export class IsolateSandbox extends SandboxPool<Slot> {
     return this.driver.parked
   }
 
-  /**
-   * what the hand-off of nested calls did so far, over every isolate of this sandbox: the program's messages (calls, and
-   * logs and outcomes, which always take the callback) and the host's replies, each through the ring or the other way
-   * (`port`: a callback or a posted task), and the spins of the side receiving them, which caught a message or did not
-   */
+  /** what the hand-off did so far over this sandbox's isolates, as WorkerSandbox.handoffStats (`port`: a callback or a posted task) */
   handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
     return this.driver.handoffs.stats()
   }
@@ -191,9 +164,8 @@ export class IsolateDriver implements SandboxDriver<Slot> {
   readonly sliceMs: number
   private onStep: IsolateSandboxOptions['onStep']
   readonly spinMs: number
-  /** what the hand-offs of this sandbox's isolates counted (for `handoffStats`) */
   readonly handoffs = handoffTally()
-  // every isolate this sandbox made that is not disposed: the watchdog may have to end a step in any of them
+  // the watchdog may have to end a step in any isolate not disposed
   private live = new Set<Slot>()
   private watchdog = new Watchdog(() => this.live)
   parked = 0
@@ -212,11 +184,10 @@ export class IsolateDriver implements SandboxDriver<Slot> {
   start(slot: Slot, { request, limits, source, wallLeft }: Program, reports: ProgramReports): ProgramHandle {
     const { isolate } = slot
     const fail = reports.failed
-    // the run's state. `reported` is the program's done or throw, which stands once the isolate is idle (nothing of the
-    // program still queued); `busy` holds while its first stretch (script and start) runs on the isolate's own thread,
-    // `stepping` while a later one runs on this thread (hostDrive); `waiting` counts the calls forwarded, not answered
-    const run = { settled: false, reported: undefined as Reported | undefined, busy: true, stepping: false, waiting: 0 }
-    // every handle into the isolate this run made: kept, they keep the run's context alive in the warm isolate
+    // `reported`: the program's done or throw, which stands once the isolate is idle; `busy`: its first stretch runs on
+    // the isolate's thread; `stepping`: a later one runs on this thread (hostDrive); `waiting`: calls not answered
+    const run = { reported: undefined as Reported | undefined, busy: true, stepping: false, waiting: 0 }
+    // released after the run: kept, they keep its context alive in the warm isolate
     const handles: { release(): void }[] = []
     const hold = <T extends { release(): void }>(handle: T) => {
       handles.push(handle)
@@ -224,7 +195,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     }
     Atomics.add(runsActive, 0, 1)
     const end = (reuse: boolean) => {
-      run.settled = true
       slot.onParked = undefined
       slot.inRun = false
       Atomics.sub(runsActive, 0, 1)
@@ -233,19 +203,18 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       setImmediate(() => this.makeNext(slot))
     }
 
-    // what the program reports, checked (contract.ts `report`). its end stands once the isolate is idle; a call made
-    // during a step waits in `spilled` until the step returned (the pipeline would spend the program's slice)
+    // a call made during a step waits in `spilled` until the step returned (the pipeline would spend the program's slice)
     const finish = () => report(reports, ...run.reported!, this.heap(slot))
     const spilled: Parameters<ProgramReports['call']>[] = []
     const dispatch: ProgramReports['call'] = (call, name, json, site) => {
-      if (run.settled) return
+      if (reports.ended()) return
       run.waiting++
       drive.took(call)
       reports.call(call, name, json, site)
     }
     const held: ProgramReports = {
       ...reports,
-      ended: () => run.settled || reports.ended() || run.reported !== undefined,
+      ended: () => reports.ended() || run.reported !== undefined,
       call: (...call) => (run.stepping ? void spilled.push(call) : dispatch(...call)),
     }
     const onBridge = (kind: unknown, a: unknown, b: unknown, c: unknown, d?: unknown) => {
@@ -255,8 +224,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       if (!run.busy && !run.stepping) finish()
       return true
     }
-    // the hand-off's lanes (lane 0 the program's calls, lane 1 the replies). what the program sent through the ring is
-    // its, not the host's: anything malformed there ends the run
+    // lane 0 the program's calls, lane 1 the replies. the ring is the program's: anything malformed there ends the run
     const malformed = () => fail('crash', "the program's hand-off ring was malformed")
     const calls = lane(slot.handoff, 0, { postMessage: none }, { receive: none, malformed })
     // ignored: an isolate disposed meanwhile (its memory limit) is heard from the program's pending end (begin)
@@ -265,10 +233,9 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     const replies = lane(slot.handoff, 1, { postMessage: toIsolate }, { receive: none })
     calls.clear()
     replies.clear()
-    // what the program sent through lane 0: a call through the ring (`id:site:name length:name json`), or the callback's
-    // arguments
+    // a call through the ring (`id:site:name length:name json`), or the callback's arguments
     const onMessage = (message: unknown) => {
-      if (run.settled) return
+      if (reports.ended()) return
       if (Array.isArray(message)) return void onBridge(message[0], message[1], message[2], message[3], message[4])
       const text = message as string
       const first = text.indexOf(':')
@@ -278,72 +245,68 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       if (third < 0 || !(name > third && name <= text.length)) return malformed()
       onBridge('call', Number(text.slice(0, first)), text.slice(third + 1, name), text.slice(name), Number(text.slice(first + 1, second)))
     }
-    // the program's way out from the isolate's thread: an ignored callback, so that it never waits on this thread (lane
-    // 0's port: what the ring holds came first; 0 is a doorbell for the ring). from this thread (hostDrive) a plain call
+    // the way out from the isolate's thread never waits on this one (lane 0's port: 0 rings for the ring); from this
+    // thread (hostDrive) a plain call
     const offHost = new ivm.Callback(
       (kind: unknown, a: unknown, b: unknown, c: unknown, d: unknown) => {
-        if (!run.settled) calls.port(kind === 0 ? 0 : [kind, a, b, c, d], onMessage)
+        if (!reports.ended()) calls.port(kind === 0 ? 0 : [kind, a, b, c, d], onMessage)
       },
       { ignored: true },
     )
     const onHost = new ivm.Callback(onBridge, { sync: true })
 
     // isolated-vm ends a task with the first rejection the program left unhandled in it (the worker and QuickJS ignore
-    // them, as node does when told to): that task still ran to its end, so only the isolate's own end counts
+    // them): that task still ran to its end, so only the isolate's own end counts
     const fatal = (error: unknown) => isolate.isDisposed || /memory limit/.test(messageOf(error))
     const tolerate = (error: unknown) => {
       if (fatal(error)) throw error
     }
     const onRejected = (error: unknown) => {
-      if (run.settled) return
+      if (reports.ended()) return
       // nothing but its memory limit disposes an isolate behind our back (an await leaves only "abandoned" to hear)
       if (fatal(error)) fail('memory', limitMessages.memory(limits))
       else reports.threw(error instanceof Error ? `${error.name}: ${messageOf(error)}` : messageOf(error))
     }
 
-    // the replies posted to the isolate's thread, where the program runs throughout and this thread goes on at once.
-    // after a reply this thread may spin a moment for the program's next call (the hand-off)
+    // replies posted to the isolate's thread, where the program runs throughout; after one this thread may spin a moment
+    // for the program's next call (the hand-off)
     const onIsolate = (api: ivm.Reference): Drive => {
       post = hold(api.getSync('post', { reference: true }))
-      // the last call taken, and when; how many; ms the isolate spun for replies that came while it did; its spins that
-      // caught nothing, as its lane counted them before the run
+      // ms the isolate spun for replies that came while it did; its spins that caught nothing before the run
       let lastCall = -1
       let lastCallAt = 0
       let taken = 0
       let waited = 0
       const missedBefore = handoffCounts(slot.handoff)[1].missed
-      // whether to spin for the program's next call after a reply (0: no; 1: at once; 2: once the event loop turned, after
-      // maxBurstMs of replies in a row: the isolate may go on spinning meanwhile, and its call waits in the ring)
+      // whether to spin for the next call after a reply: 0 no, 1 at once, 2 once the event loop turned (after a burst: the
+      // isolate may go on spinning meanwhile, its call waiting in the ring)
       const within = burst()
       const expect = () => {
-        if (!(this.spinMs > 0) || run.settled || run.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
+        if (!(this.spinMs > 0) || reports.ended() || run.waiting > 0 || Atomics.load(runsActive, 0) > 1 || !slot.pair.may(1)) return 0
         return within() ? 1 : 2
       }
       // a flood is taken 64 calls at a time, a turn of the event loop between (nothing rings for what is left)
       const drain = () => {
-        const count = run.settled ? 0 : calls.take(onMessage, 64)
+        const count = reports.ended() ? 0 : calls.take(onMessage, 64)
         if (count === 64) setImmediate(drain)
         return count
       }
       // a spin caught something only if the ring brought it: what the callback brings waits for the event loop anyway
       const spin = () => {
-        if (!run.settled) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
+        if (!reports.ended()) slot.pair.spun(calls.spin(this.spinMs) && drain() > 0)
       }
       return {
         deliver: (call, reply) => {
-          // once the program reported, nothing of it may run on: the run is about to end
-          if (run.settled || run.reported !== undefined) return
+          if (held.ended()) return
           const spins = expect()
-          // marked before the reply goes: the isolate's thread, spinning, may take it and call again before `offer` returns
+          // marked first: the isolate, spinning, may take the reply and call again before `offer` returns
           if (spins) calls.watch()
-          // a string (`id:text`) through the ring while the isolate's thread spins for it: since the call came, the
-          // isolate waited on this thread, which is not the program's cpu time (at most spinMs: its spin ends by then)
+          // through the ring while the isolate spins for it: since the call it waited on this thread, not the program's cpu
           if (reply.ok && replies.offer(`${call}:${reply.value}`)) {
             if (call === lastCall) waited += Math.min(performance.now() - lastCallAt, this.spinMs)
           } else {
-            // else posted to its thread. a post can hold this thread while the isolate runs (the thread it wakes may take
-            // this one's core): a call made meanwhile takes the ring, to be found once this thread spins, but the isolate
-            // does not spin for its reply (marked 2), which this thread could not send before the isolate's task ends
+            // else posted. a post can hold this thread while the isolate runs: a call made meanwhile takes the ring, found
+            // once this thread spins, but the isolate does not spin for its reply (marked 2), which could not come in time
             if (spins) calls.watch(2)
             replies.send(reply.ok ? `${call}:${reply.value}` : [call, false, reply.message, reply.code])
           }
@@ -355,26 +318,25 @@ export class IsolateDriver implements SandboxDriver<Slot> {
           lastCallAt = performance.now()
           taken++
         },
-        // the isolate's spins count in its cpu time: those that caught a reply (waited), and spinMs for each that caught
-        // nothing (the isolate counts them; at most one a call: each spin follows one)
+        // spins that caught a reply (waited), and spinMs for each that caught nothing (at most one a call)
         spun: () => waited + Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), taken) * this.spinMs,
         ready: none,
       }
     }
 
     // hostDrive: after the first stretch a reply enters the program synchronously, on this thread, and the program runs
-    // until it next waits on a tool (a step); its calls come through a plain callback, dispatched once the step returned
+    // until it next waits on a tool (a step)
     const fromHost = (api: ivm.Reference): Drive => {
       const deliver = hold(api.getSync('deliver', { reference: true }))
       const inbox: unknown[][] = []
-      // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits its turn in the inbox
+      // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits in the inbox
       let driving = false
-      // replies that come at once (in a microtask) would keep the host's event loop from turning until the run ends:
-      // after driveMs of them in a row (lane.mjs `burst`), the rest waits for the next turn
+      // replies that come at once (in a microtask) would keep the event loop from turning: after driveMs of them in a
+      // row the rest waits for the next turn
       const within = burst(driveMs)
       const deliverAll = () => {
         driving = true
-        while (inbox.length > 0 && !run.settled) {
+        while (inbox.length > 0 && !reports.ended()) {
           if (!within()) return void setImmediate(deliverAll)
           step(inbox.shift()!, performance.now())
         }
@@ -392,12 +354,12 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         this.onStep?.(request)
         run.stepping = true
         try {
-          // the watchdog bounds the step; isolated-vm's timeout only until it watches this isolate (see watchdog.ts)
+          // isolated-vm's timeout only until the watchdog watches this isolate (watchdog.ts)
           const inTime = this.watchdog.run(slot, bound, () => deliver.applySync(undefined, args))
           if (inTime === false) return overrun()
           if (inTime === undefined) deliver.applySync(undefined, args, { timeout: Math.max(1, Math.ceil(bound)) })
         } catch (error) {
-          if (run.settled) return
+          if (reports.ended()) return
           if (fatal(error)) return onRejected(error)
           if (/timed out/.test(messageOf(error))) return overrun()
           // else a rejection the program left unhandled: the step ran to its end
@@ -406,9 +368,8 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         }
         idle()
       }
-      // the isolate ran everything it had queued: dispatch what the program asked for, or end with what it reported
       const idle = () => {
-        if (run.settled) return
+        if (reports.ended()) return
         if (run.reported) return finish()
         for (const call of spilled.splice(0)) dispatch(...call)
       }
@@ -428,7 +389,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     let start: ivm.Reference
     let drive: Drive
     try {
-      // the context made after the last run, else one made now
       slot.inRun = true
       context = hold(slot.next ?? isolate.createContextSync())
       slot.next = undefined
@@ -448,8 +408,8 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         maxPendingCalls,
       ]
       api = hold(slot.driver.applySync(undefined, args, { result: { reference: true } }))
-      // without hostDrive the program's whole run is its first stretch: `begin` resolves once it reported its end, and
-      // rejects once its isolate was disposed (its memory limit, while it computed or awaited a reply)
+      // without hostDrive the whole run is its first stretch: `begin` resolves once it reported its end, and rejects once
+      // its isolate was disposed
       start = hold(api.getSync(this.hostDrive ? 'start' : 'begin', { reference: true }))
       drive = this.hostDrive ? fromHost(api) : onIsolate(api)
     } catch (error) {
@@ -469,9 +429,9 @@ export class IsolateDriver implements SandboxDriver<Slot> {
 
     slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
     const cpuStart = isolate.cpuTime
-    // the first stretch runs on the isolate's thread, under the cpu timer: a program that computes before its first
-    // tool call must not hold the host's thread. evaluating `0` after it confirms the isolate ran its microtasks
-    // (a stretch that left a rejection unhandled took the wait for the end with it: waited for again)
+    // the first stretch runs on the isolate's thread: a program computing before its first call must not hold the host's.
+    // evaluating `0` after it confirms the isolate ran its microtasks (a stretch that left a rejection unhandled took
+    // the wait for the end with it: waited for again)
     const ended = (): Promise<unknown> =>
       hold(api.getSync('ended', { reference: true }))
         .apply(undefined, [], { result: { promise: true } })
@@ -490,7 +450,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       .then(() => context.eval('0').catch(tolerate))
       .then(() => {
         run.busy = false
-        if (run.settled) return
+        if (reports.ended()) return
         if (run.reported) return finish()
         drive.ready()
       }, onRejected)
@@ -510,8 +470,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
 
   create(memoryMb: number): Slot {
     const slot: Slot = { memoryMb, runs: 0 } as Slot
-    // without this handler such an out-of-memory aborts the whole process; with it isolated-vm parks the isolate's
-    // thread for good instead, and the isolate is abandoned (never disposed: its thread still holds it)
+    // without it such an out-of-memory aborts the process; with it isolated-vm parks the isolate's thread for good
     const onCatastrophicError = () => {
       this.parked++
       slot.parked = true
@@ -519,16 +478,16 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     }
     // the program's memoryMb on top of what the prelude and a fresh context take
     slot.isolate = new ivm.Isolate({ memoryLimit: memoryMb + overheadMb, onCatastrophicError })
-    // (not at construction: a service makes its sandbox while its context starts, and a pool makes isolates off the path
-    // of the runs)
+    // (here, off the runs' path, not as a service's context starts)
     if (this.spinMs > 0) calibrate()
     slot.prelude = slot.isolate.compileScriptSync(preludeSource, { filename: 'faber-prelude.js' })
-    // the driver's context: calls-script.js evaluated whole there, once per isolate, is every run's `shared`
+    // the driver's context, once per isolate: calls-script.js there is every run's `shared`, lane-script.js the hand-off
     const own = slot.isolate.createContextSync()
-    const shared = slot.isolate.compileScriptSync(callsSource, { filename: 'faber-calls.js' }).runSync(own, { reference: true })
-    // and lane-script.js, the hand-off's side in node too
-    const lanes = slot.isolate.compileScriptSync(laneSource, { filename: 'faber-lane.js' }).runSync(own, { reference: true })
-    const driver = slot.isolate.compileScriptSync(driverSource, { filename: 'faber-driver.js' }).runSync(own, { reference: true })
+    const [shared, lanes, driver] = [
+      [callsSource, 'calls'],
+      [laneSource, 'lane'],
+      [driverSource, 'driver'],
+    ].map(([source, name]) => slot.isolate.compileScriptSync(source, { filename: `faber-${name}.js` }).runSync(own, { reference: true }))
     slot.driver = driver.applySync(undefined, [shared.derefInto(), lanes.derefInto()], { result: { reference: true } })
     slot.handoff = new SharedArrayBuffer(handoffBytes)
     slot.pair = backoff(slot.handoff)
@@ -546,7 +505,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
   }
 
-  // a fresh context for the slot's next run, made on a turn of the event loop after the last one
   private makeNext(slot: Slot) {
     if (slot.inRun || slot.next || slot.parked || slot.isolate.isDisposed) return
     try {
@@ -559,8 +517,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     if (slot.parked || slot.isolate.isDisposed) return undefined
     try {
       return slot.isolate.getHeapStatisticsSync().used_heap_size
-    } catch {
-      return undefined
-    }
+    } catch {}
   }
 }

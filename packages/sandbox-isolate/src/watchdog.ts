@@ -1,14 +1,10 @@
 import ivm from 'isolated-vm'
 
-// a step (a reply delivered on the host's thread, and everything the program then runs) needs a bound it cannot talk its
-// way past, and the host's thread, stuck in the step, cannot enforce one. isolated-vm's `timeout` option can, but starts a
-// timer per call: microseconds each, every timer kept until its deadline (thousands a second), and timers that fall due
-// together (a wall-bound run's steps all share one deadline) are freed recursively: isolated-vm 5.0.4's timer thread
-// then overflows its stack and the whole process dies (SIGSEGV, after ~200 000 such steps here).
-//
-// instead a small isolate of our own waits on another thread, in Atomics.wait, for the step in progress to pass its
-// deadline, and then disposes the stepping isolate (isolate handles are transferable; dispose interrupts it at once). a
-// step costs the host a few stores into shared memory; the watchdog wakes at deadlines, not per step.
+// a step on the host's thread (a reply delivered, and everything the program then runs) needs a bound that thread cannot
+// enforce. isolated-vm's `timeout` option keeps a timer per call until its deadline, and timers falling due together are
+// freed recursively: its timer thread overflows its stack and the process dies (SIGSEGV, after ~200 000 steps here).
+// instead a small isolate of our own waits on another thread, in Atomics.wait, for the step to pass its deadline, and
+// then disposes the stepping isolate (dispose interrupts it at once). a step costs the host a few shared-memory stores.
 
 // int32 slots of the shared state; times are ms since `base`
 const STEP = 0 // odd while a step runs; the host bumps it at a step's start and end, the watchdog when it ends one
@@ -18,7 +14,7 @@ const SLEEP_UNTIL = 3 // when the waiting watchdog wakes by itself: a step due e
 const WANTED = 4 // the generation of isolates the host wants watched: a loop of another one stops
 const ARMED = 5 // the generation of the loop that is watching, 0 when none
 const slots = 6
-/** the loop stops after this long without a step: an isolate's pending call would keep the host process from exiting */
+/** the loop stops after this long without a step: its pending call would keep the host process from exiting */
 const idleMs = 1000
 const awake = -(2 ** 31)
 
@@ -76,8 +72,8 @@ export class Watchdog {
   }
 
   /**
-   * runs `body` as a step bounded by `ms`: true when it returned in time, false when the watchdog ended it (its isolate is
-   * then disposed). undefined, without running it, when the watchdog is not watching `target` yet: the caller bounds it
+   * runs `body` as a step bounded by `ms`: true when it returned in time, false when the watchdog ended it (disposing its
+   * isolate). undefined, without running it, when the watchdog is not watching `target` yet: the caller bounds it
    */
   run(target: Watched, ms: number, body: () => void): boolean | undefined {
     const { state, generation } = this
