@@ -1,10 +1,10 @@
 // a throwaway PostgreSQL cluster for tests and benches: initdb in a temporary directory, a free port on 127.0.0.1,
-// trust authentication for the user `faber`, removed when the process exits. initdb and postgres refuse to run as
+// trust authentication for the user `faber`, removed when the process ends (also when it is killed). initdb and postgres refuse to run as
 // root, so as root they run as the `postgres` system user (the directory is given to it). one cluster per process.
 
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -103,12 +103,21 @@ async function startCluster(durable: boolean): Promise<Cluster> {
   const start = async () => void (await pgctl('-o', options, '-l', join(dir, 'log'), '-w', 'start'))
   const stop = async () => void (await pgctl('-m', 'fast', '-w', 'stop'))
   await start()
+  const [program, args] = as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'])
   process.once('exit', () => {
     try {
-      execFileSync(...as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']), { stdio: 'ignore' })
+      execFileSync(program, args, { stdio: 'ignore' })
     } catch {}
     rmSync(dir, { recursive: true, force: true })
   })
+  // a process killed (SIGKILL, a CI timeout, Ctrl-C) runs no exit handler: a watcher holding a pipe from this process
+  // sees it close when this process is gone, however it went, and removes the cluster then
+  const watcher = spawn('sh', ['-c', 'cat >/dev/null; "$@" >/dev/null 2>&1; rm -rf "$0"', dir, program, ...args], {
+    detached: true,
+    stdio: ['pipe', 'ignore', 'ignore'],
+  })
+  watcher.unref()
+  ;(watcher.stdin as unknown as Socket).unref()
   let databases = 0
   const admin = async (sql: string) => {
     const client = new pg.Client({ host: '127.0.0.1', port, user: 'faber', database: 'postgres' })
