@@ -96,8 +96,6 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     if (current !== run || run.finished) return false
     if (kind === 'call') {
       if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
-      // the prelude checks the size first; this is the copy the program cannot talk its way past
-      if (c.length > argumentBytes) return stop([id, 'memory', 'argument'])
       // a string, which crosses a port for less than an object: `id:call:site:name length:name json`
       postCall(`${id}:${a}:${typeof d === 'number' ? d : 0}:${b.length}:${b}${c}`)
       run.outstanding++
@@ -155,8 +153,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
 // the program starts its code runs before any microtask, and a tick queued then would run before them: a reaction on a
 // settled promise queues it from among them. (a getter read by a promise resolution may spin early: by `spinMs` at most)
 function spinForReplies() {
-  if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1) return
-  if (!pair.may(0)) return
+  if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1 || !pair.may(0)) return
   scheduled = true
   answers.watch()
   if (starting) settledPromise.then(afterMicrotasks)
@@ -186,10 +183,10 @@ function spinNow() {
 function reply(message) {
   if (Array.isArray(message)) {
     for (let i = 0; i < message.length; i++) reply(message[i])
-    return true
+    return
   }
   const run = current
-  if (run === undefined || run.finished) return false
+  if (run === undefined || run.finished) return
   let call
   let text
   let code
@@ -197,11 +194,11 @@ function reply(message) {
   if (ok) {
     const first = message.indexOf(':')
     const second = message.indexOf(':', first + 1)
-    if (+message.slice(0, first) !== run.id) return false
+    if (+message.slice(0, first) !== run.id) return
     call = +message.slice(first + 1, second)
     text = message.slice(second + 1)
   } else {
-    if (message.id !== run.id) return false
+    if (message.id !== run.id) return
     ;({ call, text, code } = message)
   }
   run.outstanding--
@@ -210,7 +207,6 @@ function reply(message) {
   try {
     deliver(call, ok, text, code)
   } catch {}
-  return true
 }
 
 parentPort.on('message', (message) => {
