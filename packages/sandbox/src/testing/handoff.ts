@@ -1,6 +1,5 @@
-// the hand-off suite: what a backend whose nested calls hand off with a spin (a ring in shared memory while the other
-// side spins, its own way otherwise) must keep, whatever spinMs is. each such backend's spec calls `describeHandoff`
-// once; the cases that only one backend has (how its spin is scheduled, what it captures) stay in its own spec
+// the hand-off suite: what a backend whose nested calls hand off with a spin must keep, whatever spinMs is. each such
+// backend's spec calls `describeHandoff` once and keeps the cases only it has (how its spin is scheduled, what it captures)
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { after, before, describe, it } from 'mocha'
@@ -14,7 +13,7 @@ export interface HandoffRuntime extends ClosableRuntime {
   handoffStats(): { calls: LaneCounts; replies: LaneCounts }
 }
 
-/** the tools a hand-off case's program may call, and what the host does for each */
+/** what a backend's own hand-off cases (`more`) are given: the suite's way to run a program, and to read its outcome */
 export interface HandoffHost {
   /** runs `code` on the suite's sandbox with the hazard limits, `limits` over them */
   run(code: string, signal?: AbortSignal, limits?: Partial<CodeRunLimits>): Promise<CodeRunOutcome>

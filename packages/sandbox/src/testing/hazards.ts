@@ -170,11 +170,9 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       })
 
       test('captures console output', async () => {
-        const outcome = expectOk(
-          await run(
-            'console.log("a", 1, { b: [2] }, 3n, undefined); console.warn("w"); console.error(new TypeError("e")); console.info("i"); console.debug("d")',
-          ),
-        )
+        const code =
+          'console.log("a", 1, { b: [2] }, 3n, undefined); console.warn("w"); console.error(new TypeError("e")); console.info("i"); console.debug("d")'
+        const outcome = expectOk(await run(code))
         expect(outcome.logs[0]).to.equal('a 1 {b: [2]} 3n undefined')
         expect(outcome.logs[1]).to.match(/w$/)
         expect(outcome.logs[2]).to.match(/TypeError: e/)
@@ -262,8 +260,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       })
 
       test("bound a value's nesting at MAX_JSON_DEPTH, the same on every backend and thread: refuse a deeper argument or return value, take one that deep", async () => {
-        // a step after a call may run on another thread than the first (the process tier drives from its main thread),
-        // with another stack: left to the stack, the walk's bound moved with it
+        // a step after a call may run on another thread, with another stack (the process tier's main thread): the stack must not set the bound
         const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o }'
         const code = `${nest}
           const out = []
@@ -284,8 +281,7 @@ export function describeHazards(name: string, makeRuntime: () => ClosableRuntime
       })
 
       test('send arguments as they are and match each reply to its call when the program put setters on prototypes', async () => {
-        // the prelude's own bookkeeping (pending calls, the walk of an argument) must never write through a property a
-        // program can define: such a setter would see it, and could drop what it was given
+        // the prelude's bookkeeping (pending calls, an argument's walk) must never write through a setter the program defined: it could drop the value
         const code = `
           let hits = 0
           const trap = { __proto__: null, set() { hits++ }, get() { return 'hijacked' }, configurable: true }
@@ -374,8 +370,7 @@ return 'r\\u00e9sult \\u2603'`
       })
 
       test('holds the calls beyond the 1024 waiting inside the sandbox and starts them as earlier ones settle', async () => {
-        // before, the 1025th call at once was refused (`1024 tool calls are already waiting`), and a fan-out over a few
-        // thousand files failed
+        // the 1025th call at once was once refused (`1024 tool calls are already waiting`): a fan-out over thousands of files failed
         const code = 'const r = await Promise.all(Array.from({ length: 3000 }, (_, i) => tools.later({ i })))\nreturn r.every((v, i) => v.i === i) && r.length'
         // 3,000 calls is a burst of work, not a spin: the budget is the default's, not the hazard's
         expectOk(await run(code, { limits: { cpuMs: 5000, wallMs: 5000 } }), 3000)
