@@ -1,4 +1,5 @@
 export * from './anthropic.ts'
+export * from './call-log.ts'
 export * from './http.ts'
 export * from './model.ts'
 export * from './openai.ts'

@@ -37,6 +37,8 @@ export interface RecordedCall {
   arguments: unknown
   /** the arguments' text, when it was not JSON (the agent loop answered the call without the pipeline) */
   badJson?: string
+  /** the conversation it came in on, when one agent served several (an MCP session) */
+  session?: string
   /** a run_code's calls, in recorded order */
   nested: RecordedNestedCall[]
   /** absent: the process stopped before the call finished */
@@ -50,6 +52,10 @@ export interface RecordedCall {
 export interface RecordedCheckpoint {
   outerCallId: string
   turn: number
+  name: string
+  /** its arguments, parsed */
+  arguments: unknown
+  session?: string
   checkpoint: CodeCheckpoint
   /**
    * its calls recorded as running whose body may have started: running at the checkpoint but not waiting on an approval,
@@ -196,6 +202,7 @@ export class RecordedCallReader {
           name: call.name,
           arguments: undefined,
           nested: [],
+          ...(typeof record.session === 'string' ? { session: record.session } : {}),
         }
         try {
           entry.arguments = call.arguments.trim() ? JSON.parse(call.arguments) : {}
@@ -346,7 +353,8 @@ export function checkpointsOf(records: readonly unknown[], path?: string): Map<s
     if (event.kind !== 'step') continue
     for (const call of event.calls) {
       if (!call.checkpoint || call.outcome) continue
-      found.set(call.callId, { outerCallId: call.callId, turn: call.turn, checkpoint: call.checkpoint, unsure: reader.unsure(call) })
+      const { callId, turn, name, arguments: args, session, checkpoint } = call
+      found.set(callId, { outerCallId: callId, turn, name, arguments: args, session, checkpoint, unsure: reader.unsure(call) })
     }
   }
   return found

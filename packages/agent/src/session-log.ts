@@ -45,7 +45,7 @@ export type LogRecord = Base &
     | { type: 'turn'; turn: number }
     | { type: 'message'; turn: number; message: Message }
     | { type: 'model'; turn: number; step: number; model: string; usage?: Usage; finishReason?: string; durationMs: number }
-    | { type: 'call'; turn: number; step: number; call: ToolCall; mode: 'parallel' | 'exclusive' | 'none' }
+    | { type: 'call'; turn: number; step: number; call: ToolCall; mode: 'parallel' | 'exclusive' | 'none'; session?: string }
     | ({ type: 'result'; turn: number; callId: string; name: string } & CallOutcome)
     | { type: 'nested-call'; turn: number; outerCallId: string; callId: string; name: string; arguments: unknown; site?: CallSite }
     | ({ type: 'nested-result'; turn: number; outerCallId: string; callId: string; name: string; content: string } & CallOutcome)

@@ -4,24 +4,22 @@
 
 import {
   type Agent,
-  type CodeCheckpoint,
   type ExecutionMode,
   emitEach,
   errorResult,
   listenersFor,
   messageOf,
-  type NestedCallSettle,
-  type NestedCallStart,
   type PreparedCall,
   type PromptSection,
   Scheduler,
   type ToolResult,
 } from '@faber/core'
 import type { Context, Events } from 'cordis'
+import { type CallEvent, CallLog } from './call-log.ts'
 import { addUsage, type Message, type Model, ModelError, type ModelResponse, type RetryInfo, type ToolCall, type Usage } from './model.ts'
 import { assemblePrompt, type Prompt } from './prompt.ts'
-import { checkpointsOf, type RecordedCheckpoint } from './recorded-calls.ts'
-import { type CallOutcome, conversationOf, LOG_VERSION, type SessionLog } from './session-log.ts'
+import type { RecordedCheckpoint } from './recorded-calls.ts'
+import { conversationOf, type SessionLog } from './session-log.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -72,9 +70,7 @@ export type SessionEvent =
   | { type: 'model-end'; turn: number; step: number; response: ModelResponse; durationMs: number }
   | { type: 'call-start'; turn: number; call: ToolCall; mode: 'parallel' | 'exclusive' | 'none' }
   | { type: 'call-end'; turn: number; call: ToolCall; result: ToolResult; durationMs: number }
-  | { type: 'nested-start'; turn: number; event: NestedCallStart }
-  | { type: 'nested-end'; turn: number; event: NestedCallSettle }
-  | { type: 'approval'; turn: number; event: string; detail: Record<string, unknown> }
+  | CallEvent
   | { type: 'retry'; turn: number; step: number; retry: RetryInfo }
   | { type: 'turn-end'; outcome: TurnOutcome }
 
@@ -97,43 +93,10 @@ export interface AgentSessionOptions {
 
 type ToolMessage = Extract<Message, { role: 'tool' }>
 
-const APPROVAL_EVENTS = ['approval/asked', 'approval/decided'] as const
-
-/** a JSON-safe projection of an event payload: agents become names, signals and functions are dropped */
-function project(value: unknown, depth = 0): unknown {
-  if (value === null || typeof value !== 'object') return typeof value === 'function' || typeof value === 'symbol' ? undefined : value
-  if (depth > 4) return '…'
-  if (value instanceof AbortSignal) return undefined
-  if (typeof (value as { name?: unknown }).name === 'string' && 'chain' in (value as object)) return (value as { name: string }).name
-  if (Array.isArray(value)) return value.map((v) => project(v, depth + 1))
-  const out: Record<string, unknown> = {}
-  for (const [key, v] of Object.entries(value)) {
-    if (key === 'ctx' || key === 'token' || key === 'signal') continue
-    const projected = project(v, depth + 1)
-    if (projected !== undefined) out[key] = projected
-  }
-  return out
-}
-
 function toolMessage(call: ToolCall, result: ToolResult): ToolMessage {
   return result.isError
     ? { role: 'tool', toolCallId: call.id, name: call.name, content: result.content, isError: true }
     : { role: 'tool', toolCallId: call.id, name: call.name, content: result.content }
-}
-
-function parseArguments(text: string): unknown {
-  try {
-    return text.trim() ? JSON.parse(text) : {}
-  } catch {
-    return {}
-  }
-}
-
-function outcomeOf(result: ToolResult, durationMs: number): CallOutcome {
-  const trace = result.trace?.map((s) => ({ ...s }))
-  if (!result.isError) return { isError: false, value: result.value, trace, durationMs }
-  const { code, toolCode, deniedBy, withheldBy } = result.error
-  return { isError: true, code, toolCode, deniedBy: deniedBy && { ...deniedBy }, withheldBy: withheldBy && { ...withheldBy }, trace, durationMs }
 }
 
 export class AgentSession {
@@ -144,21 +107,13 @@ export class AgentSession {
   turn = 0
   usage?: Usage
   private model: Model
-  private disposers: (() => void)[] = []
-  /** direct calls of this session now running: nested events are matched to them */
-  private inflight = new Set<string>()
-  private nested = new Set<string>()
   private busy = false
+  private disposed = false
   /** run_code calls checkpointed when the log was last written, by call id: resume() runs them again */
   private waiting = new Map<string, RecordedCheckpoint>()
   private pendingCalls = new Map<string, ToolCall>()
-  /** the journals of the calls resume() is running again, for code/resume */
-  private resuming = new Map<string, CodeCheckpoint>()
-  /** run_code calls whose journal is durable: a nested call of one is marked started on disk before its body runs */
-  private durable = new Set<string>()
-  private unmark?: () => void
-  /** nested calls waiting on an approval now: at a checkpoint, their bodies have not started */
-  private asking = new Set<string>()
+  /** what this session's calls leave in its log, and the programs it held checkpointed */
+  private calls: CallLog
 
   constructor(
     private ctx: Context,
@@ -170,134 +125,34 @@ export class AgentSession {
     this.agent = options.agent
     const log = options.log
     const resumed = log?.resumed === true
+    let interrupted: ToolMessage[] = []
     if (log && resumed) {
       const { messages, dangling } = conversationOf(log.records)
       this.turn = log.records.reduce((n, r) => (r.type === 'turn' ? Math.max(n, r.turn) : n), 0)
+      this.messages.push(...messages)
+      interrupted = dangling
+      for (const record of log.records) if (record.type === 'model') this.usage = addUsage(this.usage, record.usage)
+    }
+    this.calls = new CallLog(ctx, { agent: this.agent, log, model: this.model.name, turn: () => this.turn, onEvent: (event) => this.emit(event) })
+    this.id = this.calls.id
+    if (log && resumed) {
       // a call left without a result is answered as interrupted, but a program checkpointed while it waited on a person
-      const checkpoints = checkpointsOf(log.records)
-      const calls = new Map(messages.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []) : [])).map((call) => [call.id, call]))
-      const interrupted = dangling.filter((message) => {
-        const checkpoint = checkpoints.get(message.toolCallId)
+      const calls = new Map(this.messages.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []) : [])).map((call) => [call.id, call]))
+      interrupted = interrupted.filter((message) => {
+        const checkpoint = this.calls.checkpointed.get(message.toolCallId)
         if (!checkpoint) return true
         this.waiting.set(message.toolCallId, checkpoint)
         this.pendingCalls.set(message.toolCallId, calls.get(message.toolCallId)!)
         return false
       })
-      this.messages.push(...messages, ...interrupted)
-      for (const record of log.records) if (record.type === 'model') this.usage = addUsage(this.usage, record.usage)
-      log.append({ type: 'resume', turns: this.turn, skipped: log.truncated })
+      this.messages.push(...interrupted)
       for (const message of interrupted) log.append({ type: 'message', turn: this.turn, message })
     }
-    const begun = log?.records.find((record) => record.type === 'session')
-    this.id = begun?.type === 'session' ? begun.id : `${Date.now().toString(36)}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
-    if (log && !resumed) log.append({ type: 'session', version: LOG_VERSION, id: this.id, agent: this.agent?.name, model: this.model.name })
-    this.listen()
     if (log) ctx.emit('agent/session', { agent: this.agent, id: this.id, resumed })
-  }
-
-  private get scope(): Context {
-    return this.agent?.ctx ?? this.ctx
-  }
-
-  private mine(agent: Agent | undefined, outerCallId: string) {
-    return agent === this.agent && this.inflight.has(outerCallId)
-  }
-
-  private listen() {
-    const scope = this.scope
-    this.disposers.push(
-      scope.on('code/call-start', (event) => {
-        if (!this.mine(event.agent, event.outerCallId)) return
-        this.nested.add(event.callId)
-        this.record({
-          type: 'nested-call',
-          turn: this.turn,
-          outerCallId: event.outerCallId,
-          callId: event.callId,
-          name: event.name,
-          arguments: event.arguments,
-          ...(event.site ? { site: { line: event.site.line, column: event.site.column } } : {}),
-        })
-        this.emit({ type: 'nested-start', turn: this.turn, event })
-      }),
-      scope.on('code/call-settle', (event) => {
-        if (!this.mine(event.agent, event.outerCallId)) return
-        this.record({
-          type: 'nested-result',
-          turn: this.turn,
-          ...this.nestedResult(event.outerCallId, event.callId, event.name, event.result, event.durationMs),
-        })
-        this.emit({ type: 'nested-end', turn: this.turn, event })
-      }),
-      // a checkpointed program's journal, durably: a new process runs it again from the log
-      scope.on('code/journal', ({ outerCallId, agent, change }) => {
-        if (!this.mine(agent, outerCallId)) return
-        const { kind, ...rest } = change
-        if (kind === 'checkpoint') {
-          // a call still running then may have started its body, but for one still waiting on an approval
-          const running = change.calls.flatMap((call) => (!call.reply && call.callId && !this.asking.has(call.callId) ? [call.callId] : []))
-          this.record({ type: 'checkpoint', turn: this.turn, outerCallId, ...(rest as CodeCheckpoint), running })
-          this.markStarts(outerCallId)
-          // on disk before the program's unit is gone: a restart from here finds it
-          this.options.log?.flush().catch((error) => this.ctx.root.logger('agent').warn('writing a checkpoint failed: %s', messageOf(error)))
-        } else this.record({ type: 'journal', turn: this.turn, outerCallId, ...rest })
-      }),
-      scope.on('code/resume', (exec) => (exec.agent === this.agent && !exec.parent ? this.resuming.get(exec.callId) : undefined)),
-      // a nested call that a code runtime made without announcing it still reaches the log
-      scope.on('tools/result', (exec, result) => {
-        if (!exec.parent || this.nested.has(exec.callId) || !this.mine(exec.agent, exec.rootCallId)) return
-        this.record({ type: 'nested-result', turn: this.turn, ...this.nestedResult(exec.rootCallId, exec.callId, exec.name, result, 0) })
-      }),
-    )
-    for (const event of APPROVAL_EVENTS) {
-      const listener = (...args: unknown[]) => this.approval(event, args[0])
-      this.disposers.push(scope.on(event as keyof Events, listener as never))
-    }
-  }
-
-  private nestedResult(outerCallId: string, callId: string, name: string, result: ToolResult, durationMs: number) {
-    return { outerCallId, callId, name, content: result.content, ...outcomeOf(result, durationMs) }
-  }
-
-  private approval(event: string, payload: unknown) {
-    const request = payload as { agent?: Agent; callId?: unknown; tool?: unknown; exec?: { rootCallId?: string } }
-    const callId = typeof request?.callId === 'string' ? request.callId : undefined
-    if (!callId || request.agent !== this.agent) return
-    // a nested call was announced on code/call-start before any approval could be asked for it
-    if (!this.inflight.has(callId) && !this.nested.has(callId) && !this.inflight.has(request.exec?.rootCallId ?? '')) return
-    if (event === 'approval/asked') this.asking.add(callId)
-    else this.asking.delete(callId)
-    const detail = project(payload) as Record<string, unknown>
-    const tool = typeof request.tool === 'string' ? request.tool : undefined
-    this.record({ type: 'approval', turn: this.turn, event, callId, tool, detail })
-    this.emit({ type: 'approval', turn: this.turn, event, detail })
   }
 
   private record(record: Parameters<SessionLog['append']>[0]) {
     this.options.log?.append(record)
-  }
-
-  /**
-   * from now on, each nested call of this checkpointed program is marked started in the log, synced, before its body
-   * runs: after a restart, a call with a mark and no result may have run, and one without never did (a tools/execute
-   * wrapper, there only while such a program runs; a log that cannot be written stops the body, failing closed)
-   */
-  private markStarts(outerCallId: string) {
-    const log = this.options.log
-    if (!log) return
-    this.durable.add(outerCallId)
-    this.unmark ??= this.scope.on('tools/execute', async (exec, next) => {
-      if (!exec.parent || !this.durable.has(exec.rootCallId)) return next()
-      this.record({ type: 'journal', turn: this.turn, outerCallId: exec.rootCallId, started: exec.callId })
-      await log.flush()
-      return next()
-    })
-  }
-
-  private endStarts(outerCallId: string) {
-    if (!this.durable.delete(outerCallId) || this.durable.size) return
-    this.unmark?.()
-    this.unmark = undefined
   }
 
   /**
@@ -359,30 +214,11 @@ export class AgentSession {
   }
 
   private async runAgain(waiting: RecordedCheckpoint[], signal: AbortSignal) {
-    const tools = this.ctx.tools.executor
     const results = await Promise.all(
-      waiting.map(async ({ outerCallId, checkpoint, unsure }) => {
-        const call = this.pendingCalls.get(outerCallId)!
+      waiting.map(async (recorded) => {
+        const call = this.pendingCalls.get(recorded.outerCallId)!
         const begin = performance.now()
-        let result: ToolResult
-        if (unsure.length) {
-          const which = unsure.map((c) => `tools.${c.name}(${c.arguments.length > 80 ? `${c.arguments.slice(0, 79)}…` : c.arguments})`).join(', ')
-          result = errorResult(
-            'CODE_RUN_FAILED',
-            `run_code failed (interrupted): the session stopped while ${which} was running, after it was let through; it may or may not have run, so the program was not run again. Check what it did before running the program again`,
-            { kind: 'crash' },
-          )
-        } else {
-          this.resuming.set(outerCallId, checkpoint)
-          this.markStarts(outerCallId)
-          this.inflight.add(outerCallId)
-          try {
-            result = await tools.execute({ callId: outerCallId, name: call.name, arguments: parseArguments(call.arguments), agent: this.agent, signal })
-          } finally {
-            this.inflight.delete(outerCallId)
-            this.resuming.delete(outerCallId)
-          }
-        }
+        const result = await this.calls.again(recorded, signal)
         this.finished(this.turn, call, result, performance.now() - begin)
         return toolMessage(call, result)
       }),
@@ -394,7 +230,7 @@ export class AgentSession {
   /** one model turn from `begin` on: runs until the model answers without tool calls, the step limit, or an abort */
   private async loop(turn: number, signal: AbortSignal, begin: () => void | Promise<void>): Promise<TurnOutcome> {
     this.busy = true
-    this.nested.clear()
+    this.calls.clear()
     const maxSteps = this.options.maxSteps ?? 24
     const log = this.options.log
     let usage: Usage | undefined
@@ -502,12 +338,10 @@ export class AgentSession {
 
     const start = (index: number, prepared: PreparedCall, mode: ExecutionMode) => {
       const call = calls[index]
-      this.record({ type: 'call', turn, step, call, mode })
+      this.calls.begin(call, { step, mode })
       this.emit({ type: 'call-start', turn, call, mode })
-      this.inflight.add(call.id)
       const begin = performance.now()
       const task = prepared.run(signal).then((result) => {
-        this.inflight.delete(call.id)
         results[index] = result
         this.finished(turn, call, result, performance.now() - begin)
       })
@@ -528,7 +362,7 @@ export class AgentSession {
           'INVALID_ARGUMENTS',
           `the arguments of "${call.name}" are not valid JSON (${(error as Error).message}); send one JSON object that matches the tool's parameters`,
         )
-        this.record({ type: 'call', turn, step, call, mode: 'none' })
+        this.calls.begin(call, { step, mode: 'none' })
         this.emit({ type: 'call-start', turn, call, mode: 'none' })
         results[index] = result
         this.finished(turn, call, result, 0)
@@ -552,17 +386,15 @@ export class AgentSession {
   }
 
   private finished(turn: number, call: ToolCall, result: ToolResult, durationMs: number) {
-    this.endStarts(call.id)
-    this.record({ type: 'result', turn, callId: call.id, name: call.name, ...outcomeOf(result, durationMs) })
+    this.calls.end(call, result, durationMs)
     this.emit({ type: 'call-end', turn, call, result, durationMs })
   }
 
   /** stops listening; the log stays open (close it yourself) */
   dispose() {
-    if (!this.disposers.length) return
-    for (const dispose of this.disposers.splice(0)) dispose()
-    this.unmark?.()
-    this.unmark = undefined
+    if (this.disposed) return
+    this.disposed = true
+    this.calls.dispose()
     this.ctx.emit('agent/session-end', { agent: this.agent, id: this.id })
   }
 }

@@ -5,7 +5,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { AnthropicModel, OpenAIChatModel } from '@faber/agent'
+import { AnthropicModel, CallLog, OpenAIChatModel, SessionLog } from '@faber/agent'
 import { messageOf } from '@faber/core/message'
 import { Logger } from 'cordis'
 import { chat } from './chat.ts'
@@ -163,7 +163,7 @@ Options:
   --no-color          plain output`,
   mcp: `faber mcp <deployment.yml> — serve a deployment's agent over MCP (stdio, or streamable HTTP)
 
-Usage: faber mcp [deployment.yml] [--agent NAME] [--http [HOST:]PORT] [--max-message-bytes N]
+Usage: faber mcp [deployment.yml] [--agent NAME] [--http [HOST:]PORT] [--session-log FILE] [--max-message-bytes N]
        faber mcp login <server> [deployment.yml] [--fresh]
        faber mcp logout <server> [deployment.yml]
 
@@ -177,6 +177,9 @@ Options:
                            127.0.0.1; PORT 0 picks a free port). Each client gets its own session and approvals;
                            requests whose Host or Origin is not the listening host or a loopback name get 403.
   --allow-host NAME        with --http, also accept this host name in Host and Origin (repeatable)
+  --session-log FILE       write the calls to this JSONL session log (default: the deployment's session.log) and
+                           continue it when it exists: a run_code program checkpointed there while it waited on a
+                           person runs again from the log when a client calls run_code again with the same arguments
   --max-message-bytes N    refuse larger messages with a JSON-RPC error (default 4194304)
   --web [HOST:]PORT        serve the live web view while it serves (its address goes to stderr on stdio)
 
@@ -515,6 +518,7 @@ export async function main(argv: string[]): Promise<number> {
         http: { type: 'string' },
         'allow-host': { type: 'string', multiple: true },
         'max-message-bytes': { type: 'string' },
+        'session-log': { type: 'string' },
         web: { type: 'string' },
         token: { type: 'string' },
         fresh: { type: 'boolean' },
@@ -532,6 +536,8 @@ export async function main(argv: string[]): Promise<number> {
       if (values['allow-host'] && !listen) throw new UsageError('faber mcp: --allow-host only applies with --http')
       // stdout belongs to the protocol on stdio: logs go to stderr
       const deployed = await composeFile(deploymentArg(command, positionals))
+      let log: SessionLog | undefined
+      let calls: CallLog | undefined
       try {
         const mcp = await import('@faber/plugin-mcp')
         const named = values.agent as string | undefined
@@ -541,7 +547,18 @@ export async function main(argv: string[]): Promise<number> {
             `faber mcp: --agent: ${deployed.spec.source} has no agent named "${named}"; ${known.length ? `its agents: ${known.join(', ')}` : 'it defines no agents (leave out --agent to serve the global view)'}`,
           )
         }
-        const agent = named ?? deployed.agent
+        const agent = named === undefined ? deployed.agent : deployed.agents.get(named)
+        const path = typeof values['session-log'] === 'string' ? resolve(values['session-log']) : deployed.spec.session.log
+        if (path) {
+          log = await SessionLog.open(path)
+          calls = new CallLog(deployed.ctx, { agent, log, model: 'mcp', turn: () => 0 })
+          const waiting = [...calls.checkpointed.values()]
+          // the programs a client may still call again; each question they left in the store expires at its deadline
+          if (waiting.length)
+            process.stderr.write(
+              `faber mcp: ${log.path} holds ${waiting.length} run_code program(s) checkpointed while waiting on a person (${waiting.map((w) => w.outerCallId).join(', ')}): a client calling run_code again with the same arguments has it run again from the log\n`,
+            )
+        }
         // stdout belongs to the protocol on stdio
         await serveWeb(command, deployed, values, listen ? process.stdout : process.stderr)
         if (listen) {
@@ -549,20 +566,25 @@ export async function main(argv: string[]): Promise<number> {
           mcp.logsToStderr()
           const extra = (values['allow-host'] as string[] | undefined) ?? []
           const allowedHosts = extra.length ? ['localhost', '127.0.0.1', '[::1]', listen.host, ...extra] : undefined
-          const serving = await mcp.serveMcpHttp(deployed.ctx, { agent, ...listen, allowedHosts, maxMessageBytes })
+          const serving = await mcp.serveMcpHttp(deployed.ctx, { agent, ...listen, allowedHosts, maxMessageBytes, calls })
           process.stdout.write(`faber mcp: serving over MCP streamable HTTP at ${serving.url} (Ctrl-C stops)\n`)
           await untilSignal()
           await serving.close()
           return 0
         }
-        const serving = await mcp.serveMcp(deployed.ctx, { agent, transport: 'stdio', maxMessageBytes })
+        const serving = await mcp.serveMcp(deployed.ctx, { agent, transport: 'stdio', maxMessageBytes, calls })
         const stop = () => serving.close()
         process.once('SIGINT', stop)
         process.once('SIGTERM', stop)
         await serving.closed
         return 0
       } finally {
-        await deployed.stop()
+        calls?.dispose()
+        try {
+          await log?.close()
+        } finally {
+          await deployed.stop()
+        }
       }
     }
   }

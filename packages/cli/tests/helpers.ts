@@ -146,6 +146,20 @@ export function mcpOverHttp(deployment: string): McpHttp {
   }
 }
 
+/**
+ * the head of a deployment whose run_code programs are checkpointed after waiting 200 ms on a person: `backend` with
+ * one unit, tools-fs over `${dir}/ws`, the store `${dir}/faber.db`; the plugins that follow it are the caller's lines
+ */
+export function checkpointing(backend: string): string {
+  return `mode: code
+core: { checkpointAfterMs: 200 }
+plugins:
+  '${backend}': { poolSize: 1 }
+  '@faber/plugin-tools-fs': { root: '\${dir}/ws' }
+  '@faber/store': { path: '\${dir}/faber.db' }
+`
+}
+
 export function jsonLines(text: string): Record<string, any>[] {
   return text
     .split('\n')

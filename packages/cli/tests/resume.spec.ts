@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { expect } from 'chai'
-import { faber, faberPty, jsonLines } from './helpers.ts'
+import { checkpointing, faber, faberPty, jsonLines } from './helpers.ts'
 
 const PROGRAM = `const a = await tools.write({ path: 'log1.txt', content: 'made before the wait' })
 const b = await tools.write({ path: 'out.txt', content: 'approved' })
@@ -18,13 +18,7 @@ return [a.path, b.path]`
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 function deploymentFile(backend: string, script: string) {
-  return `mode: code
-core: { checkpointAfterMs: 200 }
-plugins:
-  '${backend}': { poolSize: 1 }
-  '@faber/plugin-tools-fs': { root: '\${dir}/ws' }
-  '@faber/store': { path: '\${dir}/faber.db' }
-  '@faber/plugin-approval':
+  return `${checkpointing(backend)}  '@faber/plugin-approval':
     require: [write]
     grantWatchMs: 50
     rules:

@@ -2,6 +2,7 @@
 // registry's wire shows that agent; tools/call runs through `ctx.tools.execute`, so every policy applies.
 
 import { randomUUID } from 'node:crypto'
+import type { CallLog } from '@faber/agent'
 import {
   Agent,
   type ApprovalOutcome,
@@ -12,6 +13,7 @@ import {
   type Json,
   RUN_CODE,
   SDK_SECTION,
+  type ToolResult,
   waitOnPerson,
 } from '@faber/core'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
@@ -37,6 +39,12 @@ export interface ServeOptions {
   elicitationTimeoutMs?: number
   /** on stdio, the largest message accepted in bytes; larger ones are refused with an error reply; default 4 MiB */
   maxMessageBytes?: number
+  /**
+   * writes this server's calls to a session log (a CallLog of `@faber/agent`, for the served agent; one for all the
+   * sessions of a server): a run_code program checkpointed while it waited on a person is then durable, and a client
+   * calling run_code again with the same arguments after a restart gets it run again from the log
+   */
+  calls?: CallLog
 }
 
 export interface McpServing {
@@ -221,6 +229,9 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
     throw new TypeError(`serveMcp: no agent named "${options.agent}"; agents: ${known.join(', ') || 'none'}`)
   }
   if (agent !== undefined && !(agent instanceof Agent)) throw new TypeError('serveMcp: agent must be an Agent or an agent name')
+  const calls = options.calls
+  if (calls && calls.agent !== agent)
+    throw new TypeError(`serveMcp: options.calls records the calls of ${calls.agent ?? 'the global view'}, not of ${agent ?? 'the global view'}`)
 
   const logger = ctx.logger('mcp')
   const session = randomUUID().slice(0, 8)
@@ -256,10 +267,21 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
       const message = `invalid arguments for "${name}": they nest deeper than ${MAX_ARGUMENT_DEPTH} levels (at ${deep}). Flatten them and call again.`
       return toCallToolResult(errorResult('INVALID_ARGUMENTS', message))
     }
-    const callId = `mcp-${session}-${++sequence}`
+    const args = (params.arguments ?? {}) as Json
+    // the same program, checkpointed before a restart: run again from the log under its own call id
+    const recorded = calls?.take(name, args)
+    const callId = recorded?.outerCallId ?? `mcp-${session}-${++sequence}`
     inflight.set(callId, extra.requestId)
+    const begin = performance.now()
     try {
-      const result = await executor.execute({ callId, name, arguments: (params.arguments ?? {}) as Json, signal: extra.signal, agent, session })
+      let result: ToolResult
+      if (recorded) result = await calls!.again(recorded, extra.signal)
+      else {
+        const prepared = executor.prepare({ callId, name, arguments: args, agent, session })
+        calls?.begin({ id: callId, name, arguments: JSON.stringify(args) }, { step: 0, mode: prepared.mode, session })
+        result = await prepared.run(extra.signal)
+      }
+      calls?.end({ id: callId, name }, result, performance.now() - begin)
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
