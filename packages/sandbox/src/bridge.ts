@@ -1,6 +1,5 @@
-// the host's side of one run's bridge, the same for every backend: what the program asks for is checked here before
-// anything is forwarded, what waits on the host is counted against the program's memoryMb, a reply is bounded before it
-// is copied in, and output is counted. a backend supplies how a failure ends the run and how a reply enters the program.
+// the host's side of one run's bridge, the same for every backend: what the program asks for is checked before it is
+// forwarded, what waits on the host is counted against memoryMb, a reply is bounded before it is copied in, output counted
 
 import { messageOf } from '@faber/core/message'
 import { argumentBytes, limitMessages, maxPendingCalls, replyBytes } from './budgets.mjs'
@@ -170,16 +169,15 @@ export class RunBridge {
     if (this.readyEnd === 2) resolved.then(this.flush)
   }
 
-  // a backend that could not hand a reply in (its unit gone from under it) ends the run: the throw must not escape into
-  // the host's microtask or promise job, and the replies queued behind it go nowhere once the run has ended. (each
-  // caller catches it itself: a frame of the bridge's own between the host's job and the program would count against
-  // the stack a test double on the host's thread shows the program)
+  // a backend that could not hand a reply in (its unit gone) ends the run: the throw must not escape into the host's job.
+  // (each caller catches it itself: a frame of the bridge's own would count against the stack a test double on the
+  // host's thread shows the program)
   private unanswered(error: unknown) {
     this.fail('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
   }
 
   // replies that came back at once, as call, reply pairs up to `readyEnd`, answered in order on the next microtask. the
-  // list keeps its size: emptied by `length = 0`, it let go of its store, which the next reply then made again
+  // list keeps its size: emptied by `length = 0`, it let go of its store, which the next reply made again
   private ready: (number | BridgeReply | undefined)[] = []
   private readyEnd = 0
   private flush = () => {

@@ -10,7 +10,6 @@ export * from './types.ts'
 export { WorkerSandbox, type WorkerSandboxOptions } from './worker-sandbox.ts'
 
 // the driver's module for the process tier: plain js, which the sandbox process loads on plain node from src/ and dist/
-// alike, with nothing else (no TypeScript loader, no cordis). made once here, not in every context setup
 export const workerBackend: ProcessBackend = Object.freeze({
   module: new URL('./worker-driver.mjs', import.meta.url).href,
   exportName: 'WorkerDriver',

@@ -1,9 +1,8 @@
-// the types of lane.mjs, which is plain js because the worker's entry loads it too
+// the types of lane.mjs and lane-script.js (documented there)
 import type { MessagePort } from 'node:worker_threads'
 
 export declare const handoffBytes: number
 export declare const handoffWaited: number
-/** the source of lane-script.js: a script whose value is the hand-off's ring, port protocol and back-off */
 export declare const laneSource: string
 export declare const layout: Readonly<{
   ringUnits: number
@@ -35,7 +34,6 @@ export interface Backoff {
   may(ahead: 0 | 1): boolean
   spun(caught: boolean): void
 }
-/** `side` 1 (the default) is the host's, 0 the worker's */
 export declare function backoff(buffer: SharedArrayBuffer, side?: 0 | 1): Backoff
 export declare function burst(ms?: number): () => boolean
 export interface LaneCounts {
@@ -52,9 +50,7 @@ export interface HandoffTally {
 export declare function handoffTally(): HandoffTally
 export declare function handoffCounts(buffer: SharedArrayBuffer): [LaneCounts, LaneCounts]
 export interface LaneOptions {
-  /** the next message sent other than by the ring, if one can be pulled (default: from the MessagePort) */
   receive?: () => { message: unknown } | undefined
-  /** the ring's content was malformed: the lane reads it no further */
   malformed?: () => void
 }
 export declare function lane(buffer: SharedArrayBuffer, index: 0 | 1, port: MessagePort | { postMessage(message: unknown): void }, options?: LaneOptions): Lane

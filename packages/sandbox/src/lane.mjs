@@ -1,10 +1,9 @@
 // one direction of a run's hand-off between the host and its worker or isolate (plain js: the worker's entry loads it
-// too). while the receiving side spins for a message (`spin`), a string that fits goes through a ring in shared memory,
-// which it reads with no syscall and no turn of its event loop; otherwise a message goes through the lane's port as
-// before, which wakes the receiver's event loop. order is kept: the ring is written only while every message sent through
-// the port was taken, so what the ring holds was always sent before what the port holds.
-// the ring, the port protocol and the back-off are lane-script.js, which the isolate backend's driver evaluates whole
-// inside the isolate too: this is their node side (a Buffer moves the ring's text), and what only the host counts
+// too). while the receiver spins for a message, a string that fits goes through a ring in shared memory, read with no
+// syscall and no turn of its event loop; otherwise through the lane's port, which wakes it. the ring is written only
+// while every message sent through the port was taken, so order is kept. the ring, the port protocol and the back-off are
+// lane-script.js, which the isolate's driver evaluates inside the isolate too: this is their node side (a Buffer moves
+// the ring's text), and what only the host counts
 import { readFileSync } from 'node:fs'
 import { runInThisContext } from 'node:vm'
 import { receiveMessageOnPort } from 'node:worker_threads'
@@ -25,15 +24,11 @@ export const runsActive = new Int32Array(new SharedArrayBuffer(4))
 /** the back-off both sides of a worker share (lane-script.js); `side` 1 is the host's */
 export const backoff = (buffer, side = 1) => shared.backoff(buffer, side)
 
-// ms of replies in a row after which the host's spins wait for its event loop to turn
-const maxBurstMs = 2
-
 /**
- * the host's bound on replies after which it spins for the next message (worker and isolate backends): at most `ms`
- * (`maxBurstMs`) of them in a row, from the first since the event loop last turned. the function it returns is false
- * once a burst went on longer
+ * the host's bound on replies in a row after which it spins for the next message: false once they went on for more than
+ * `ms` since the event loop last turned
  */
-export function burst(ms = maxBurstMs) {
+export function burst(ms = 2) {
   let from
   return () => {
     const now = performance.now()
@@ -82,7 +77,7 @@ export function handoffTally() {
 /**
  * lane 0 carries the worker's messages to the host, lane 1 the host's replies (lane-script.js). `port` is a MessagePort,
  * or anything with `postMessage` when messages that do not take the ring come some other way (`receive` then says there
- * is none to pull: they are handed to `port()` as they come)
+ * is none to pull: they are handed to `port()` as they come). `malformed`: the ring's content was, and is read no further
  */
 export function lane(buffer, index, port, { receive = () => receiveMessageOnPort(port), malformed = () => {} } = {}) {
   const bytes = Buffer.from(buffer, 128 + index * 2 * ringUnits, 2 * ringUnits)

@@ -1,11 +1,5 @@
-// the machinery every backend shares, so that a backend is a driver (contract.ts) that supplies only what differs (how a
-// unit is made and ended, how a program starts in it, how a reply enters it):
-// - `SandboxPool`: the run prologue (limits filled in from the defaults, a closed sandbox or an aborted run refused, the
-//   cap on runs at once: `Gate`, `load()`), and a warm pool of units (workers, isolates, a sandbox process's units): made
-//   in the background one at a time and warmed by a trivial run, `ready()`, acquire (a warm one, one being made, or one
-//   made on demand), release or discard after a run, close on stop.
-// - `Run`: one run's host side: the reports a driver hands it (to the bridge), the abort, wall-clock and cpu budgets, and
-//   the epilogue (the outcome once, then the unit released when it may serve again, discarded otherwise).
+// what every backend shares, so that a backend is a driver (contract.ts): `SandboxPool`, the run prologue, the cap and a
+// warm pool of a driver's units; `Run`, one run's host side (its reports to the bridge, its budgets, its end once)
 
 import { messageOf } from '@faber/core/message'
 import { RunBridge } from './bridge.ts'
@@ -33,13 +27,9 @@ export interface PoolOptions {
   maxConcurrent?: number
   /** units (workers, isolates) kept made, warm and waiting; overlapping runs beyond it get one made on demand */
   poolSize?: number
-  /** runs a unit serves before it is replaced (default 200); it is replaced sooner once what runs left in its heap (beyond what a warmed unit holds) is half its memoryMb */
+  /** runs a unit serves before it is replaced (default 200); sooner once what runs left in its heap is half its memoryMb */
   maxRuns?: number
-  /**
-   * ms a unit beyond poolSize (one made on demand for a run that overlapped others) waits idle for another run before it
-   * is ended (default 1000). while runs follow one another above poolSize they take the units already made, rather than
-   * each making one and ending it after its run
-   */
+  /** ms a unit beyond poolSize (made on demand for a run that overlapped others) waits idle for another run (default 1000) */
   surplusLingerMs?: number
 }
 
@@ -48,9 +38,8 @@ interface Making<U> {
   claimed: boolean
 }
 
-// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled (the
-// process tier warms its side with it too). each gets a signal of its own: one shared by every unit warming in the
-// process collected a listener each (past 10, node warns of a leak on the host's stderr)
+// a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled. a signal
+// each: one shared by every unit warming in the process collected a listener each (past 10, node warns of a leak)
 export const warmUp = (): CodeRunRequest => ({
   code: 'await tools.warm({})\nreturn 1',
   tools: ['warm'],
@@ -75,18 +64,15 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   private running = new Set<Run>()
   // a unit made in the background failed: no more are made in a loop; the next run makes one and reports the error
   private makeFailed = false
-  // ready() callers, answered once the pool is full (or cannot fill)
   private waiters: (() => void)[] = []
   // the heap a unit holds of its own (see roomy), once a warm-up measured it
   private ownHeap: number | undefined
-  // units of the pool's memoryMb handed to runs and not back yet: they count towards poolSize, as they will serve again.
-  // uncounted, a unit made while one was out (a replacement, say) found the pool short and made another, and the one
-  // coming back found it full and was disposed: a make for every unit that came back, for as long as runs followed one
-  // another (a worker spawned every ~90 ms under back-to-back runs)
+  // units of the pool's memoryMb out on runs: they count towards poolSize, as they will serve again. uncounted, a unit
+  // made while one was out found the pool short, and the one coming back found it full and was disposed (a worker
+  // spawned every ~90 ms under back-to-back runs)
   private out = 0
   readonly surplusLingerMs: number
   private madeCount = 0
-  // ends the idle units beyond poolSize once none was taken for surplusLingerMs
   private trimTimer: NodeJS.Timeout | undefined
 
   constructor(
@@ -128,7 +114,6 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
   }
 
-  /** runs a program: its limits filled in, refused once the sandbox closed or the run was aborted, under the cap */
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
     const limits = { ...this.limits, ...request.limits }
     if (this.closed) return failure('crash', 'the sandbox is closed')
@@ -146,7 +131,6 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     return this.gate.load()
   }
 
-  // a run that got its place under the cap, on a unit
   private async admit(request: CodeRunRequest, limits: CodeRunLimits): Promise<CodeRunOutcome> {
     let unit: U | undefined
     try {
@@ -173,7 +157,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   // units lost while out (on a run, or warming): they are ended when they come back
   private gone = new WeakSet<U>()
 
-  /** a unit died (its thread exited) or may serve no more: an idle one leaves the pool, and another is made */
+  /** a unit died or may serve no more: an idle one leaves the pool, and another is made */
   private lost(unit: U) {
     const index = this.idle.indexOf(unit)
     if (index === -1) return void this.gone.add(unit)
@@ -181,9 +165,8 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     this.fill()
   }
 
-  // `settle` gets the unit once the run is over, and whether it may serve again. the warm-up is the pool's own trusted
-  // program, not one of the `maxRuns` a unit serves: counted, it used up a unit at maxRuns 1 (a fresh unit for every
-  // program), whose warm-up then discarded it, and each run that had claimed a warming unit failed as a crash
+  // `settle` gets the unit once the run is over, and whether it may serve again. the warm-up is not one of the `maxRuns`
+  // a unit serves: counted, at maxRuns 1 it used up every unit, and each run that claimed a warming one failed
   private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse), warm = false) {
     if (!warm) unit.runs++
     return new Promise<CodeRunOutcome>((resolve) => {
@@ -204,10 +187,9 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     })
   }
 
-  // what a unit holds of its own (a worker's runtime, the prelude, a fresh context: 1-7 MB) is its heap after a
-  // warm-up, the least seen in this pool. a unit serves again while what its runs left beyond that is under half its
-  // memoryMb. counting the unit's own share against the program retired small units after a run or two (a worker pool
-  // at memoryMb 8 discarded every unit after its warm-up, and the run that claimed it failed)
+  // what a unit holds of its own (its runtime, the prelude, a fresh context: 1-7 MB) is its heap after a warm-up, the
+  // least seen in this pool. a unit serves again while what its runs left beyond that is under half its memoryMb (counted
+  // whole, a worker pool at memoryMb 8 discarded every unit after its warm-up)
   private roomy(unit: U, heap: number, warm: boolean) {
     if (warm) this.ownHeap = Math.min(this.ownHeap ?? heap, heap)
     return heap - (this.ownHeap ?? 0) < (unit.memoryMb * MB) / 2
@@ -279,9 +261,8 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
   }
 
-  // a unit that may serve again waits in the pool. one beyond poolSize (made on demand for a run that overlapped others)
-  // waits too, for surplusLingerMs: under a burst the next runs take it at once. ended, each of them made a unit of its
-  // own (1 000 runs at once, maxConcurrent 8 and poolSize 2, made 820 workers)
+  // one beyond poolSize waits surplusLingerMs: under a burst the next runs take it at once (ended at once, 1 000 runs at
+  // maxConcurrent 8 and poolSize 2 made 820 workers)
   private release(unit: U) {
     if (this.gone.has(unit)) return this.discard(unit)
     if (this.closed || !this.pooled(unit.memoryMb)) return void this.driver.dispose(unit)
@@ -293,7 +274,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     }
   }
 
-  // whether a unit made with `memoryMb` is one of the pool's (a request with another memoryMb gets one of its own)
+  // a request with another memoryMb gets a unit of its own
   private pooled(memoryMb: number) {
     return memoryMb === this.limits.memoryMb
   }
@@ -305,7 +286,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     return this.idle.length + this.out + waiting
   }
 
-  // ends the idle units beyond poolSize, the ones idle longest first
+  // the idle units beyond poolSize, the ones idle longest first
   private trim = () => {
     this.trimTimer = undefined
     for (let over = this.pooledUnits() - this.poolSize; over > 0 && this.idle.length > 0; over--) void this.driver.dispose(this.idle.shift()!)
@@ -338,7 +319,6 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       },
       () => {
         this.making.splice(this.making.indexOf(making), 1)
-        // a failing make is not retried in a loop; the next run makes one on demand and reports the error
         if (making.claimed) this.fill()
         else this.makeFailed = true
         this.answerWaiters()
@@ -347,18 +327,13 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   }
 }
 
-/**
- * one run's host side, the same for every backend: the reports its driver hands it (`reports`, to the bridge), the
- * budgets it is armed with, and its end, once: an end with the unit's heap after a clean end lets the unit serve again
- */
+/** one run's host side, the same for every backend: its reports, its budgets, and its end, once */
 export class Run {
   readonly bridge: RunBridge
   settled = false
-  /** what the program reports, typed (contract.ts): the driver hands each report here */
   readonly reports: ProgramReports
   private handle: ProgramHandle | undefined
   private cpuTimer: NodeJS.Timeout | undefined
-  /** the wall-clock budget: stopped while the program waits on a person */
   readonly wall: WallClock
 
   constructor(
@@ -392,7 +367,7 @@ export class Run {
     this.wall = new WallClock(limits.wallMs, () => this.fail('timeout', limitMessages.wall(limits)))
   }
 
-  /** ends the run as failed with what it printed so far; the unit is discarded */
+  /** ends the run as failed, with what it printed so far */
   readonly fail = (kind: CodeFailureKind, message: string) => this.finish({ ok: false, kind, message, logs: this.bridge.logs })
 
   /** ends the run with `outcome`, once; `heap` is the unit's heap after a clean end (left out: it serves no more runs) */

@@ -1,8 +1,6 @@
-// the entry of a sandbox process (the process tier), plain js on plain node: it serves one backend's driver (contract.ts)
-// over the ipc channel. the host makes units here, starts programs in them, hands in replies and ends them; what a program
-// reports goes back as the contract's report tuples `[run, kind, a, b, c, d]`, which the host checks with the one
-// `report()`, as it does a thread's or an isolate's. pool, cap, budgets and bridge are the host's. the messages each way
-// are listed in process-sandbox.ts. this process holds no secrets and writes nothing to stdout or stderr of its own.
+// the entry of a sandbox process, plain js on plain node: it serves one backend's driver (contract.ts) over the ipc
+// channel (the messages each way: process-sandbox.ts). what a program reports goes back as the contract's report tuples
+// `[run, kind, a, b, c, d]`, which the host checks with the one `report()`. it holds no secrets and writes nothing of its own.
 
 let driver
 const units = new Map()
@@ -10,8 +8,7 @@ const runs = new Map()
 // each run's id by the request its driver hands to `onStep`
 const ids = new WeakMap()
 
-// what this process sends in one turn goes as one message, a list of them: a message costs each side 20-35 us of its own
-// over the channel, and a fan-out's reports (a list of calls from the worker) cross together
+// what this process sends in one turn goes as one message, a list of them: a message costs each side 20-35 us
 let outbox = []
 const flush = () => {
   const list = outbox
@@ -35,9 +32,8 @@ async function init(module, exportName, options) {
     // a backend written in TypeScript (one loaded from a workspace's sources) needs a loader; a built one does not
     if (module.endsWith('.ts')) (await import('tsx/esm/api')).register()
     const made = (await import(module))[exportName]
-    // this process is one the host survives losing: a backend may drive programs on its main thread (isolated-vm's after
-    // their first tool call), where an out-of-memory parks the thread in the middle of a step. while more than one
-    // program runs, the host is told whose step starts, so that the program to blame is known
+    // the host survives losing this process, so a backend may drive programs on its main thread (isolated-vm's after their
+    // first tool call), where an out-of-memory parks it mid-step: while more than one runs, the host hears whose step starts
     const onStep = (request) => {
       const id = runs.size > 1 ? ids.get(request) : undefined
       if (id === undefined) return
@@ -73,17 +69,16 @@ function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, rep
   const tell = (kind, a, b, c, d) => {
     if (!ended) send([id, kind, a, b, c, d])
   }
-  // the run's end: told once, after the word that this process should be replaced (a thread parked by an out-of-memory
-  // holds memory that is lost), so that the host does not take the unit back
+  // told once, after the word that this process should be replaced (a thread parked by an out-of-memory holds memory for
+  // good), so that the host does not take the unit back
   const end = (kind, a, b, c, d) => {
     if (ended) return
     if (driver.parked > 0) send(['retire'])
     tell(kind, a, b, c, d)
     ended = true
   }
-  // the arguments of calls sent and not answered yet: past memoryMb the host's bridge ends the run ('waiting'), so what
-  // it would refuse is refused here, before it is copied to the host at all. (an argument over a quarter of memoryMb
-  // goes on: the host refuses it as too large)
+  // the arguments of calls not answered yet: what the host's bridge would refuse past memoryMb ('waiting') is refused
+  // here, before it is copied to the host. (an argument over a quarter of memoryMb goes on: the host refuses it as such)
   const budget = limits.memoryMb * 1024 * 1024
   const unanswered = new Map()
   let waitingBytes = 0

@@ -1,8 +1,5 @@
-// the process-isolated tier: a driver (contract.ts) whose units (the workers or isolates of a backend) live in a child
-// process, so that whatever V8 cannot contain in a thread or an isolate (a fatal out-of-memory aborts the whole process)
-// ends that process, not the host. the pool, the cap, the budgets and the bridge are the host's, as for any driver; the
-// child (process-child.mjs) runs the backend's driver and speaks the contract's reports, checked here by `report()`.
-//
+// the process tier: a driver (contract.ts) whose units live in a child process (process-child.mjs, which serves a backend's
+// driver), so that what V8 cannot contain in a thread or an isolate (a fatal out-of-memory) ends that process, not the host.
 // over the ipc channel, host → child: ['init', module, exportName, options] · ['create', unit, memoryMb] ·
 // ['start', unit, run, started] · ['reply', run, call, reply] · ['wait', run, waiting, wallLeft] · ['cpu', run, n] ·
 // ['end', run, reuse] · ['dispose', unit] · ['ping', n]. child → host: ['ready'] · ['failed', message] · ['made', unit] ·
@@ -19,7 +16,7 @@ import type { CodeFailureKind, CodeRunLimits } from './types.ts'
 
 const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
 
-/** the backend a sandbox process runs: the URL of the module that exports its driver, and that export (a driver, or a class made with the driver's options) */
+/** the backend a sandbox process runs: the URL of the module that exports its driver (a driver, or a class made with its options) */
 export interface ProcessBackend {
   module: string
   exportName: string
@@ -30,7 +27,7 @@ export interface ProcessBackend {
 
 export interface ProcessSandboxOptions extends PoolOptions {
   backend: ProcessBackend
-  /** the backend's hand-off spin (WorkerSandboxOptions.spinMs), handed to its driver when set */
+  /** handed to the backend's driver when set (WorkerSandboxOptions.spinMs) */
   spinMs?: number
 }
 
@@ -40,13 +37,11 @@ interface ProcessUnit extends Unit {
   lost: () => void
 }
 
-/** a program started in a sandbox process, as the host tracks it */
 interface Active {
   reports: ProgramReports
   limits: CodeRunLimits
   /** the process forwarded a call of this run: it started, and may be driven on the process's main thread */
   called: boolean
-  /** cpu readings asked for and not answered yet */
   cpu: Map<number, (ms: number | undefined) => void>
 }
 
@@ -56,20 +51,19 @@ interface Child {
   ready: Promise<string | undefined>
   units: Map<number, ProcessUnit>
   making: Map<number, { memoryMb: number; lost: () => void; resolve: (unit: ProcessUnit) => void; reject: (error: Error) => void }>
-  /** messages to send it at the end of this turn */
   outbox: unknown[][]
-  /** units it was told to dispose, until it says it did */
+  /** units it was told to dispose, until it says it did: a backstop timer each */
   disposing: Map<number, NodeJS.Timeout>
   runs: Map<number, Active>
   seq: number
-  /** what keeps the host waiting on it (runs, units being made): while any, it is referenced */
+  /** runs and units being made: while any, it is referenced */
   holds: number
   /** the end of what it wrote to stderr: V8 says there why it aborted */
   stderr: string
   /** it asked to be replaced, or was found unfit: no new unit is made in it, and its units serve no more runs */
   retiring: boolean
   exited: boolean
-  /** what it sent that no sandbox process may send: it was ended for it */
+  /** why what it sent was no message a sandbox process may send: it was ended for it */
   malformed?: string
   /** the liveness check started by V8's out-of-memory report on its stderr */
   probe?: NodeJS.Timeout
@@ -80,8 +74,8 @@ interface Child {
   parked?: { culprit: number | undefined }
 }
 
-// a healthy child of a closed sandbox waits here a little for the next sandbox with the same configuration: deployments
-// and tests that start one after another do not pay a process start each
+// a healthy child of a closed sandbox waits here for the next sandbox with the same configuration: deployments and tests
+// that start one after another do not pay a process start each
 const spares = new Map<string, { child: Child; timer: NodeJS.Timeout }>()
 const spareMs = 10_000
 
@@ -91,7 +85,7 @@ const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap
 // sandbox process's stderr (it goes to the host as reports), so a program cannot print it; and a report only starts a
 // liveness check, so one forged after an escape kills nothing while the main thread answers
 const gcReport = '<--- Last few GCs --->'
-// the liveness check: how often it looks, and how long the main thread must stay silent and idle to be taken as parked
+// the liveness check: how often it looks, how long the main thread must stay silent and idle to be taken as parked
 const probeEveryMs = 250
 const parkedAfterMs = 2000
 // how long past its programs' steps a sandbox process may take to answer a disposal
@@ -101,9 +95,8 @@ const disposeMs = 2000
 function mainThreadTicks(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
-    // the fields after the command, which is in parentheses and may hold spaces
+    // utime and stime, fields 14 and 15: 12 and 13 after the command, which is in parentheses and may hold spaces
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command
     const ticks = Number(fields[11]) + Number(fields[12])
     return Number.isFinite(ticks) ? ticks : undefined
   } catch {
@@ -113,10 +106,7 @@ function mainThreadTicks(pid: number): number | undefined {
 
 const isId = (value: unknown): value is number => Number.isSafeInteger(value)
 
-/**
- * a CodeRuntime whose programs run in the units of a supervised child process. what it adds to the backend inside: a
- * host that survives anything a program does to that process, and a fresh process after it died.
- */
+/** a CodeRuntime whose programs run in the units of a supervised child process, replaced after it died */
 export class ProcessSandbox extends SandboxPool<ProcessUnit> {
   declare protected readonly driver: ProcessDriver
 
@@ -129,7 +119,7 @@ export class ProcessSandbox extends SandboxPool<ProcessUnit> {
     return this.driver.started
   }
 
-  /** the process id of the sandbox process now serving runs, for diagnostics */
+  /** the sandbox process now serving runs, for diagnostics */
   get pid(): number | undefined {
     const child = this.driver.child
     return child && !child.exited ? child.process.pid : undefined
@@ -146,7 +136,6 @@ export class ProcessSandbox extends SandboxPool<ProcessUnit> {
 class ProcessDriver implements SandboxDriver<ProcessUnit> {
   readonly backend: string
   readonly createFailure = 'the sandbox process could not start'
-  /** the sandbox process now serving, if one is */
   child: Child | undefined
   started = 0
   private key: string
@@ -185,8 +174,8 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     } finally {
       this.hold(child, -1)
     }
-    // the process, which served, was lost or is to be replaced (another program's out-of-memory) while the unit was being
-    // made: the unit is made in its replacement, once
+    // the process was lost or is to be replaced (another program's out-of-memory) while the unit was being made: the unit
+    // is made in its replacement, once
     return await this.create(memoryMb, lost, false)
   }
 
@@ -216,8 +205,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     }
     child.runs.set(id, active)
     this.hold(child, 1)
-    // ms of the wall-clock budget left, for the child (whose clock does not run while the program waits on a person);
-    // the whole budget before the pool starts the clock
+    // the wall-clock budget left, for the child's driver (the whole budget before the pool starts the clock)
     const left = (waiting: boolean) => {
       if (waiting) return 0
       const ms = wallLeft()
@@ -226,8 +214,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const waiting = request.waits?.waiting === true
     const started = { code: request.code, source, tools: [...request.tools], limits, waiting, wallLeft: left(waiting) }
     this.send(child, ['start', unit.id, id, request.values ? { ...started, replay: [...request.values.replay] } : started])
-    // the backend inside keeps the wall-clock budget for what it drives itself (a step on its thread); it is told when
-    // the program starts or stops waiting on a person, and how much is left
+    // the backend inside keeps the wall-clock budget for a step it drives itself; it hears when the program waits on a person
     unwatch = request.waits?.watch((waiting) => this.send(child, ['wait', id, waiting, left(waiting)]))
     return handle
   }
@@ -236,8 +223,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const { child } = unit
     if (!child.units.delete(unit.id) || child.exited) return
     this.send(child, ['dispose', unit.id])
-    // the process answers once its main thread is free, which a program's step holds for its cpuMs at most; one that
-    // does not answer by then is not trusted with more
+    // it answers once its main thread is free, which a program's step holds for cpuMs at most; later, it is not trusted
     const stepMs = Math.max(0, ...[...child.runs.values()].map(({ limits }) => limits.cpuMs))
     const backstop = setTimeout(() => this.retire(child, 'did not answer'), stepMs + disposeMs)
     backstop.unref()
@@ -261,7 +247,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     })
   }
 
-  // a run's end on the host: false once it was already forgotten
+  // false once the run was already forgotten
   private forget(child: Child, id: number) {
     const active = child.runs.get(id)
     if (!active) return false
@@ -269,7 +255,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     for (const resolve of active.cpu.values()) resolve(undefined)
     this.hold(child, -1)
     if (child.runs.size === 0) {
-      // a process that ended every run answered: a liveness check still waiting would keep the host up for nothing
+      // the process answered: a liveness check still waiting would keep the host up for nothing
       this.endProbe(child)
       if (child.retiring) this.kill(child)
     }
@@ -290,14 +276,14 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     }
   }
 
-  // what the process sent, acted on; or why it is not something a sandbox process may send. the process runs programs:
-  // after an escape from the sandbox inside it, the program is who speaks, so what it says is data, checked before use
+  // what the process sent, acted on, or why no sandbox process may send it: after an escape from the sandbox inside it,
+  // the program is who speaks
   private take(child: Child, message: unknown): string | undefined {
     if (!Array.isArray(message)) return 'not a list'
     const [kind, a, b, c, d, e] = message as unknown[]
     if (isId(kind)) {
       const active = child.runs.get(kind)
-      // a report of a run that ended here (the host's budget ended it) is dropped, as any report after an end
+      // a run that ended here (the host's budget ended it): dropped, as any report after an end
       if (!active) return
       const { reports } = active
       if (b === 'call') active.called = true
@@ -337,8 +323,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
         return
       case 'retire':
         child.retiring = true
-        // its units leave the pool (those out on runs once back), which makes new ones in a new process; it ends once its
-        // runs did
+        // its units leave the pool (those out on runs once back) for new ones in a new process; it ends once its runs did
         for (const unit of [...child.units.values()]) unit.lost()
         if (child.runs.size === 0) this.kill(child)
         return
@@ -401,7 +386,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       ready(`it exited (${signal ?? `code ${code}`}) while starting${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`)
       this.died(child, signal ?? `code ${code}`)
     })
-    // an error here is a failed spawn or a closed channel; the exit handler reports what matters
+    // a failed spawn or a closed channel: the exit handler reports what matters
     proc.on('error', () => {})
     this.send(child, this.init)
     this.hold(child, 0)
@@ -437,19 +422,17 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const problem = `it exited (${how})${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`
     for (const { reject } of child.making.values()) reject(new Error(problem))
     child.making.clear()
-    // its idle units leave the pool, which makes new ones in a new process, off the path of the next run
+    // its idle units leave the pool, which makes new ones in a new process off the path of the next run
     for (const unit of [...child.units.values()]) unit.lost()
     child.units.clear()
     if (this.child === child) this.child = undefined
   }
 
   /**
-   * V8 reported an out-of-memory in the sandbox process: its handler parked the thread that ran the isolate. a pool
-   * thread's loss the backend reports itself (the run ends memory, the process is retired); the main thread's (a program
-   * driven from it after its first tool call) leaves the process unable to answer anything. so the main thread is asked
-   * for a pong: one that neither answers nor spends CPU for parkedAfterMs is parked (a healthy thread busy with a
-   * program's step spends CPU, and answers once the step ends). where the thread's CPU time cannot be read, it is taken
-   * as parked once every run's step could have used up its cpuMs
+   * V8 reported an out-of-memory in the sandbox process: its handler parks the thread that ran the isolate. a pool
+   * thread's loss the backend reports itself; a parked main thread (a program driven from it after its first tool call)
+   * answers nothing. so it is pinged: one that neither answers nor spends CPU for parkedAfterMs is parked (a healthy one
+   * busy with a step spends CPU). where its CPU time cannot be read, it is parked once every run's cpuMs could be spent
    */
   private startProbe(child: Child) {
     if (child.probe || child.exited || child.parked || child.runs.size === 0) return
@@ -477,8 +460,8 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     child.probe = undefined
   }
 
-  // the program on the main thread when it was parked: the one whose step the process announced last, if nothing came
-  // after; else (it announces none while it runs a single program) the only run it had forwarded a call of, if one
+  // the program on the parked main thread: the one whose step was announced last, if nothing came after; else (none is
+  // announced while one program runs) the only run it had forwarded a call of, if one
   private parkedMain(child: Child) {
     this.endProbe(child)
     let culprit = child.stepping

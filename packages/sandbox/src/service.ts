@@ -18,7 +18,7 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   static replay = 'inert' as const
   declare ctx: Context
   declare config: SandboxService.Config
-  /** the backend's name (`worker-vm`, `isolated-vm`...): its process tier's descriptor names it once for both */
+  /** `worker-vm`, `isolated-vm`...: its process tier's descriptor names it once for both tiers */
   readonly backend: string
   readonly sandbox: P
   // the pool's warm-up, then the host's (its run_code path, once per process: see @faber/core's warmRunCode)
@@ -50,15 +50,13 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   }
 
   /**
-   * resolves once the sandbox pool, started in the background when the service started, is warm, and with it the
-   * host's run_code path (the first service in the process runs one program through it, unseen by the deployment):
-   * the first run then costs what a warm one does. nothing needs to wait for it; `start()` does not
+   * resolves once the pool is warm, and with it the host's run_code path (the first service in the process runs one
+   * program through it, unseen): the first run then costs what a warm one does. nothing needs to wait for it
    */
   ready(): Promise<void> {
     return this.warm
   }
 
-  /** running and queued programs under the cap, for the inspector */
   load(): CodeRuntimeLoad {
     return this.sandbox.load()
   }
@@ -66,8 +64,7 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   protected async stop() {
     this.stopped = true
     await this.sandbox.close()
-    // the host's warm-up uses no sandbox and ends by itself (a few ms of cpu): its private context is stopped before
-    // this returns
+    // the host's warm-up uses no sandbox and ends by itself: its private context is stopped before this returns
     await this.warm
   }
 }

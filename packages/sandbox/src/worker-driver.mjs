@@ -1,6 +1,5 @@
 // the worker_threads backend's driver (contract.ts): a unit is a worker, each program a fresh vm context in it. plain js
-// (its types are in worker-driver.d.mts), so that a sandbox process loads it on plain node from a workspace's sources
-// too, with nothing but what it needs
+// (typed in worker-driver.d.mts), so that a sandbox process loads it on plain node from a workspace's sources too
 import { MessageChannel, Worker } from 'node:worker_threads'
 import { argumentBytes, limitMessages, maxPendingCalls, overheadMb } from './budgets.mjs'
 import { runsActive as active, backoff, burst, handoffBytes, handoffTally, handoffWaited, lane } from './lane.mjs'
@@ -9,13 +8,9 @@ import { report } from './report.mjs'
 
 const entry = new URL('./worker.mjs', import.meta.url)
 
-// after posting a reply the host may wait a moment on this thread for the program's next call, instead of going back to
-// its event loop and being woken: at most `spinMs` per reply, only while one run is going on in the process and no other
-// call of it waits on the host, and at most `maxBurstMs` (lane.mjs `burst`) of such replies in a row before the event
-// loop gets its turn
-// `active` (lane.mjs): the runs going on in this process, across sandboxes and backends; neither side spins while more
-// than one is (the workers read it too)
-//
+// after posting a reply the host may spin a moment for the program's next call instead of going back to its event loop:
+// at most `spinMs` per reply, only while one run is going on in the process (`active`, lane.mjs) and no other call of it
+// waits on the host, and for at most a `burst` (lane.mjs) of replies in a row.
 // a unit: { worker, memoryMb, runs, replies (lane.mjs: replies to the program's calls), inbox (what the worker sends
 // during a run: calls, logs, its outcome) and inboxPort (the port it comes through when not by the ring), pair (the
 // back-off the host and the worker share), waited (ms the worker spent spinning for replies: active time on its event
@@ -47,8 +42,7 @@ export class WorkerDriver {
       worker.off('exit', onExit)
       worker.unref()
     }
-    // replies that come while others wait go together, once this thread's microtasks are done (a tick): the answers to
-    // a fan-out cross as a few messages, not one each
+    // replies that come while others wait go together once this thread's microtasks are done: a fan-out's, as a few messages
     let batch = []
     const flush = () => {
       if (batch.length === 0) return
@@ -75,7 +69,7 @@ export class WorkerDriver {
       if (caught) drain()
     }
 
-    // the adaptive half of the hand-off on this side: whether to spin a moment for the worker's next message after a reply
+    // whether to spin a moment for the worker's next message after a reply
     const within = burst()
     const expect = () => {
       if (!(this.spinMs > 0) || settled || waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false

@@ -7,18 +7,13 @@ export interface WorkerSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   /** runs a worker serves before it is replaced (default 200); it is replaced sooner once its heap is half full */
   maxRunsPerWorker?: number
   /**
-   * the longest either side of a nested call spins for the other's answer before it sleeps in its event loop (default
-   * 0.05; 0 never spins). neither spins while more than one run is going on in the process, and a spin that caught
-   * nothing makes the next 1, 3, 7 … 255 hand-offs sleep at once: a slow tool, a program that computes between calls or
-   * a busy machine soon costs no spinning (README)
+   * the longest either side of a nested call spins for the other's answer before it sleeps (default 0.05; 0 never). not
+   * while more than one run is going on in the process; a spin that caught nothing makes the next 1, 3, 7 … 255 sleep
    */
   spinMs?: number
 }
 
-/**
- * the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run.
- * cpu time is the worker's event-loop active time less what it spent spinning for replies, polled from the host.
- */
+/** the default CodeRuntime: a pool of pre-spawned worker threads, a fresh vm context per run */
 export class WorkerSandbox extends SandboxPool<Unit> {
   readonly spinMs: number
   declare protected readonly driver: WorkerDriver
@@ -29,9 +24,8 @@ export class WorkerSandbox extends SandboxPool<Unit> {
   }
 
   /**
-   * what the hand-off of nested calls did so far, over every worker of this sandbox: the worker's messages (calls, and
-   * logs and outcomes, which always take the port) and the host's replies, each through the ring or the port, and the
-   * spins of the side receiving them, which caught a message or did not (see the README's hand-off)
+   * what the hand-off did so far, over every worker of this sandbox: the worker's messages and the host's replies, each
+   * through the ring or the port, and the receiving side's spins that caught a message or did not (README: the hand-off)
    */
   handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
     return this.driver.handoffs.stats()
