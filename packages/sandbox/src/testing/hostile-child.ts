@@ -30,6 +30,8 @@ const memory = () => {
   const { rss, heapUsed, external } = process.memoryUsage()
   return { rss: Math.round(rss / 1024 / 1024), heap: Math.round((heapUsed + external) / 1024 / 1024) }
 }
+/** what the host writes for each program, a line of JSON (hostile.ts reads it) */
+export type Report = { outcome: ReturnType<typeof brief>; next: ReturnType<typeof brief>; before: ReturnType<typeof memory>; after: ReturnType<typeof memory> }
 
 // warm: the baseline is a host that has already run a program
 await run('return 1')
@@ -39,6 +41,6 @@ for (const program of programs) {
   // a program's scheduled work would show up here, in the next run or on the host's streams
   await new Promise((resolve) => setTimeout(resolve, 50))
   const next = brief(await run('return [1, typeof FinalizationRegistry]'))
-  process.stdout.write(`${JSON.stringify({ outcome, next, before, after: memory() })}\n`)
+  process.stdout.write(`${JSON.stringify({ outcome, next, before, after: memory() } satisfies Report)}\n`)
 }
 await sandbox.close()

@@ -8,15 +8,9 @@ import { text } from 'node:stream/consumers'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import { after, before, describe, it } from 'mocha'
+import type { Report } from './hostile-child.ts'
 
 const child = fileURLToPath(new URL('./hostile-child.ts', import.meta.url))
-
-interface Report {
-  outcome: { ok: boolean; kind?: string; message?: string; result?: string }
-  next: { ok: boolean; result?: string }
-  before: { rss: number; heap: number }
-  after: { rss: number; heap: number }
-}
 
 interface Finished {
   code: number | null
