@@ -3,11 +3,11 @@ import { type ProcessBackend, SandboxService } from '@faber/sandbox'
 import type { Context } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
 
+export type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime, CodeRuntimeLoad } from '@faber/core/code-runtime'
+export { defaultCodeLimits } from '@faber/core/code-runtime'
 export { IsolateSandbox, type IsolateSandboxOptions } from './isolate-sandbox.ts'
-export * from './types.ts'
 
-// the backend module beside this one as it runs (src/*.ts from source, dist/*.js once built), for the process tier.
-// made once here, not in every context setup
+// for the process tier: the driver's module beside this one as it runs (src/*.ts, or dist/*.js once built)
 export const isolateBackend: ProcessBackend = Object.freeze({
   module: new URL(`./isolate-sandbox${extname(import.meta.url)}`, import.meta.url).href,
   exportName: 'IsolateDriver',

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import type { BridgeReply, CodeRunRequest } from '@faber/core/code-runtime'
 import {
   argumentBytes,
   type Backoff,
@@ -24,9 +25,9 @@ import {
   runsActive,
   type SandboxDriver,
   SandboxPool,
+  type Unit,
 } from '@faber/sandbox/contract'
 import ivm from 'isolated-vm'
-import type { BridgeReply, CodeRunRequest } from './types.ts'
 import { Watchdog, type Watched } from './watchdog.ts'
 
 export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
@@ -52,14 +53,12 @@ export interface IsolateSandboxOptions extends Omit<PoolOptions, 'maxRuns'> {
   spinMs?: number
 }
 
-interface Slot extends Watched {
+interface Slot extends Unit, Watched {
   prelude: ivm.Script
   driver: ivm.Reference
   /** the hand-off's shared memory (lane.mjs) and its back-off */
   handoff: SharedArrayBuffer
   pair: Backoff
-  memoryMb: number
-  runs: number
   /** V8 ran out of memory outside isolated-vm's limit, and its handler parked the isolate's thread for good */
   parked?: boolean
   /** fails the run in progress when that happens */
@@ -88,7 +87,6 @@ const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
-// made once per isolate, in a context of its own that no program reaches
 const driverSource = readFileSync(new URL('./driver-script.js', import.meta.url), 'utf8')
 
 /** how long the host drives programs without letting its event loop turn (timers, I/O, aborts, other sessions) */
@@ -102,8 +100,7 @@ let turnsPerMs = 0
 let calibrated = 0
 const calibrations = 8
 const calibrate = () => {
-  if (calibrated >= calibrations) return
-  calibrated++
+  if (calibrated++ >= calibrations) return
   const h = new Int32Array(new SharedArrayBuffer(16))
   const turn = (turns: number) => {
     let n = turns
@@ -128,12 +125,10 @@ const sliceMessage = (sliceMs: number) =>
 
 /** a CodeRuntime on isolated-vm (IsolateDriver) */
 export class IsolateSandbox extends SandboxPool<Slot> {
-  readonly maxRunsPerIsolate: number
   declare protected readonly driver: IsolateDriver
 
   constructor(options: IsolateSandboxOptions = {}) {
     super(new IsolateDriver(options), { ...options, maxRuns: options.maxRunsPerIsolate })
-    this.maxRunsPerIsolate = this.maxRuns
   }
 
   get spinMs() {
@@ -268,8 +263,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       else reports.threw(error instanceof Error ? `${error.name}: ${messageOf(error)}` : messageOf(error))
     }
 
-    // replies posted to the isolate's thread, where the program runs throughout; after one this thread may spin a moment
-    // for the program's next call (the hand-off)
+    // replies posted to the isolate's thread; after one, this thread may spin a moment for the next call (the hand-off)
     const onIsolate = (api: ivm.Reference): Drive => {
       post = hold(api.getSync('post', { reference: true }))
       // ms the isolate spun for replies that came while it did; its spins that caught nothing before the run
@@ -324,15 +318,13 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       }
     }
 
-    // hostDrive: after the first stretch a reply enters the program synchronously, on this thread, and the program runs
-    // until it next waits on a tool (a step)
+    // hostDrive: after the first stretch a reply enters the program on this thread, which runs it until it waits (a step)
     const fromHost = (api: ivm.Reference): Drive => {
       const deliver = hold(api.getSync('deliver', { reference: true }))
       const inbox: unknown[][] = []
       // delivering replies, or paused for the event loop to turn: a reply that comes meanwhile waits in the inbox
       let driving = false
-      // replies that come at once (in a microtask) would keep the event loop from turning: after driveMs of them in a
-      // row the rest waits for the next turn
+      // after driveMs of replies in a row (each in a microtask), the rest waits for the event loop's next turn
       const within = burst(driveMs)
       const deliverAll = () => {
         driving = true
@@ -408,8 +400,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         maxPendingCalls,
       ]
       api = hold(slot.driver.applySync(undefined, args, { result: { reference: true } }))
-      // without hostDrive the whole run is its first stretch: `begin` resolves once it reported its end, and rejects once
-      // its isolate was disposed
+      // without hostDrive the whole run is its first stretch: `begin` settles with its end, or its isolate's disposal
       start = hold(api.getSync(this.hostDrive ? 'start' : 'begin', { reference: true }))
       drive = this.hostDrive ? fromHost(api) : onIsolate(api)
     } catch (error) {
@@ -500,8 +491,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
   dispose(slot: Slot) {
     this.live.delete(slot)
     this.handoffs.remove(slot.handoff)
-    // disposing from inside a step (a bridge callback) ends the program's execution at once. a parked isolate is
-    // abandoned, never disposed: its thread still holds it
+    // from inside a step this ends the program at once. a parked isolate's thread still holds it: abandoned
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
   }
 
