@@ -17,7 +17,8 @@ import { BIN, checkpointing, faber, jsonLines, serving } from './helpers.ts'
 
 const CORE = pathToFileURL(join(import.meta.dirname, '../../core/src/index.ts')).href
 
-// a tool whose body appends its text to a file: the file's lines count the bodies that ran
+// a tool whose body appends its text to a file: the file's lines count the bodies that ran (one whose text starts with
+// "hang" never returns)
 const STAMP = `import { appendFile } from 'node:fs/promises'
 import { defineTool, t } from '${CORE}'
 export default {
@@ -31,6 +32,8 @@ export default {
       output: { schema: t.object({ stamped: t.string() }) },
       execute: async ({ text }) => {
         await appendFile(config.file, text + '\\n')
+        // a body still running when its process is killed
+        if (text.startsWith('hang')) await new Promise(() => {})
         return { stamped: text }
       },
     }))
@@ -117,9 +120,9 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
     const pending = async () => JSON.parse((await faber(['grants', 'pending', '--store', store, '--json'])).stdout) as { id: string; tool: string }[]
 
     /** called `count` times with the program; they wait on a person who never answers until checkpointed; then SIGKILL */
-    async function killedWhileWaiting(count = 1, inStore = false) {
+    async function killedWhileWaiting(count = 1, inStore = false, program = PROGRAM) {
       const first = await overStdio(NEVER)
-      const calls = Array.from({ length: count }, () => first.callTool({ name: 'run_code', arguments: PROGRAM }).catch((error: Error) => error))
+      const calls = Array.from({ length: count }, () => first.callTool({ name: 'run_code', arguments: program }).catch((error: Error) => error))
       while ((await readFile(log, 'utf8').catch(() => '')).split('"type":"checkpoint"').length <= count) await sleep(20)
       // the question is kept in the store once it waited grantWatchMs, for `faber grants answer`
       if (inStore) while ((await pending()).length < count) await sleep(50)
@@ -196,6 +199,25 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       const results = (await records()).filter((r) => r.type === 'result' && r.callId === callId)
       expect(results).to.have.length(1)
       expect(results[0]).to.deep.include({ isError: false, value: DONE })
+    })
+
+    it('killed again while the resumed program runs a body: a third server does not run the program again, and says what may have run', async () => {
+      const program = { ...PROGRAM, code: PROGRAM.code.replace('return', "await tools.stamp({ text: 'hang after the wait' })\nreturn") }
+      const [callId] = await killedWhileWaiting(1, false, program)
+      const second = await overStdio({ action: 'accept', content: { approve: true } })
+      const call = second.callTool({ name: 'run_code', arguments: program }).catch((error: Error) => error)
+      while ((await stamps()).length < 2) await sleep(20)
+      process.kill(second.pid, 'SIGKILL')
+      expect(await call).to.be.instanceOf(Error)
+      const third = await overStdio(undefined)
+      const result = await third.callTool({ name: 'run_code', arguments: program })
+      expect(result.isError).to.equal(true)
+      expect(text(result)).to.include('run_code failed (interrupted)').and.include('tools.stamp({"text":"hang after the wait"})')
+      expect(await stamps(), 'no body ran twice').to.deep.equal(['before the wait', 'hang after the wait'])
+      expect(await readFile(join(dir, 'ws', 'out.txt'), 'utf8')).to.equal('approved')
+      const results = (await records()).filter((r) => r.type === 'result' && r.callId === callId)
+      expect(results).to.have.length(1)
+      expect(results[0]).to.include({ isError: true, code: 'CODE_RUN_FAILED' })
     })
 
     it('two programs with the same arguments checkpointed: the oldest runs again first, each once, then a new one runs fresh', async () => {
