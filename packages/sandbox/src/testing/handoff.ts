@@ -4,11 +4,11 @@ import { expect } from 'chai'
 import { Context } from 'cordis'
 import { after, before, describe, it } from 'mocha'
 import type { LaneCounts } from '../lane.mjs'
-import type { SandboxService } from '../service.ts'
+import type { Pool, SandboxService } from '../service.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../types.ts'
-import { type ClosableRuntime, hazardLimits, roomy } from './hazards.ts'
+import { hazardLimits, roomy } from './hazards.ts'
 
-export interface HandoffRuntime extends ClosableRuntime {
+export interface HandoffRuntime extends Pool {
   readonly spinMs: number
   handoffStats(): { calls: LaneCounts; replies: LaneCounts }
 }

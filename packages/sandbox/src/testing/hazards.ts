@@ -4,16 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { expect } from 'chai'
 import { Context } from 'cordis'
 import { after, afterEach, before, beforeEach, describe, it } from 'mocha'
-import type { SandboxService } from '../service.ts'
-import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime } from '../types.ts'
+import type { Pool, SandboxService } from '../service.ts'
+import type { BridgeReply, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from '../types.ts'
 
 export const hazardLimits: CodeRunLimits = { cpuMs: 200, wallMs: 1000, memoryMb: 32, outputBytes: 4096 }
-
-export interface ClosableRuntime extends CodeRuntime {
-  close(): Promise<void>
-  /** resolves once the pool started at construction is warm */
-  ready(): Promise<void>
-}
 
 const secrets = () => {
   const values = [String(process.pid)]
@@ -67,13 +61,13 @@ export interface HazardOptions {
   skip?: string[]
 }
 
-export function describeHazards(name: string, makeRuntime: () => ClosableRuntime, options: HazardOptions = {}) {
+export function describeHazards(name: string, makeRuntime: () => Pool, options: HazardOptions = {}) {
   const skip = new Set(options.skip)
   const group = (title: string, body: () => void) => (skip.has(title) ? describe.skip : describe)(title, body)
   const test = (title: string, body: () => Promise<void>) => (skip.has(title) ? it.skip : it)(title, body)
   describe(`${name}: hazards`, function () {
     this.timeout(10000)
-    let runtime: ClosableRuntime
+    let runtime: Pool
     let calls: { name: string; json: string; at: number }[]
     let settledAt: number
     // `later` calls waiting on the host at once, and the most seen
@@ -590,12 +584,12 @@ const request = (code: string, tools: string[] = [], call = none, limits?: CodeR
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
 export function describePool(
   name: string,
-  makePool: (poolSize: number, maxConcurrent?: number) => ClosableRuntime,
+  makePool: (poolSize: number, maxConcurrent?: number) => Pool,
   Service: new (ctx: Context, config?: SandboxService.ConfigInput) => SandboxService,
 ) {
   describe(`${name}: pool`, () => {
     // the pools a test made through `pool`, closed after it
-    const made: ClosableRuntime[] = []
+    const made: Pool[] = []
     const pool = (poolSize: number, maxConcurrent?: number) => made[made.push(makePool(poolSize, maxConcurrent)) - 1]
     afterEach(() => Promise.all(made.splice(0).map((sandbox) => sandbox.close())))
 
@@ -643,10 +637,10 @@ export function describePool(
       const run = (n: number, signal?: AbortSignal) => sandbox.run(request(`return await tools.hold(${n})`, ['hold'], call, roomy, signal))
       const runs = [run(1), run(2), run(3, controller.signal), run(4)]
       while (started.length < 2) await sleep(5)
-      expect(sandbox.load?.()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
+      expect(sandbox.load()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
       controller.abort()
       expect(await runs[2]).to.include({ ok: false, kind: 'abort' })
-      expect(sandbox.load?.()).to.include({ running: 2, queued: 1 })
+      expect(sandbox.load()).to.include({ running: 2, queued: 1 })
       for (let next = 0; next < 3; next++) {
         while (waiting.length <= next) await sleep(5)
         waiting[next]()
@@ -654,7 +648,7 @@ export function describePool(
       const outcomes = await Promise.all([runs[0], runs[1], runs[3]])
       expect(outcomes.map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '4'])
       expect([...started.slice(0, 2)].sort().concat(started.slice(2))).to.deep.equal(['1', '2', '4'])
-      expect(sandbox.load?.()).to.include({ running: 0, queued: 0, peakRunning: 2, peakQueued: 2 })
+      expect(sandbox.load()).to.include({ running: 0, queued: 0, peakRunning: 2, peakQueued: 2 })
     })
 
     it('ends runs in progress on close', async () => {
