@@ -33,11 +33,6 @@ export interface PoolOptions {
   surplusLingerMs?: number
 }
 
-interface Making<U> {
-  unit: Promise<U>
-  claimed: boolean
-}
-
 // a trivial run with one tool call: the first real run on a unit then finds the prelude and the bridge compiled. a signal
 // each: one shared by every unit warming in the process collected a listener each (past 10, node warns of a leak)
 export const warmUp = (): CodeRunRequest => ({
@@ -60,7 +55,8 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   readonly poolSize: number
   readonly maxRuns: number
   private idle: U[] = []
-  private making: Making<U>[] = []
+  // the unit fill() is making, one at a time
+  private making: { unit: Promise<U>; claimed: boolean } | undefined
   private running = new Set<Run>()
   // a unit made in the background failed: no more are made in a loop; the next run makes one and reports the error
   private makeFailed = false
@@ -207,7 +203,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     const ready = pooled ? this.idle.pop() : undefined
     if (ready) return ready
     let pending: Promise<U>
-    const making = pooled ? this.making.find((making) => !making.claimed) : undefined
+    const making = pooled && !this.making?.claimed ? this.making : undefined
     if (making) {
       making.claimed = true
       pending = making.unit
@@ -281,9 +277,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
 
   // the pool's units: idle, out on runs (they come back), and being made for no run yet
   private pooledUnits() {
-    let waiting = 0
-    for (const making of this.making) if (!making.claimed) waiting++
-    return this.idle.length + this.out + waiting
+    return this.idle.length + this.out + (this.making && !this.making.claimed ? 1 : 0)
   }
 
   // the idle units beyond poolSize, the ones idle longest first
@@ -298,7 +292,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   }
 
   private full() {
-    return this.makeFailed || this.closed || (this.making.length === 0 && this.pooledUnits() >= this.poolSize)
+    return this.makeFailed || this.closed || (!this.making && this.pooledUnits() >= this.poolSize)
   }
 
   private answerWaiters() {
@@ -308,17 +302,17 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   // keeps `poolSize` units made, in the background, one at a time and each on a turn of the event loop of its own:
   // concurrent makes slow each other down on a small machine, and making the sandbox costs its caller nothing
   private fill() {
-    if (this.makeFailed || this.closed || this.making.length > 0 || this.pooledUnits() >= this.poolSize) return this.answerWaiters()
-    const making: Making<U> = { unit: nextTurn().then(() => this.make(this.limits.memoryMb, true)), claimed: false }
-    this.making.push(making)
+    if (this.makeFailed || this.closed || this.making || this.pooledUnits() >= this.poolSize) return this.answerWaiters()
+    const making = { unit: nextTurn().then(() => this.make(this.limits.memoryMb, true)), claimed: false }
+    this.making = making
     making.unit.then(
       (unit) => {
-        this.making.splice(this.making.indexOf(making), 1)
+        this.making = undefined
         if (!making.claimed) this.release(unit)
         this.fill()
       },
       () => {
-        this.making.splice(this.making.indexOf(making), 1)
+        this.making = undefined
         if (making.claimed) this.fill()
         else this.makeFailed = true
         this.answerWaiters()

@@ -45,33 +45,37 @@ interface Active {
   cpu: Map<number, (ms: number | undefined) => void>
 }
 
-interface Child {
-  process: ChildProcess
-  /** resolves with the reason it could not start, or undefined once it serves */
-  ready: Promise<string | undefined>
-  units: Map<number, ProcessUnit>
-  making: Map<number, { memoryMb: number; lost: () => void; resolve: (unit: ProcessUnit) => void; reject: (error: Error) => void }>
-  outbox: unknown[][]
+/** a sandbox process, as the host tracks it */
+class Child {
+  readonly units = new Map<number, ProcessUnit>()
+  readonly making = new Map<number, { memoryMb: number; lost: () => void; resolve: (unit: ProcessUnit) => void; reject: (error: Error) => void }>()
+  outbox: unknown[][] = []
   /** units it was told to dispose, until it says it did: a backstop timer each */
-  disposing: Map<number, NodeJS.Timeout>
-  runs: Map<number, Active>
-  seq: number
+  readonly disposing = new Map<number, NodeJS.Timeout>()
+  readonly runs = new Map<number, Active>()
+  seq = 0
   /** runs and units being made: while any, it is referenced */
-  holds: number
+  holds = 0
   /** the end of what it wrote to stderr: V8 says there why it aborted */
-  stderr: string
+  stderr = ''
   /** it asked to be replaced, or was found unfit: no new unit is made in it, and its units serve no more runs */
-  retiring: boolean
-  exited: boolean
+  retiring = false
+  exited = false
   /** why what it sent was no message a sandbox process may send: it was ended for it */
   malformed?: string
   /** the liveness check started by V8's out-of-memory report on its stderr */
   probe?: NodeJS.Timeout
-  pings: number
+  pings = 0
   /** the run whose step it said starts on its main thread ('step'), until its next message */
   stepping?: number
   /** its main thread was found parked by V8's out-of-memory handler: the run thought to have bombed, if one is */
   parked?: { culprit: number | undefined }
+
+  constructor(
+    readonly process: ChildProcess,
+    /** resolves with the reason it could not start, or undefined once it serves */
+    readonly ready: Promise<string | undefined>,
+  ) {}
 }
 
 // a healthy child of a closed sandbox waits here for the next sandbox with the same configuration: deployments and tests
@@ -346,21 +350,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       serialization: 'json',
     })
     let ready!: (problem: string | undefined) => void
-    const child: Child = {
-      process: proc,
-      ready: new Promise((resolve) => (ready = resolve)),
-      units: new Map(),
-      making: new Map(),
-      outbox: [],
-      disposing: new Map(),
-      runs: new Map(),
-      seq: 0,
-      holds: 0,
-      stderr: '',
-      retiring: false,
-      exited: false,
-      pings: 0,
-    }
+    const child = new Child(proc, new Promise((resolve) => (ready = resolve)))
     proc.stdout?.resume()
     proc.stderr?.setEncoding('utf8')
     proc.stderr?.on('data', (chunk: string) => {

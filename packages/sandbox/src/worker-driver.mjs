@@ -51,6 +51,7 @@ export class WorkerDriver {
       slot.replies.send(list.length === 1 ? list[0] : list)
     }
     const deliver = (call, reply) => {
+      waiting--
       // a string (`id:call:text`, worker.mjs reads it), else an object
       const message = reply.ok ? `${id}:${call}:${reply.value}` : { id, call, text: reply.message, code: reply.code }
       const spin = expect()
@@ -124,10 +125,7 @@ export class WorkerDriver {
       recorded: request.values && JSON.stringify(request.values.replay),
     })
     return {
-      deliver: (call, reply) => {
-        waiting--
-        deliver(call, reply)
-      },
+      deliver,
       cpuUsed: () => worker.performance.eventLoopUtilization(elu).active - (slot.waited[0] - waitedBefore),
       end,
     }
