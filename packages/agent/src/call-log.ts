@@ -34,6 +34,7 @@ export interface CallLogOptions {
   model: string
   /** the turn records are written under now */
   turn(): number
+  /** told as it records; it must not throw (AgentSession's catches what its own callback throws) */
   onEvent?(event: CallEvent): void
 }
 
@@ -134,7 +135,7 @@ export class CallLog {
           arguments: event.arguments,
           ...(event.site ? { site: { line: event.site.line, column: event.site.column } } : {}),
         })
-        this.tell({ type: 'nested-start', turn: this.options.turn(), event })
+        this.options.onEvent?.({ type: 'nested-start', turn: this.options.turn(), event })
       }),
       scope.on('code/call-settle', (event) => {
         if (!this.mine(event.agent, event.outerCallId)) return
@@ -143,7 +144,7 @@ export class CallLog {
           turn: this.options.turn(),
           ...this.nestedResult(event.outerCallId, event.callId, event.name, event.result, event.durationMs),
         })
-        this.tell({ type: 'nested-end', turn: this.options.turn(), event })
+        this.options.onEvent?.({ type: 'nested-end', turn: this.options.turn(), event })
       }),
       // a checkpointed program's journal, durably: a new process runs it again from the log
       scope.on('code/journal', ({ outerCallId, agent, change }) => {
@@ -186,19 +187,11 @@ export class CallLog {
     const detail = project(payload) as Record<string, unknown>
     const tool = typeof request.tool === 'string' ? request.tool : undefined
     this.record({ type: 'approval', turn: this.options.turn(), event, callId, tool, detail })
-    this.tell({ type: 'approval', turn: this.options.turn(), event, detail })
+    this.options.onEvent?.({ type: 'approval', turn: this.options.turn(), event, detail })
   }
 
   private record(record: NewRecord) {
     this.options.log?.append(record)
-  }
-
-  private tell(event: CallEvent) {
-    try {
-      this.options.onEvent?.(event)
-    } catch (error) {
-      this.ctx.root.logger('agent').warn('a session onEvent callback threw (ignored): %s', messageOf(error))
-    }
   }
 
   /** a new turn: the nested calls of the last one are forgotten */
