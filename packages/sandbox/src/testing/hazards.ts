@@ -572,14 +572,9 @@ const none: CodeRunRequest['call'] = async () => ({ ok: false, message: 'none' }
 const echo = async (_: string, json: string): Promise<BridgeReply> => ({ ok: true, value: json })
 /** for runs whose outcome a test asserts, not their budgets: a loaded machine must not end them first */
 export const roomy = { ...hazardLimits, cpuMs: 10000, wallMs: 20000 }
-/** a run of `code` whose `tools` `call` answers, under `limits` (the sandbox's own when none) */
-const request = (code: string, tools: string[] = [], call = none, limits?: CodeRunLimits, signal = new AbortController().signal) => ({
-  code,
-  tools,
-  call,
-  signal,
-  limits,
-})
+/** a run of `code` that may call no tool, under the sandbox's own limits, unless `more` says otherwise */
+const request = (code: string, more: Partial<CodeRunRequest> = {}) => ({ code, tools: [], call: none, signal: new AbortController().signal, ...more })
+const echoing = { tools: ['echo'], call: echo, limits: roomy }
 
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
 export function describePool(
@@ -596,7 +591,7 @@ export function describePool(
     it('starts warming at construction and serves from the warm pool once ready', async () => {
       const sandbox = pool(1)
       await sandbox.ready()
-      expect(await sandbox.run(request('return await tools.echo(1)', ['echo'], echo, roomy))).to.deep.include({ ok: true, result: '1' })
+      expect(await sandbox.run(request('return await tools.echo(1)', echoing))).to.deep.include({ ok: true, result: '1' })
     })
 
     it('closes while still warming: ready() settles and no run starts', async () => {
@@ -615,12 +610,12 @@ export function describePool(
 
     it('serves overlapping runs beyond the pool size', async () => {
       const sandbox = pool(1)
-      const runs = [1, 2, 3].map((n) => sandbox.run(request(`return await tools.echo(${n})`, ['echo'], echo, roomy)))
+      const runs = [1, 2, 3].map((n) => sandbox.run(request(`return await tools.echo(${n})`, echoing)))
       expect((await Promise.all(runs)).map((outcome) => outcome.ok && outcome.result)).to.deep.equal(['1', '2', '3'])
     })
 
     it('runs with a memory limit other than the pool’s', async () => {
-      const outcome = await pool(1).run(request('return 1', [], none, { ...roomy, memoryMb: 48 }))
+      const outcome = await pool(1).run(request('return 1', { limits: { ...roomy, memoryMb: 48 } }))
       expect(outcome).to.deep.equal({ ok: true, logs: [], result: '1' })
     })
 
@@ -634,7 +629,8 @@ export function describePool(
         return { ok: true, value: json }
       }
       const controller = new AbortController()
-      const run = (n: number, signal?: AbortSignal) => sandbox.run(request(`return await tools.hold(${n})`, ['hold'], call, roomy, signal))
+      const run = (n: number, signal = new AbortController().signal) =>
+        sandbox.run(request(`return await tools.hold(${n})`, { tools: ['hold'], call, limits: roomy, signal }))
       const runs = [run(1), run(2), run(3, controller.signal), run(4)]
       while (started.length < 2) await sleep(5)
       expect(sandbox.load()).to.include({ running: 2, queued: 2, maxConcurrent: 2 })
@@ -659,7 +655,7 @@ export function describePool(
         started()
         return new Promise<BridgeReply>(() => {})
       }
-      const outcome = sandbox.run(request('await tools.wait({})', ['wait'], call, roomy))
+      const outcome = sandbox.run(request('await tools.wait({})', { tools: ['wait'], call, limits: roomy }))
       await waiting
       await sandbox.close()
       expect(await outcome).to.include({ ok: false, kind: 'abort' })
@@ -672,7 +668,7 @@ export function describePool(
       const fork = ctx.plugin(Service, { poolSize: 1, limits: { memoryMb: 32 } })
       await ctx.start()
       expect(ctx.codeRuntime.backend).to.equal(name)
-      expect(await ctx.codeRuntime.run(request('return 40 + 2', [], none, roomy))).to.deep.equal({ ok: true, logs: [], result: '42' })
+      expect(await ctx.codeRuntime.run(request('return 40 + 2', { limits: roomy }))).to.deep.equal({ ok: true, logs: [], result: '42' })
       fork.dispose()
       expect(ctx.get('codeRuntime')).to.equal(undefined)
     })
