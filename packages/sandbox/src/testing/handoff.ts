@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'mocha'
 import type { LaneCounts } from '../lane.mjs'
 import type { Pool, SandboxService } from '../service.ts'
 import type { BridgeReply, CodeRunLimits, CodeRunOutcome } from '../types.ts'
-import { hazardLimits, roomy } from './hazards.ts'
+import { hazardLimits, request, roomy } from './hazards.ts'
 
 export interface HandoffRuntime extends Pool {
   readonly spinMs: number
@@ -65,13 +65,9 @@ export function describeHandoff(
       }
       const run = async (code: string, signal = new AbortController().signal, limits: Partial<CodeRunLimits> = {}) => {
         settled = false
-        const outcome = await sandbox.run({
-          code,
-          tools: ['echo', 'never', 'fail', 'slow', 'busy', 'abort'],
-          call,
-          signal,
-          limits: { ...hazardLimits, ...limits },
-        })
+        const outcome = await sandbox.run(
+          request(code, { tools: ['echo', 'never', 'fail', 'slow', 'busy', 'abort'], call, signal, limits: { ...hazardLimits, ...limits } }),
+        )
         settled = true
         return outcome
       }

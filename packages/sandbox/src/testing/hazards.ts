@@ -573,7 +573,7 @@ const echo = async (_: string, json: string): Promise<BridgeReply> => ({ ok: tru
 /** for runs whose outcome a test asserts, not their budgets: a loaded machine must not end them first */
 export const roomy = { ...hazardLimits, cpuMs: 10000, wallMs: 20000 }
 /** a run of `code` that may call no tool, under the sandbox's own limits, unless `more` says otherwise */
-const request = (code: string, more: Partial<CodeRunRequest> = {}) => ({ code, tools: [], call: none, signal: new AbortController().signal, ...more })
+export const request = (code: string, more: Partial<CodeRunRequest> = {}) => ({ code, tools: [], call: none, signal: new AbortController().signal, ...more })
 const echoing = { tools: ['echo'], call: echo, limits: roomy }
 
 /** the pool and plugin behaviour every backend shares: `makePool(poolSize)` and its `SandboxService` subclass */
