@@ -3,6 +3,7 @@
 
 import { messageOf } from '@faber/core/message'
 import { argumentBytes, limitMessages, maxPendingCalls, replyBytes } from './budgets.mjs'
+import type { ProgramReports, Refusal } from './contract.ts'
 import type { BridgeReply, CallSite, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest } from './types.ts'
 
 // the microtask that hands in the replies that came back at once is a reaction to this promise: node's queueMicrotask
@@ -48,7 +49,11 @@ class Output {
   }
 }
 
-export class RunBridge {
+/**
+ * what a program reports (contract.ts ProgramReports), taken as it comes. every report is an own function, so that a
+ * driver may hand one on alone or spread the lot into a sink of its own
+ */
+export class RunBridge implements ProgramReports {
   private output: Output
   readonly logs: string[]
   private tools: Set<string>
@@ -59,9 +64,10 @@ export class RunBridge {
   constructor(
     private request: CodeRunRequest,
     private limits: CodeRunLimits,
-    /** whether the run is over: a reply then goes nowhere */
-    private settled: () => boolean,
-    private fail: (kind: CodeFailureKind, message: string) => void,
+    /** whether the run is over: nothing more is taken, and a reply goes nowhere */
+    readonly ended: () => boolean,
+    /** ends the run with its outcome, once; `heap` after a clean end */
+    private finish: (outcome: CodeRunOutcome, heap?: number) => void,
     /** hands a bounded reply to the program */
     private answer: (call: number, reply: BridgeReply) => void,
   ) {
@@ -75,41 +81,35 @@ export class RunBridge {
     return this.pending
   }
 
-  /**
-   * a call the program made (at `site`, the prelude's number for where): a run whose argument is over budget ends here,
-   * anything else is forwarded
-   */
-  call(call: number, name: string, json: string, site?: number) {
+  /** a call is forwarded unless its argument is over budget, which ends the run */
+  readonly call = (call: number, name: string, json: string, site?: number) => {
     if (json.length > argumentBytes(this.limits)) return this.refused('argument')
     this.forward(call, name, json, site)
   }
 
-  /** a line the program printed: false when it is over the output budget, and the run has failed */
-  log(line: string) {
+  readonly log = (line: string) => {
     if (this.output.log(line)) return true
     this.overOutput()
     return false
   }
 
-  /** what a program that returned reports, or undefined when its result is over the output budget and the run has failed */
-  returned(result: string | undefined): CodeRunOutcome | undefined {
-    if (result === undefined) return { ok: true, logs: this.logs }
-    if (!this.output.fits(result)) return void this.overOutput()
-    return { ok: true, logs: this.logs, result }
+  readonly done = (result: string | undefined, heap?: number) => {
+    if (result === undefined) return this.finish({ ok: true, logs: this.logs }, heap)
+    if (!this.output.fits(result)) return this.overOutput()
+    this.finish({ ok: true, logs: this.logs, result }, heap)
   }
 
-  threw(message: string, line?: number, column?: number): CodeRunOutcome {
-    return { ok: false, kind: 'exception', message, logs: this.logs, ...(line ? { line, column } : {}) }
-  }
+  readonly threw = (message: string, line?: number, column?: number, heap?: number) =>
+    this.finish({ ok: false, kind: 'exception', message, logs: this.logs, ...(line ? { line, column } : {}) }, heap)
 
-  overOutput() {
-    this.fail('output-limit', limitMessages.output(this.limits))
-  }
+  readonly overOutput = () => this.failed('output-limit', limitMessages.output(this.limits))
 
-  /** the prelude or the sandbox refused what the program asked for (`argument`, `buffers`, `waiting`) */
-  refused(reason: unknown) {
-    this.fail('memory', limitMessages.refused(this.limits, reason))
-  }
+  readonly refused = (reason: Refusal) => this.failed('memory', limitMessages.refused(this.limits, reason))
+
+  /** ends the run as failed, with what it printed so far */
+  readonly failed = (kind: CodeFailureKind, message: string) => this.finish({ ok: false, kind, message, logs: this.logs })
+
+  readonly values = (values: number[]) => this.request.values?.record(values)
 
   // a call forwarded to the host: the reply that needed no waiting is queued and handed to the program on a microtask
   // (never from inside the report of the call it answers); a pending one when it settles. no promise or closure of the
@@ -149,7 +149,7 @@ export class RunBridge {
 
   private replied(call: number, name: string, json: string, reply: BridgeReply, later = false) {
     this.left(json)
-    if (this.settled()) return
+    if (this.ended()) return
     let bounded: BridgeReply
     try {
       bounded = boundReply(reply, this.limits, name)
@@ -173,7 +173,7 @@ export class RunBridge {
   // (each caller catches it itself: a frame of the bridge's own would count against the stack a test double on the
   // host's thread shows the program)
   private unanswered(error: unknown) {
-    this.fail('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
+    this.failed('crash', `a reply could not be handed to the program: ${messageOf(error)}`)
   }
 
   // replies that came back at once, as call, reply pairs up to `readyEnd`, answered in order on the next microtask. the
@@ -184,7 +184,7 @@ export class RunBridge {
     const ready = this.ready
     try {
       // answering one may bring the program's next call, and its reply joins this same list
-      for (let i = 0; i < this.readyEnd && !this.settled(); i += 2) {
+      for (let i = 0; i < this.readyEnd && !this.ended(); i += 2) {
         const reply = ready[i + 1] as BridgeReply
         // the list holds no reply it handed in
         ready[i + 1] = undefined

@@ -1,10 +1,10 @@
 // what every backend shares, so that a backend is a driver (contract.ts): `SandboxPool`, the run prologue, the cap and a
-// warm pool of a driver's units; `Run`, one run's host side (its reports to the bridge, its budgets, its end once)
+// warm pool of a driver's units; `Run`, one run's host side (its bridge, which takes its reports; its budgets; its end, once)
 
 import { messageOf } from '@faber/core/message'
 import { RunBridge } from './bridge.ts'
 import { limitMessages } from './budgets.mjs'
-import type { ProgramHandle, ProgramReports, SandboxDriver, Unit } from './contract.ts'
+import type { ProgramHandle, SandboxDriver, Unit } from './contract.ts'
 import { defaultMaxConcurrent, Gate } from './gate.ts'
 import { wrapProgram } from './prelude.mjs'
 import {
@@ -177,7 +177,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
         resolve(outcome)
       })
       const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => run.wall.left(now) }
-      handle = this.driver.start(unit, program, run.reports)
+      handle = this.driver.start(unit, program, run.bridge)
       if (ended !== undefined) handle.end(ended)
       else run.arm(handle)
     })
@@ -325,7 +325,6 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
 export class Run {
   readonly bridge: RunBridge
   settled = false
-  readonly reports: ProgramReports
   private handle: ProgramHandle | undefined
   private cpuTimer: NodeJS.Timeout | undefined
   readonly wall: WallClock
@@ -336,33 +335,15 @@ export class Run {
     private running: Set<Run>,
     private end: (outcome: CodeRunOutcome, heap: number | undefined) => void,
   ) {
-    const bridge = new RunBridge(
+    this.bridge = new RunBridge(
       request,
       limits,
       () => this.settled,
-      this.fail,
+      (outcome, heap) => this.finish(outcome, heap),
       (call, reply) => this.handle?.deliver(call, reply),
     )
-    this.bridge = bridge
-    this.reports = {
-      ended: () => this.settled,
-      call: (call, name, json, site) => bridge.call(call, name, json, site),
-      log: (line) => bridge.log(line),
-      done: (result, heap) => {
-        const outcome = bridge.returned(result)
-        if (outcome) this.finish(outcome, heap)
-      },
-      threw: (message, line, column, heap) => this.finish(bridge.threw(message, line, column), heap),
-      overOutput: () => bridge.overOutput(),
-      refused: (reason) => bridge.refused(reason),
-      failed: this.fail,
-      values: (values) => request.values?.record(values),
-    }
-    this.wall = new WallClock(limits.wallMs, () => this.fail('timeout', limitMessages.wall(limits)))
+    this.wall = new WallClock(limits.wallMs, () => this.bridge.failed('timeout', limitMessages.wall(limits)))
   }
-
-  /** ends the run as failed, with what it printed so far */
-  readonly fail = (kind: CodeFailureKind, message: string) => this.finish({ ok: false, kind, message, logs: this.bridge.logs })
 
   /** ends the run with `outcome`, once; `heap` is the unit's heap after a clean end (left out: it serves no more runs) */
   finish(outcome: CodeRunOutcome, heap?: number) {
@@ -385,7 +366,7 @@ export class Run {
     const checkCpu = async () => {
       const used = await handle.cpuUsed()
       if (used === undefined || this.settled) return
-      if (used >= limits.cpuMs) return this.fail('timeout', limitMessages.cpu(limits))
+      if (used >= limits.cpuMs) return this.bridge.failed('timeout', limitMessages.cpu(limits))
       // cpu time grows no faster than the clock, so nothing can be over budget before then
       this.cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))
     }
@@ -395,5 +376,5 @@ export class Run {
     this.wall.start(this.request.waits)
   }
 
-  private onAbort = () => this.fail('abort', 'the run was aborted')
+  private onAbort = () => this.bridge.failed('abort', 'the run was aborted')
 }

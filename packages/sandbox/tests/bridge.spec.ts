@@ -132,9 +132,9 @@ describe("the run bridge's host side", () => {
         },
         limits,
         () => settled,
-        (kind, message) => {
+        (outcome) => {
           settled = true
-          failures.push(`${kind}: ${message}`)
+          failures.push(outcome.ok ? 'ok' : `${outcome.kind}: ${outcome.message}`)
         },
         (call) => {
           answered.push(call)
