@@ -138,11 +138,7 @@
       if (typeof id !== 'number') return
       const slot = id % maxPendingCalls
       if (!(slot >= 0 && slot < made) || slots[slot].id !== id) return
-      const record = slots[slot]
-      const resolve = record.resolve
-      const reject = record.reject
-      const name = record.name
-      const site = record.site
+      const { resolve, reject, name, site } = slots[slot]
       release(slot)
       if (first !== undefined) sendHeld()
       if (!ok) return reject(failed(name, `${text}`, code === undefined ? undefined : `${code}`, site))

@@ -234,8 +234,7 @@
   const describe = (error) => {
     try {
       if (error !== null && typeof error === 'object') {
-        const name = error.name
-        const message = error.message
+        const { name, message } = error
         if (typeof message === 'string') return `${typeof name === 'string' && name ? clip(name) : 'Error'}: ${clip(message)}`
       }
       return clip(inspect(error, 2, shown))
