@@ -1,8 +1,9 @@
 // the driver: made once per isolate in a context of its own that no program reaches (calls-script.js's value there is
 // `shared`), and called for each run with the prelude's `setup` of that run's context. its code is the isolate's, so V8
-// optimizes it once, not in every run's fresh context (~40% of the optimizing compiles of a run of 2,000 calls). it is
-// strict, so a frame of it shows a program no function or receiver. nothing of its realm reaches the program: it hands
-// the prelude only primitives, and the prelude turns what its bridge throws into a refusal.
+// optimizes it once, not in every run's fresh context (~40% of the optimizing compiles of a run of 2,000 calls). its
+// intrinsics are that context's, which no program can replace; it is strict, so a frame of it shows a program no
+// function or receiver. nothing of its realm reaches the program: it hands the prelude only primitives, and the prelude
+// turns what its bridge throws into a refusal.
 //
 // on the isolate's thread the bridge is an ignored callback, or the hand-off's ring; once a reply was `deliver`ed from
 // the sandbox's thread (hostDrive), a plain callback to that thread.
@@ -16,16 +17,13 @@
   // the script's value: (shared, lanes) => the driver
 ;(shared, lanes) =>
   (onHost, offHost, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) => {
-    const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt)
-    const indexOf = Function.prototype.call.bind(String.prototype.indexOf)
-    const slice = Function.prototype.call.bind(String.prototype.slice)
     const fromCharCode = String.fromCharCode
     const now = Date.now
     let host = false
 
     const codec = {
       write: (units, at, text) => {
-        for (let i = 0; i < text.length; i++) units[at + i] = charCodeAt(text, i)
+        for (let i = 0; i < text.length; i++) units[at + i] = text.charCodeAt(i)
       },
       read: (units, at, length) => {
         let text = ''
@@ -58,9 +56,9 @@
     const reply = (message) => {
       outstanding--
       if (typeof message !== 'string') return deliver(message[0], message[1], message[2], message[3])
-      const colon = indexOf(message, ':')
+      const colon = message.indexOf(':')
       try {
-        deliver(+slice(message, 0, colon), true, slice(message, colon + 1))
+        deliver(+message.slice(0, colon), true, message.slice(colon + 1))
       } catch {}
     }
     const takeReplies = () => replies.take(reply)

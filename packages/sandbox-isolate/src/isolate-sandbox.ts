@@ -72,10 +72,10 @@ interface Slot extends Unit, Watched {
 interface Drive {
   deliver(call: number, reply: BridgeReply): void
   /** the program's first stretch returned, and it has not reported its end */
-  ready(): void
-  took(call: number): void
+  ready?(): void
+  took?(call: number): void
   /** ms of the isolate's cpu time that were its spins for replies, not the program's */
-  spun(): number
+  spun?(): number
 }
 
 /** the program's `done` or `throw`, as the prelude reported it */
@@ -204,7 +204,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     const dispatch: ProgramReports['call'] = (call, name, json, site) => {
       if (reports.ended()) return
       run.waiting++
-      drive.took(call)
+      drive.took?.(call)
       reports.call(call, name, json, site)
     }
     const held: ProgramReports = {
@@ -314,7 +314,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         },
         // spins that caught a reply (waited), and spinMs for each that caught nothing (at most one a call)
         spun: () => waited + Math.min(Math.max(0, handoffCounts(slot.handoff)[1].missed - missedBefore), taken) * this.spinMs,
-        ready: none,
       }
     }
 
@@ -370,8 +369,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
           inbox.push(reply.ok ? [call, true, reply.value] : [call, false, reply.message, reply.code])
           if (!run.busy && !driving) deliverAll()
         },
-        took: none,
-        spun: () => 0,
         ready: deliverAll,
       }
     }
@@ -443,7 +440,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         run.busy = false
         if (reports.ended()) return
         if (run.reported) return finish()
-        drive.ready()
+        drive.ready?.()
       }, onRejected)
     return {
       deliver: (call, reply) => {
@@ -452,7 +449,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       },
       cpuUsed: () => {
         try {
-          return Number(isolate.cpuTime - cpuStart) / 1e6 - drive.spun()
+          return Number(isolate.cpuTime - cpuStart) / 1e6 - (drive.spun?.() ?? 0)
         } catch {}
       },
       end,
