@@ -216,6 +216,17 @@ export class CallLog {
   }
 
   /**
+   * the caller of a program checkpointed in the log went away, not its person (the server stops, the connection
+   * closed): nothing more is recorded under it, so it stays in the log as it is, to run again when called again; the
+   * caller records no end for it. false, and nothing done, for a call that is not such a program
+   */
+  leave(callId: string): boolean {
+    if (!this.durable.has(callId) || !this.inflight.delete(callId)) return false
+    this.endStarts(callId)
+    return true
+  }
+
+  /**
    * the oldest program the log holds checkpointed that a call of `name` with these arguments (equal as canonical JSON)
    * would run again, taken: no other call takes it. undefined when none
    */

@@ -201,6 +201,31 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(results[0]).to.deep.include({ isError: false, value: DONE })
     })
 
+    it('stopped gracefully (SIGTERM) while it waits: the program is left checkpointed, not cancelled, and runs again', async () => {
+      const first = await overStdio(NEVER)
+      const call = first.callTool({ name: 'run_code', arguments: PROGRAM }).catch((error: Error) => error)
+      while (!(await readFile(log, 'utf8').catch(() => '')).includes('"type":"checkpoint"')) await sleep(20)
+      while ((await pending()).length < 1) await sleep(50)
+      process.kill(first.pid, 'SIGTERM')
+      expect(await call).to.be.instanceOf(Error)
+      // gone, its lock with it
+      while (
+        await Promise.resolve()
+          .then(() => process.kill(first.pid, 0))
+          .catch(() => false)
+      )
+        await sleep(20)
+      const [callId] = (await records()).filter((r) => r.type === 'call').map((r) => r.call.id as string)
+      expect((await records()).filter((r) => r.callId === callId && (r.type === 'result' || (r.type === 'journal' && r.reply)))).to.deep.equal([])
+      // the deployment stopping withdrew its question: the person is asked again
+      expect(await pending()).to.deep.equal([])
+      const second = await overStdio({ action: 'accept', content: { approve: true } })
+      const result = await second.callTool({ name: 'run_code', arguments: PROGRAM })
+      expect(result.isError, text(result)).to.not.equal(true)
+      expect(second.asked).to.have.length(1)
+      await expectResumed(callId)
+    })
+
     it('killed again while the resumed program runs a body: a third server does not run the program again, and says what may have run', async () => {
       const program = { ...PROGRAM, code: PROGRAM.code.replace('return', "await tools.stamp({ text: 'hang after the wait' })\nreturn") }
       const [callId] = await killedWhileWaiting(1, false, program)

@@ -281,7 +281,8 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
         calls?.begin({ id: callId, name, arguments: JSON.stringify(args) }, { step: 0, mode: prepared.mode, session })
         result = await prepared.run(extra.signal)
       }
-      calls?.end({ id: callId, name }, result, performance.now() - begin)
+      // closed meanwhile: a program checkpointed in the log was left there (detach); the end of any other is not recorded
+      if (!done) calls?.end({ id: callId, name }, result, performance.now() - begin)
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
@@ -356,6 +357,8 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
   const detach = () => {
     if (done) return
     done = true
+    // its calls were aborted by the close, not cancelled by the client: a checkpointed program stays in the log to run again
+    if (calls) for (const callId of inflight.keys()) calls.leave(callId)
     for (const dispose of disposers.splice(0).reverse()) dispose()
     // what policies kept for this client's conversation (breaker streaks, session grants) goes with it
     try {
