@@ -53,15 +53,11 @@ interface Case {
   also?: (outcome: CodeRunOutcome) => void
 }
 
-export interface HazardOptions {
-  /**
-   * titles of groups (`memory`, `escapes`, …) or tests that do not apply to this backend: they are listed as pending,
-   * not run. only for a backend that does not claim what they check (a test double, say), never to hide a failure
-   */
-  skip?: string[]
-}
-
-export function describeHazards(name: string, makeRuntime: () => Pool, options: HazardOptions = {}) {
+/**
+ * `skip`: titles of groups (`memory`, `escapes`, …) or tests that do not apply to this backend: they are listed as pending,
+ * not run. only for a backend that does not claim what they check (a test double, say), never to hide a failure
+ */
+export function describeHazards(name: string, makeRuntime: () => Pool, options: { skip?: string[] } = {}) {
   const skip = new Set(options.skip)
   const group = (title: string, body: () => void) => (skip.has(title) ? describe.skip : describe)(title, body)
   const test = (title: string, body: () => Promise<void>) => (skip.has(title) ? it.skip : it)(title, body)
