@@ -231,6 +231,8 @@ export class CallLog {
    * would run again, taken: no other call takes it. undefined when none
    */
   take(name: string, args: unknown): RecordedCheckpoint | undefined {
+    // most calls meet an empty map: no canonical JSON of their arguments
+    if (!this.checkpointed.size) return undefined
     const wanted = canonicalOf(args)
     if (wanted === undefined) return undefined
     for (const [id, recorded] of this.checkpointed) {
