@@ -113,7 +113,6 @@ function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, rep
     wallLeft: (now = performance.now()) => (wall.waiting ? Number.POSITIVE_INFINITY : wall.left - (now - wall.since)),
   }
   const run = {
-    reports,
     wall,
     handle: undefined,
     end: () => (ended = true),

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { limitMessages } from './budgets.mjs'
 import { type Program, type ProgramHandle, type ProgramReports, report, type SandboxDriver, type Unit } from './contract.ts'
 import { type PoolOptions, SandboxPool } from './pool.ts'
-import type { CodeFailureKind, CodeRunLimits } from './types.ts'
+import type { CodeRunLimits } from './types.ts'
 
 const entry = fileURLToPath(new URL('./process-child.mjs', import.meta.url))
 
@@ -385,28 +385,21 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
 
   private died(child: Child, how: string) {
     const oom = outOfMemory.test(child.stderr)
-    const fail = (id: number, kind: CodeFailureKind, message: string) => {
-      const active = child.runs.get(id)
+    for (const [id, { limits, reports }] of [...child.runs]) {
+      const alone = child.runs.size === 1
       this.forget(child, id)
-      active?.reports.failed(kind, message)
-    }
-    for (const [id, { limits }] of [...child.runs]) {
       if (child.malformed) {
-        fail(id, 'crash', `the sandbox process sent a malformed message (${child.malformed}); it was ended and a new one started`)
+        reports.failed('crash', `the sandbox process sent a malformed message (${child.malformed}); it was ended and a new one started`)
+      } else if (child.parked && (child.parked.culprit ?? (alone ? id : undefined)) === id) {
+        const why = "V8 ran out of memory outside the sandbox's limit and parked the sandbox process; it was ended and a new one started"
+        reports.failed('memory', `${limitMessages.memory(limits)}: ${why}`)
       } else if (child.parked) {
-        const mine = child.parked.culprit === undefined ? child.runs.size === 1 : child.parked.culprit === id
-        if (mine)
-          fail(
-            id,
-            'memory',
-            `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and parked the sandbox process; it was ended and a new one started`,
-          )
-        else fail(id, 'crash', "the sandbox process was lost to another program's out-of-memory; it was ended and a new one started; run it again")
+        reports.failed('crash', "the sandbox process was lost to another program's out-of-memory; it was ended and a new one started; run it again")
       } else if (oom) {
-        const others = child.runs.size > 1 ? '; other programs running in the same process were ended with it' : ''
-        fail(id, 'memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and ended the sandbox process${others}`)
+        const others = alone ? '' : '; other programs running in the same process were ended with it'
+        reports.failed('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and ended the sandbox process${others}`)
       } else {
-        fail(id, 'crash', `the sandbox process exited unexpectedly (${how}); a new one was started`)
+        reports.failed('crash', `the sandbox process exited unexpectedly (${how}); a new one was started`)
       }
     }
     const problem = `it exited (${how})${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`
@@ -491,9 +484,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
   private hold(child: Child, change: number) {
     child.holds += change
     const method = child.holds > 0 ? 'ref' : 'unref'
-    child.process[method]()
-    child.process.channel?.[method]()
-    ;(child.process.stdout as { ref?: () => void; unref?: () => void } | null)?.[method]?.()
-    ;(child.process.stderr as { ref?: () => void; unref?: () => void } | null)?.[method]?.()
+    const proc = child.process
+    for (const handle of [proc, proc.channel, proc.stdout, proc.stderr] as ({ ref?(): void; unref?(): void } | null | undefined)[]) handle?.[method]?.()
   }
 }
