@@ -54,6 +54,8 @@ interface Case {
 }
 
 /**
+ * `makeRuntime` builds the sandbox with `hazardLimits` (a test double may take a roomier CPU budget): a case's own
+ * limits override those, and the rest are the sandbox's.
  * `skip`: titles of groups (`memory`, `escapes`, …) or tests that do not apply to this backend: they are listed as pending,
  * not run. only for a backend that does not claim what they check (a test double, say), never to hide a failure
  */
@@ -108,7 +110,7 @@ export function describeHazards(name: string, makeRuntime: () => Pool, options: 
 
     const run = async (code: string, options: { signal?: AbortSignal; limits?: Partial<CodeRunLimits> } = {}) => {
       const { signal = new AbortController().signal, limits } = options
-      const outcome = await runtime.run({ code, tools: Object.keys(host), call, signal, limits: { ...hazardLimits, ...limits } })
+      const outcome = await runtime.run({ code, tools: Object.keys(host), call, signal, limits })
       settledAt = performance.now()
       return outcome
     }
