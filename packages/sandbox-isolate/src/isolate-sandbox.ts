@@ -114,11 +114,6 @@ const calibrate = () => {
     turnsPerMs = Math.max(turnsPerMs, 5000 / (performance.now() - started))
   }
 }
-const spinTurns = (ms: number) => {
-  if (!(ms > 0)) return 0
-  if (turnsPerMs === 0) calibrate()
-  return Math.max(1, Math.round(ms * turnsPerMs))
-}
 
 const sliceMessage = (sliceMs: number) =>
   `the program computed for more than ${sliceMs} ms at once after a tool call returned (sliceMs): between tool calls programs run on the host's thread; compute in smaller steps or before the first tool call`
@@ -195,7 +190,13 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       Atomics.sub(runsActive, 0, 1)
       if (!reuse) return
       for (const handle of handles) handle.release()
-      setImmediate(() => this.makeNext(slot))
+      // the next run's context, made on a turn of the event loop after this one
+      setImmediate(() => {
+        if (slot.inRun || slot.next || slot.parked || isolate.isDisposed) return
+        try {
+          slot.next = isolate.createContextSync()
+        } catch {}
+      })
     }
 
     // a call made during a step waits in `spilled` until the step returned (the pipeline would spend the program's slice)
@@ -387,7 +388,8 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         offHost,
         new ivm.ExternalCopy(slot.handoff).copyInto({ release: true }),
         new ivm.ExternalCopy(runsActive.buffer).copyInto({ release: true }),
-        spinTurns(this.spinMs),
+        // spinMs in turns: measured when the slot was made
+        this.spinMs > 0 ? Math.max(1, Math.round(this.spinMs * turnsPerMs)) : 0,
         setup.derefInto(),
         request.values && JSON.stringify(request.values.replay),
         JSON.stringify(request.tools),
@@ -490,13 +492,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     this.handoffs.remove(slot.handoff)
     // from inside a step this ends the program at once. a parked isolate's thread still holds it: abandoned
     if (!slot.parked && !slot.isolate.isDisposed) slot.isolate.dispose()
-  }
-
-  private makeNext(slot: Slot) {
-    if (slot.inRun || slot.next || slot.parked || slot.isolate.isDisposed) return
-    try {
-      slot.next = slot.isolate.createContextSync()
-    } catch {}
   }
 
   // what the isolate's heap holds after a clean run, or undefined when it may not serve another

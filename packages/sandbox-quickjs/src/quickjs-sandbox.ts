@@ -22,10 +22,8 @@ const entry = new URL('./quickjs-worker.mjs', import.meta.url)
 // (node's types leave WebAssembly to the DOM library)
 const { WebAssembly } = globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<object> } }
 let compiled: Promise<object> | undefined
-const wasmModule = () => {
-  compiled ??= readFile(createRequire(import.meta.url).resolve('@jitl/quickjs-ng-wasmfile-release-sync/wasm')).then((bytes) => WebAssembly.compile(bytes))
-  return compiled
-}
+const wasmModule = () =>
+  (compiled ??= readFile(createRequire(import.meta.url).resolve('@jitl/quickjs-ng-wasmfile-release-sync/wasm')).then((bytes) => WebAssembly.compile(bytes)))
 const MB = 1024 * 1024
 // well under the thread's stack: a deep recursion ends as QuickJS's RangeError first (5,000 plain frames fit in 1 MB)
 const stackBytes = MB
@@ -113,6 +111,7 @@ export const quickJsDriver: SandboxDriver<Slot> = {
       argumentBytes: argumentBytes(limits),
       maxPendingCalls,
       memoryMessage: limitMessages.memory(limits),
+      recorded: request.values && JSON.stringify(request.values.replay),
     })
     return {
       deliver(call, reply) {

@@ -65,7 +65,7 @@ const prepareNext = () => {
   } catch {}
 }
 
-function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, memoryMessage }) {
+function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPendingCalls, memoryMessage, recorded }) {
   const { runtime, vm, shared, setup } = next ?? fresh()
   next = undefined
   // freed after a clean end (QuickJS asserts on a runtime freed with objects alive)
@@ -97,7 +97,9 @@ function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPend
   try {
     const numbers = [outputBytes, bufferBytes, argumentBytes, maxPendingCalls].map((n) => hold(vm.newNumber(n)))
     const toolsJson = hold(vm.newString(JSON.stringify(tools)))
-    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, toolsJson, ...numbers, shared))))
+    // the clock readings and random numbers an earlier run read, read again first (CodeRunRequest.values)
+    const replay = recorded === undefined ? vm.undefined : hold(vm.newString(recorded))
+    const api = hold(timed(() => vm.unwrapResult(vm.callFunction(setup, vm.undefined, crossing, toolsJson, ...numbers, shared, replay))))
     const start = hold(vm.getProp(api, 'start'))
     state.deliver = hold(vm.getProp(api, 'deliver'))
     const main = vm.evalCode(`${header}${code}\n})`, 'program.js')

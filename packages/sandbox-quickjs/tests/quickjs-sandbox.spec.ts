@@ -53,6 +53,20 @@ describe('quickjs-wasm: what it does as QuickJS does', function () {
     if (!overflow.ok) expect(overflow.message).to.match(/^RangeError: Maximum call stack size exceeded/)
   })
 
+  it('reads the clock and random numbers a request recorded first, and records what it reads beyond them at its next call', async () => {
+    const recorded: number[] = []
+    const outcome = await sandbox.run({
+      code: 'const read = [Date.now(), Math.random(), Date.now() > 1234]\nawait tools.echo({})\nreturn read',
+      tools: ['echo'],
+      call,
+      signal: new AbortController().signal,
+      values: { replay: [1234, 0.5], record: (values) => recorded.push(...values) },
+    })
+    expect(outcome).to.deep.include({ ok: true, result: '[1234,0.5,true]' })
+    expect(recorded).to.have.length(1)
+    expect(recorded[0]).to.be.above(1234)
+  })
+
   it('keeps the host event loop free while a program spins', async () => {
     const spin = sandbox.run({ code: 'while (true) {}', tools: [], call, signal: new AbortController().signal, limits: { cpuMs: 500 } })
     // timers keep firing on time while the program computes on its thread
