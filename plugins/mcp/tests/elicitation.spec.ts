@@ -1,4 +1,8 @@
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { mock } from 'node:test'
+import { AgentSession, ScriptedModel, SessionLog } from '@faber/agent'
 import { waitOnPerson } from '@faber/core'
 import { call, deferred, deployment, disposeAll } from '@faber/core/testing'
 import Approval, { type ElicitationAnswer, type ElicitationDecided, type ElicitationQuery } from '@faber/plugin-approval'
@@ -13,11 +17,12 @@ type Answerer = (query: ElicitationQuery) => ElicitationAnswer | undefined | Pro
 /** a deployment importing the asking server, with the approval service and one form answerer */
 async function asking(
   answer: Answerer | undefined,
-  options: { mode?: 'native' | 'code'; timeoutMs?: number; elicitationTimeoutMs?: number; wallMs?: number } = {},
+  options: { mode?: 'native' | 'code'; timeoutMs?: number; elicitationTimeoutMs?: number; wallMs?: number; checkpointAfterMs?: number } = {},
 ) {
   const asked: ElicitationQuery[] = []
   const decided: ElicitationDecided[] = []
-  const ctx = await deployment({ mode: options.mode ?? 'native', codeLimits: options.wallMs ? { wallMs: options.wallMs } : {} }, (ctx) => {
+  const { mode = 'native', wallMs, checkpointAfterMs } = options
+  const ctx = await deployment({ mode, codeLimits: wallMs ? { wallMs } : {}, ...(checkpointAfterMs ? { checkpointAfterMs } : {}) }, (ctx) => {
     if (options.mode === 'code') ctx.plugin(WorkerSandbox, { poolSize: 1 })
     ctx.plugin(Approval, { require: [], elicitationTimeoutMs: options.elicitationTimeoutMs })
     if (answer)
@@ -162,6 +167,51 @@ describe('mcp client: elicitation and sampling from imported servers', function 
       expect(result.isError, result.content).to.equal(false)
       expect(result.content).to.include('"name":"Grace"')
       expect(asked[0].calls?.map((exec) => exec.name)).to.deep.equal(['asking__ask'])
+    })
+
+    it('inside run_code, a form still open when the process stops survives no restart: the call to the server may have run', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'faber-form-restart-'))
+      try {
+        // the person never answers the form: the program is checkpointed into the session log, and the process "crashes"
+        const first = await asking(
+          (query) => {
+            const answered = waitOnPerson(...(query.calls ?? []))
+            return new Promise<undefined>((resolve) =>
+              query.signal.addEventListener('abort', () => {
+                answered()
+                resolve(undefined)
+              }),
+            )
+          },
+          { mode: 'code', checkpointAfterMs: 100 },
+        )
+        const log = await SessionLog.open(join(dir, 'live.jsonl'))
+        const code = 'return await tools.asking__ask({})'
+        const model = new ScriptedModel([
+          { toolCalls: [{ id: 'run1', name: 'run_code', arguments: { code, description: 'asks who' } }] },
+          { text: 'not reached' },
+        ])
+        const session = new AgentSession(first.ctx, { model, log })
+        const stop = new AbortController()
+        const turn = session.send('who am I?', { signal: stop.signal })
+        while (!(await readFile(log.path, 'utf8')).includes('"type":"checkpoint"')) await new Promise((resolve) => setTimeout(resolve, 10))
+        await copyFile(log.path, join(dir, 'crashed.jsonl'))
+        stop.abort()
+        await turn
+        await log.close()
+        // the new process has a person who would answer at once, but the form was the old server call's
+        const second = await asking(() => ({ action: 'accept', content: { name: 'Grace' } }), { mode: 'code', checkpointAfterMs: 100 })
+        const again = await SessionLog.open(join(dir, 'crashed.jsonl'))
+        const resumed = new AgentSession(second.ctx, { model: new ScriptedModel([{ text: 'told' }]), log: again })
+        expect(resumed.checkpointed).to.deep.equal(['run1'])
+        await resumed.resume()
+        await again.close()
+        const told = resumed.messages.find((m) => m.role === 'tool' && m.toolCallId === 'run1')
+        expect(told?.content).to.include('run_code failed (interrupted)').and.include('tools.asking__ask({})')
+        expect(second.asked, 'the server is not called again, so it asks nothing').to.have.length(0)
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
     })
 
     it('cancels when no approval service is loaded', async () => {
