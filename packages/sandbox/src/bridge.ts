@@ -28,34 +28,14 @@ function boundReply(reply: BridgeReply, limits: CodeRunLimits, name: string): Br
   return { ok: false, message: `the result of ${name} is larger than ${replyBytes(limits)} bytes (a quarter of memoryMb); ask for less at a time` }
 }
 
-/** the host's count of what a run printed; the prelude counts too, this is the copy the host trusts */
-class Output {
-  readonly logs: string[] = []
-  private bytes = 0
-
-  constructor(private limit: number) {}
-
-  /** false when the line does not fit: the run is over its budget */
-  log(line: string) {
-    // a utf-16 unit is at least one utf-8 byte: an overlong line is over without measuring it
-    this.bytes += line.length > this.limit ? line.length : Buffer.byteLength(line)
-    if (this.bytes > this.limit) return false
-    this.logs.push(line)
-    return true
-  }
-
-  fits(result: string) {
-    return result.length <= this.limit - this.bytes && this.bytes + Buffer.byteLength(result) <= this.limit
-  }
-}
-
 /**
  * what a program reports (contract.ts ProgramReports), taken as it comes. every report is an own function, so that a
  * driver may hand one on alone or spread the lot into a sink of its own
  */
 export class RunBridge implements ProgramReports {
-  private output: Output
-  readonly logs: string[]
+  readonly logs: string[] = []
+  // the bytes the run printed: the prelude counts them too, this is the count the host trusts
+  private printed = 0
   private tools: Set<string>
   private pending = 0
   // what the calls waiting on the host hold there: the program's memoryMb bounds it as it bounds the sandbox
@@ -71,8 +51,6 @@ export class RunBridge implements ProgramReports {
     /** hands a bounded reply to the program */
     private answer: (call: number, reply: BridgeReply) => void,
   ) {
-    this.output = new Output(limits.outputBytes)
-    this.logs = this.output.logs
     this.tools = new Set(request.tools)
   }
 
@@ -88,14 +66,21 @@ export class RunBridge implements ProgramReports {
   }
 
   readonly log = (line: string) => {
-    if (this.output.log(line)) return true
-    this.overOutput()
-    return false
+    const limit = this.limits.outputBytes
+    // a utf-16 unit is at least one utf-8 byte: an overlong line is over without measuring it
+    this.printed += line.length > limit ? line.length : Buffer.byteLength(line)
+    if (this.printed > limit) {
+      this.overOutput()
+      return false
+    }
+    this.logs.push(line)
+    return true
   }
 
   readonly done = (result: string | undefined, heap?: number) => {
     if (result === undefined) return this.finish({ ok: true, logs: this.logs }, heap)
-    if (!this.output.fits(result)) return this.overOutput()
+    const left = this.limits.outputBytes - this.printed
+    if (result.length > left || Buffer.byteLength(result) > left) return this.overOutput()
     this.finish({ ok: true, logs: this.logs, result }, heap)
   }
 

@@ -6,15 +6,9 @@ import type { CodeRuntimeLoad } from './types.ts'
 /** two running programs per core: enough to overlap their waits on tools, few enough to bound threads and memory */
 export const defaultMaxConcurrent = () => Math.max(2, availableParallelism() * 2)
 
-interface Waiter {
-  start: (release: (() => void) | undefined) => void
-  signal: AbortSignal
-  onAbort: () => void
-}
-
 export class Gate {
   private running = 0
-  private queue: Waiter[] = []
+  private queue: { start: (release: (() => void) | undefined) => void; signal: AbortSignal; onAbort: () => void }[] = []
   private peakRunning = 0
   private peakQueued = 0
 
@@ -27,7 +21,7 @@ export class Gate {
     if (signal.aborted) return Promise.resolve(undefined)
     if (this.running < this.maxConcurrent && this.queue.length === 0) return Promise.resolve(this.enter())
     return new Promise((start) => {
-      const waiter: Waiter = {
+      const waiter = {
         start,
         signal,
         onAbort: () => {
