@@ -551,6 +551,8 @@ export async function main(argv: string[]): Promise<number> {
         const path = typeof values['session-log'] === 'string' ? resolve(values['session-log']) : deployed.spec.session.log
         if (path) {
           log = await SessionLog.open(path)
+          if (log.truncated)
+            process.stderr.write(`faber mcp: ${log.path}: its last line was cut short by a crash and was skipped (line ${log.truncated.line})\n`)
           calls = new CallLog(deployed.ctx, { agent, log, model: 'mcp', turn: () => 0 })
           const waiting = [...calls.checkpointed.values()]
           // the programs a client may still call again; each question they left in the store expires at its deadline

@@ -4,7 +4,7 @@
 // (a stamp appended to a file) runs once; the call it waited on gets the answer given meanwhile (`faber grants answer`
 // into the shared store), or asks the person again. real `faber mcp` processes killed with SIGKILL, real SDK clients
 
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -166,7 +166,7 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
 
     if (backend !== '@faber/sandbox') return
 
-    it('restarted between the answer and the resume: the answer is not lost, and nothing runs twice', async () => {
+    it('restarted between the answer and the resume, its log torn: the answer is not lost, and nothing runs twice', async () => {
       const [callId] = await killedWhileWaiting(1, true)
       const [question] = await pending()
       expect((await faber(['grants', 'answer', question.id, 'allow', '--store', store])).code).to.equal(0)
@@ -175,9 +175,12 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       await between.listTools()
       process.kill(between.pid, 'SIGKILL')
       await sleep(100)
+      // as a kill in the middle of a write leaves it
+      await appendFile(log, '{"type":"journal","turn":0,"outerCa')
       const third = await overStdio(undefined)
       const result = await third.callTool({ name: 'run_code', arguments: PROGRAM })
       expect(result.isError, text(result)).to.not.equal(true)
+      expect(third.stderr()).to.match(/its last line was cut short by a crash and was skipped \(line \d+\)/)
       await expectResumed(callId)
     })
 
