@@ -43,6 +43,7 @@ export const warmUp = (): CodeRunRequest => ({
 })
 
 const failure = (kind: CodeFailureKind, message: string): CodeRunOutcome => ({ ok: false, kind, message, logs: [] })
+const unstarted = (closed: boolean) => failure('abort', closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -113,9 +114,9 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {
     const limits = { ...this.limits, ...request.limits }
     if (this.closed) return failure('crash', 'the sandbox is closed')
-    if (request.signal.aborted) return failure('abort', 'the run was aborted before it started')
+    if (request.signal.aborted) return unstarted(false)
     const leave = await this.gate.acquire(request.signal)
-    if (leave === undefined) return failure('abort', this.closed ? 'the sandbox was closed before the run started' : 'the run was aborted before it started')
+    if (leave === undefined) return unstarted(this.closed)
     try {
       return await this.admit(request, limits)
     } finally {
@@ -133,19 +134,15 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       unit = await this.acquire(limits.memoryMb, request.signal)
     } catch (error) {
       // the unit it waited for (one being warmed) failed because the sandbox closed: that is no crash
-      if (this.closed) return failure('abort', 'the sandbox was closed before the run started')
+      if (this.closed) return unstarted(true)
       return failure('crash', `${this.driver.createFailure}: ${messageOf(error)}`)
     }
-    if (unit === undefined) return failure('abort', 'the run was aborted before it started')
+    if (unit === undefined) return unstarted(false)
     if (this.pooled(unit.memoryMb)) this.out++
     // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens from arm()
-    if (request.signal.aborted) {
+    if (request.signal.aborted || this.closed) {
       this.settle(unit, true)
-      return failure('abort', 'the run was aborted before it started')
-    }
-    if (this.closed) {
-      this.settle(unit, true)
-      return failure('abort', 'the sandbox was closed before the run started')
+      return unstarted(!request.signal.aborted)
     }
     return await this.execute(unit, request, limits)
   }
@@ -202,14 +199,9 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     const pooled = this.pooled(memoryMb)
     const ready = pooled ? this.idle.pop() : undefined
     if (ready) return ready
-    let pending: Promise<U>
     const making = pooled && !this.making?.claimed ? this.making : undefined
-    if (making) {
-      making.claimed = true
-      pending = making.unit
-    } else {
-      pending = this.make(memoryMb)
-    }
+    if (making) making.claimed = true
+    const pending = making ? making.unit : this.make(memoryMb)
     this.fill()
     let onAbort!: () => void
     const aborted = new Promise<undefined>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve(undefined)), { once: true }))

@@ -80,8 +80,8 @@ export namespace SandboxService {
     limits: Partial<CodeRunLimits>
   }
 
-  /** what a deployer writes: every key optional, limits partial */
-  export type ConfigInput = { isolation?: Isolation; poolSize?: number; maxConcurrent?: number; limits?: Partial<CodeRunLimits> }
+  /** what a deployer writes: every key optional */
+  export type ConfigInput = Partial<Config>
 
   /** the schemas of the keys every backend's service takes, for a backend whose Config adds its own */
   export const fields = {
@@ -103,7 +103,7 @@ export namespace SandboxService {
     spinMs: number
   }
 
-  export type HandoffConfigInput = ConfigInput & { spinMs?: number }
+  export type HandoffConfigInput = Partial<HandoffConfig>
 
   export const HandoffConfig = defineConfig<HandoffConfig, HandoffConfigInput>()(
     Schema.object({
