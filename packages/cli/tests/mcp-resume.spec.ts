@@ -2,7 +2,8 @@
 // log: the client calls run_code again with the same arguments (over stdio its pending call died with the process; over
 // --http its MCP session did), and the server runs the program again from the log. the body it ran before the wait
 // (a stamp appended to a file) runs once; the call it waited on gets the answer given meanwhile (`faber grants answer`
-// into the shared store), or asks the person again. real `faber mcp` processes killed with SIGKILL, real SDK clients
+// or `faber grants import` into the shared store, or given to a server killed before the body ran), or asks the person
+// again. real `faber mcp` processes killed with SIGKILL, real SDK clients
 
 import { appendFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -10,21 +11,22 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { type CallToolResult, ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
 import { expect } from 'chai'
-import { BIN, checkpointing, faber, jsonLines, serving } from './helpers.ts'
+import { BIN, checkpointing, faber, jsonLines, type Serving, serving } from './helpers.ts'
 
 const CORE = pathToFileURL(join(import.meta.dirname, '../../core/src/index.ts')).href
 
 // a tool whose body appends its text to a file: the file's lines count the bodies that ran (one whose text starts with
-// "hang" never returns)
+// "hang" never returns); with `killOn`, the process kills itself (SIGKILL) when that event is emitted
 const STAMP = `import { appendFile } from 'node:fs/promises'
 import { defineTool, t } from '${CORE}'
 export default {
   name: 'stamp',
   replay: 'inert',
   apply(ctx, config) {
+    if (config.killOn) ctx.on(config.killOn, () => process.kill(process.pid, 'SIGKILL'))
     ctx.tools.register(defineTool({
       name: 'stamp',
       description: 'appends a line to a file',
@@ -50,8 +52,8 @@ return [a.stamped, b.path]`,
 
 const DONE = { logs: [], result: ['before the wait', 'out.txt'] }
 
-function deployment(backend: string) {
-  return `${checkpointing(backend)}  './stamp.mjs': { file: '\${dir}/stamps.txt' }
+function deployment(backend: string, stamp = '') {
+  return `${checkpointing(backend)}  './stamp.mjs': { file: '\${dir}/stamps.txt'${stamp} }
   '@faber/plugin-approval': { require: [write], except: [], grantWatchMs: 50 }
 `
 }
@@ -74,6 +76,8 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
     let log: string
     let store: string
     const clients: Client[] = []
+    /** the --http servers: killed after each test */
+    const servers: Serving[] = []
 
     beforeEach(async () => {
       dir = await mkdtemp(join(tmpdir(), 'faber-mcp-resume-'))
@@ -85,6 +89,7 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
     })
     afterEach(async () => {
       await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})))
+      for (const server of servers.splice(0)) server.child.kill('SIGKILL')
       await rm(dir, { recursive: true, force: true })
     })
 
@@ -102,10 +107,10 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
     }
 
     /** `faber mcp` on stdio with a client: its pid (to kill it) and what it wrote to stderr */
-    async function overStdio(person: Person) {
+    async function overStdio(person: Person, deploy = 'deploy.yml') {
       const transport = new StdioClientTransport({
         command: process.execPath,
-        args: [BIN, 'mcp', join(dir, 'deploy.yml'), '--session-log', log],
+        args: [BIN, 'mcp', join(dir, deploy), '--session-log', log],
         stderr: 'pipe',
       })
       let stderr = ''
@@ -164,7 +169,60 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
     })
 
+    it('killed again while the resumed program runs a body: a third server does not run the program again, and says what may have run', async () => {
+      const program = { ...PROGRAM, code: PROGRAM.code.replace('return', "await tools.stamp({ text: 'hang after the wait' })\nreturn") }
+      const [callId] = await killedWhileWaiting(1, false, program)
+      const second = await overStdio({ action: 'accept', content: { approve: true } })
+      const call = second.callTool({ name: 'run_code', arguments: program }).catch((error: Error) => error)
+      while ((await stamps()).length < 2) await sleep(20)
+      process.kill(second.pid, 'SIGKILL')
+      expect(await call).to.be.instanceOf(Error)
+      const third = await overStdio(undefined)
+      const result = await third.callTool({ name: 'run_code', arguments: program })
+      expect(result.isError).to.equal(true)
+      expect(text(result)).to.include('run_code failed (interrupted)').and.include('tools.stamp({"text":"hang after the wait"})')
+      expect(await stamps(), 'no body ran twice').to.deep.equal(['before the wait', 'hang after the wait'])
+      expect(await readFile(join(dir, 'ws', 'out.txt'), 'utf8')).to.equal('approved')
+      const results = (await records()).filter((r) => r.type === 'result' && r.callId === callId)
+      expect(results).to.have.length(1)
+      expect(results[0]).to.include({ isError: true, code: 'CODE_RUN_FAILED' })
+    })
+
     if (backend !== '@faber/sandbox') return
+
+    it('a grant imported while it was down (faber grants import): the same run_code again finds it, each body runs once', async () => {
+      const [callId] = await killedWhileWaiting(1, true)
+      const grants = join(dir, 'grants.json')
+      const grant = { tool: 'write', arguments: { '$.path': '^out\\.txt$' }, decision: 'allow', by: 'ops' }
+      await writeFile(grants, JSON.stringify({ version: 1, grants: [grant] }))
+      expect((await faber(['grants', 'import', grants, '--store', store])).code).to.equal(0)
+      // a client that would decline: the grant imported meanwhile is what allows the call
+      const second = await overStdio({ action: 'decline' })
+      const result = await second.callTool({ name: 'run_code', arguments: PROGRAM })
+      expect(result.isError, text(result)).to.not.equal(true)
+      expect(second.asked, 'nobody is asked again').to.deep.equal([])
+      await expectResumed(callId)
+      const decided = (await records()).filter((r) => r.event === 'approval/decided')
+      expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-rules' })
+    })
+
+    it('killed right after the restarted server took the answer, before the body it waited on ran: a third server keeps the answer, each body runs once', async () => {
+      const [callId] = await killedWhileWaiting(1, true)
+      // the second server kills itself the moment its person's answer is decided
+      await writeFile(join(dir, 'kill.yml'), deployment(backend, ", killOn: 'approval/decided'"))
+      const second = await overStdio({ action: 'accept', content: { approve: true } }, 'kill.yml')
+      expect(await second.callTool({ name: 'run_code', arguments: PROGRAM }).catch((error: Error) => error)).to.be.instanceOf(Error)
+      expect(second.asked).to.have.length(1)
+      expect(await stat(join(dir, 'ws', 'out.txt')).catch(() => undefined), 'killed before the write').to.equal(undefined)
+      // a third server whose client would decline: the answer given to the second is the one that counts
+      const third = await overStdio({ action: 'decline' })
+      const result = await third.callTool({ name: 'run_code', arguments: PROGRAM })
+      expect(result.isError, text(result)).to.not.equal(true)
+      expect(third.asked, 'nobody is asked again').to.deep.equal([])
+      await expectResumed(callId)
+      const decided = (await records()).filter((r) => r.event === 'approval/decided')
+      expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
+    })
 
     it('restarted between the answer and the resume, its log torn: the answer is not lost, and nothing runs twice', async () => {
       const [callId] = await killedWhileWaiting(1, true)
@@ -229,25 +287,6 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       await expectResumed(callId)
     })
 
-    it('killed again while the resumed program runs a body: a third server does not run the program again, and says what may have run', async () => {
-      const program = { ...PROGRAM, code: PROGRAM.code.replace('return', "await tools.stamp({ text: 'hang after the wait' })\nreturn") }
-      const [callId] = await killedWhileWaiting(1, false, program)
-      const second = await overStdio({ action: 'accept', content: { approve: true } })
-      const call = second.callTool({ name: 'run_code', arguments: program }).catch((error: Error) => error)
-      while ((await stamps()).length < 2) await sleep(20)
-      process.kill(second.pid, 'SIGKILL')
-      expect(await call).to.be.instanceOf(Error)
-      const third = await overStdio(undefined)
-      const result = await third.callTool({ name: 'run_code', arguments: program })
-      expect(result.isError).to.equal(true)
-      expect(text(result)).to.include('run_code failed (interrupted)').and.include('tools.stamp({"text":"hang after the wait"})')
-      expect(await stamps(), 'no body ran twice').to.deep.equal(['before the wait', 'hang after the wait'])
-      expect(await readFile(join(dir, 'ws', 'out.txt'), 'utf8')).to.equal('approved')
-      const results = (await records()).filter((r) => r.type === 'result' && r.callId === callId)
-      expect(results).to.have.length(1)
-      expect(results[0]).to.include({ isError: true, code: 'CODE_RUN_FAILED' })
-    })
-
     it('two programs with the same arguments checkpointed: the oldest runs again first, each once, then a new one runs fresh', async () => {
       const ids = await killedWhileWaiting(2)
       expect(ids).to.have.length(2)
@@ -274,15 +313,19 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect((await readFile(log)).equals(before)).to.equal(true)
     })
 
-    it('over --http: a new MCP session calling run_code again after the restart gets the result', async () => {
+    it('over --http: after a restart the old Mcp-Session-Id gets 404, and a client that initializes again and calls run_code again gets the result', async () => {
       await writeFile(join(dir, 'deploy.yml'), `${deployment(backend)}session: { log: '\${dir}/session.jsonl' }\n`)
-      const start = async (person: Person) => {
-        const server = serving(['mcp', join(dir, 'deploy.yml'), '--http', '127.0.0.1:0'], /at (http:\/\/\S+\/mcp)/)
+      const start = async (person: Person, at = '127.0.0.1:0', sessionId?: string) => {
+        const server = serving(['mcp', join(dir, 'deploy.yml'), '--http', at], /at (http:\/\/\S+\/mcp)/)
+        const url = new URL(await server.url)
+        servers.push(server)
         const connected = client(person)
-        await connected.connect(new StreamableHTTPClientTransport(new URL(await server.url)))
-        return Object.assign(connected, { server })
+        await connected.connect(new StreamableHTTPClientTransport(url, { sessionId }))
+        return Object.assign(connected, { server, url })
       }
       const first = await start(NEVER)
+      const old = (first.transport as StreamableHTTPClientTransport).sessionId
+      expect(old).to.be.a('string')
       const call = first.callTool({ name: 'run_code', arguments: PROGRAM }).catch((error: Error) => error)
       while (!(await readFile(log, 'utf8').catch(() => '')).includes('"type":"checkpoint"')) await sleep(20)
       while ((await pending()).length < 1) await sleep(50)
@@ -292,16 +335,20 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(await call).to.be.instanceOf(Error)
       const [question] = await pending()
       expect((await faber(['grants', 'answer', question.id, 'allow', '--store', store])).code).to.equal(0)
-      const second = await start(undefined)
-      try {
-        const result = await second.callTool({ name: 'run_code', arguments: PROGRAM })
-        expect(result.isError, text(result)).to.not.equal(true)
-        const [callId] = (await records()).filter((r) => r.type === 'call').map((r) => r.call.id as string)
-        await expectResumed(callId)
-      } finally {
-        await second.close()
-        second.server.child.kill('SIGTERM')
-      }
+      // the restarted server, at the same address; a client that goes on with the old session (the SDK sends no
+      // initialize then) is told it is not found
+      const second = await start(undefined, first.url.host, old)
+      const stale = await second.callTool({ name: 'run_code', arguments: PROGRAM }).catch((error: Error) => error)
+      expect(stale).to.be.instanceOf(StreamableHTTPError).and.to.include({ code: 404 })
+      expect((stale as Error).message).to.include('Session not found')
+      await second.close()
+      const again = client(undefined)
+      await again.connect(new StreamableHTTPClientTransport(second.url))
+      const result = await again.callTool({ name: 'run_code', arguments: PROGRAM })
+      expect(result.isError, text(result)).to.not.equal(true)
+      const [callId] = (await records()).filter((r) => r.type === 'call').map((r) => r.call.id as string)
+      // from the log, not from its start: the stamp before the wait is not made again
+      await expectResumed(callId)
     })
   })
 }
