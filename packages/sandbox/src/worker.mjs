@@ -140,27 +140,20 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     finish([id, 'throw', `${error?.name}: ${error?.message}${line ? ` (line ${line})` : ''}`, line, column])
     return
   }
-  starting = true
-  try {
-    start(main)
-  } finally {
-    starting = false
-  }
+  start(main)
 }
 
 // once the program's microtasks are done, with one call waiting: a reply already there is taken, else a spin of at most
-// `spinMs`. a tick, not an immediate (whose poll of the loop's handles cost 13–50 µs at load 8 against 0.8 µs). while
-// the program starts its code runs before any microtask, and a tick queued then would run before them: a reaction on a
-// settled promise queues it from among them. (a getter read by a promise resolution may spin early: by `spinMs` at most)
+// `spinMs`. a tick (an immediate's poll of the loop's handles cost 13–50 µs at load 8 against 0.8 µs), queued from a
+// microtask: node runs it once the microtask queue is empty, wherever the call was made (a tick queued outside one, as
+// the program starts, would run before the microtasks)
 function spinForReplies() {
   if (scheduled || !(spinMs > 0) || Atomics.load(active, 0) > 1 || !pair.may(0)) return
   scheduled = true
   answers.watch()
-  if (starting) settledPromise.then(afterMicrotasks)
-  else process.nextTick(spinNow)
+  settledPromise.then(afterMicrotasks)
 }
 
-let starting = false
 const settledPromise = Promise.resolve()
 const afterMicrotasks = () => process.nextTick(spinNow)
 
