@@ -208,11 +208,16 @@ export class CallLog {
     this.inflight.add(call.id)
   }
 
-  /** a direct call's result, recorded; its start marks end */
-  end(call: { id: string; name: string }, result: ToolResult, durationMs: number) {
+  /**
+   * a direct call's result, recorded; its start marks end. a checkpointed program's result is on disk when this
+   * resolves: told to its caller before that, a crash would leave it checkpointed, to run again from the log
+   */
+  async end(call: { id: string; name: string }, result: ToolResult, durationMs: number): Promise<void> {
     this.inflight.delete(call.id)
+    const durable = this.durable.has(call.id)
     this.endStarts(call.id)
     this.record({ type: 'result', turn: this.options.turn(), callId: call.id, name: call.name, ...outcomeOf(result, durationMs) })
+    if (durable) await this.options.log?.flush().catch((error) => this.ctx.root.logger('agent').warn('writing a result failed: %s', messageOf(error)))
   }
 
   /**

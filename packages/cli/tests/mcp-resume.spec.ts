@@ -188,24 +188,6 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       expect(results[0]).to.include({ isError: true, code: 'CODE_RUN_FAILED' })
     })
 
-    if (backend !== '@faber/sandbox') return
-
-    it('a grant imported while it was down (faber grants import): the same run_code again finds it, each body runs once', async () => {
-      const [callId] = await killedWhileWaiting(1, true)
-      const grants = join(dir, 'grants.json')
-      const grant = { tool: 'write', arguments: { '$.path': '^out\\.txt$' }, decision: 'allow', by: 'ops' }
-      await writeFile(grants, JSON.stringify({ version: 1, grants: [grant] }))
-      expect((await faber(['grants', 'import', grants, '--store', store])).code).to.equal(0)
-      // a client that would decline: the grant imported meanwhile is what allows the call
-      const second = await overStdio({ action: 'decline' })
-      const result = await second.callTool({ name: 'run_code', arguments: PROGRAM })
-      expect(result.isError, text(result)).to.not.equal(true)
-      expect(second.asked, 'nobody is asked again').to.deep.equal([])
-      await expectResumed(callId)
-      const decided = (await records()).filter((r) => r.event === 'approval/decided')
-      expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-rules' })
-    })
-
     it('killed right after the restarted server took the answer, before the body it waited on ran: a third server keeps the answer, each body runs once', async () => {
       const [callId] = await killedWhileWaiting(1, true)
       // the second server kills itself the moment its person's answer is decided
@@ -222,6 +204,24 @@ for (const backend of ['@faber/sandbox', '@faber/sandbox-isolate']) {
       await expectResumed(callId)
       const decided = (await records()).filter((r) => r.event === 'approval/decided')
       expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-store' })
+    })
+
+    if (backend !== '@faber/sandbox') return
+
+    it('a grant imported while it was down (faber grants import): the same run_code again finds it, each body runs once', async () => {
+      const [callId] = await killedWhileWaiting(1, true)
+      const grants = join(dir, 'grants.json')
+      const grant = { tool: 'write', arguments: { '$.path': '^out\\.txt$' }, decision: 'allow', by: 'ops' }
+      await writeFile(grants, JSON.stringify({ version: 1, grants: [grant] }))
+      expect((await faber(['grants', 'import', grants, '--store', store])).code).to.equal(0)
+      // a client that would decline: the grant imported meanwhile is what allows the call
+      const second = await overStdio({ action: 'decline' })
+      const result = await second.callTool({ name: 'run_code', arguments: PROGRAM })
+      expect(result.isError, text(result)).to.not.equal(true)
+      expect(second.asked, 'nobody is asked again').to.deep.equal([])
+      await expectResumed(callId)
+      const decided = (await records()).filter((r) => r.event === 'approval/decided')
+      expect(decided.at(-1)?.detail).to.include({ outcome: 'allowed', answeredBy: 'approval-rules' })
     })
 
     it('restarted between the answer and the resume, its log torn: the answer is not lost, and nothing runs twice', async () => {

@@ -282,7 +282,7 @@ export async function serveMcp(ctx: Context, options: ServeOptions = {}): Promis
         result = await prepared.run(extra.signal)
       }
       // closed meanwhile: a program checkpointed in the log was left there (detach); the end of any other is not recorded
-      if (!done) calls?.end({ id: callId, name }, result, performance.now() - begin)
+      if (!done) await calls?.end({ id: callId, name }, result, performance.now() - begin)
       return toCallToolResult(result)
     } finally {
       inflight.delete(callId)
