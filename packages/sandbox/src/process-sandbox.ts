@@ -210,11 +210,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     child.runs.set(id, active)
     this.hold(child, 1)
     // the wall-clock budget left, for the child's driver (the whole budget before the pool starts the clock)
-    const left = (waiting: boolean) => {
-      if (waiting) return 0
-      const ms = wallLeft()
-      return Number.isFinite(ms) ? ms : limits.wallMs
-    }
+    const left = (waiting: boolean) => (waiting ? 0 : Math.min(wallLeft(), limits.wallMs))
     const waiting = request.waits?.waiting === true
     const started = { code: request.code, source, tools: [...request.tools], limits, waiting, wallLeft: left(waiting) }
     this.send(child, ['start', unit.id, id, request.values ? { ...started, replay: [...request.values.replay] } : started])
