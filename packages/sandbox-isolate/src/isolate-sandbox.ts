@@ -78,12 +78,7 @@ interface Drive {
   spun?(): number
 }
 
-/** the program's `done` or `throw`, as the prelude reported it */
-type Reported = [kind: unknown, a: unknown, b: unknown, c: unknown]
-
 const none = () => undefined
-
-const MB = 1024 * 1024
 
 const syntaxLocation = /\s*\[program\.js:(\d+):(\d+)\]$/
 
@@ -176,7 +171,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     const fail = reports.failed
     // `reported`: the program's done or throw, which stands once the isolate is idle; `busy`: its first stretch runs on
     // the isolate's thread; `stepping`: a later one runs on this thread (hostDrive); `waiting`: calls not answered
-    const run = { reported: undefined as Reported | undefined, busy: true, stepping: false, waiting: 0 }
+    const run = { reported: undefined as [kind: unknown, a: unknown, b: unknown, c: unknown] | undefined, busy: true, stepping: false, waiting: 0 }
     // released after the run: kept, they keep its context alive in the warm isolate
     const handles: { release(): void }[] = []
     const hold = <T extends { release(): void }>(handle: T) => {
@@ -394,7 +389,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         request.values && JSON.stringify(request.values.replay),
         JSON.stringify(request.tools),
         limits.outputBytes,
-        limits.memoryMb * MB,
+        limits.memoryMb * 1024 * 1024,
         argumentBytes(limits),
         maxPendingCalls,
       ]

@@ -27,8 +27,7 @@ class QuickJsSandboxService extends SandboxService {
 namespace QuickJsSandboxService {
   export type Config = SandboxService.Config
   export type ConfigInput = SandboxService.ConfigInput
-  // in-process by default: a program's memory is a WebAssembly memory with a maximum, which a bomb fills and ends in,
-  // never the host's V8 heap (README)
+  // in-process by default: a bomb fills a WebAssembly memory with a maximum, never the host's V8 heap (README)
   export const Config = defineConfig<SandboxService.Config, SandboxService.ConfigInput>()(
     Schema.object({ ...SandboxService.fields, isolation: SandboxService.fields.isolation.default('in-process') }),
   )
