@@ -62,10 +62,6 @@
       } catch {}
     }
     const takeReplies = () => replies.take(reply)
-    const spun = (caught) => {
-      replies.spun(caught)
-      pair.spun(caught)
-    }
     const spin = async () => {
       await undefined
       scheduled = false
@@ -82,7 +78,9 @@
       }
       replies.unwatch()
       // caught only if the ring brought it: a posted reply is a task run once this one ends
-      spun(takeReplies() > 0)
+      const caught = takeReplies() > 0
+      replies.spun(caught)
+      pair.spun(caught)
     }
     // spin for the reply to a call that will be the only one waiting, if the back-off allows (also after a call that
     // woke the host: 29-40 µs a call against 53 at load 1)
