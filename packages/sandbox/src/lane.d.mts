@@ -1,19 +1,12 @@
-// the types of lane.mjs and lane-script.js (documented there)
+// the types of what typescript code uses from lane.mjs and lane-script.js (documented there)
 import type { MessagePort } from 'node:worker_threads'
 
 export declare const handoffBytes: number
-export declare const handoffWaited: number
 export declare const laneSource: string
 export declare const layout: Readonly<{
   ringUnits: number
-  maxUnits: number
   rings: number
   USED: number
-  SENT: number
-  TAKEN: number
-  CAUGHT: number
-  MISSED: number
-  RING: number
 }>
 export declare const runsActive: Int32Array
 export interface Lane {
@@ -24,13 +17,9 @@ export interface Lane {
   port(message: unknown, handle: (message: unknown) => unknown): void
   watch(how?: 1 | 2): void
   unwatch(): boolean
-  open(): boolean
-  pending(): boolean
-  spun(caught: boolean): void
   spin(ms: number): boolean
 }
 export interface Backoff {
-  called(): void
   may(ahead: 0 | 1): boolean
   spun(caught: boolean): void
 }

@@ -7,7 +7,6 @@ export type {
   CodeRunRequest,
   CodeRuntime,
   CodeRuntimeLoad,
-  RecordedValues,
   WaitSignal,
 } from '@faber/core/code-runtime'
 export { defaultCodeLimits } from '@faber/core/code-runtime'
