@@ -211,7 +211,6 @@ async function workerSideAlone() {
     const source = `(async function (tools, console) {\nfor (let i = 0; i < ${calls}; i++) await tools.echo({ i })\n})`
     Atomics.store(active, 0, 1)
     worker.postMessage({
-      t: 'run',
       id: run,
       source,
       tools: ['echo'],

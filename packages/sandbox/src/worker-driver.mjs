@@ -114,7 +114,6 @@ export class WorkerDriver {
     worker.on('exit', onExit)
     worker.ref()
     worker.postMessage({
-      t: 'run',
       id,
       source,
       tools: request.tools,

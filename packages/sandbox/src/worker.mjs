@@ -202,8 +202,6 @@ function reply(message) {
   } catch {}
 }
 
-parentPort.on('message', (message) => {
-  if (message.t === 'run') runProgram(message)
-})
+parentPort.on('message', runProgram)
 replies.on('message', (message) => answers.port(message, reply))
 parentPort.postMessage({ t: 'ready' })
