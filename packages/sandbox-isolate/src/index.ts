@@ -1,6 +1,5 @@
 import { extname } from 'node:path'
 import { type ProcessBackend, SandboxService } from '@faber/sandbox'
-import type { Context } from 'cordis'
 import { IsolateSandbox } from './isolate-sandbox.ts'
 
 export type { BridgeReply, CodeFailureKind, CodeRunLimits, CodeRunOutcome, CodeRunRequest, CodeRuntime, CodeRuntimeLoad } from '@faber/core/code-runtime'
@@ -17,20 +16,7 @@ export const isolateBackend: ProcessBackend = Object.freeze({
 })
 
 /** provides `ctx.codeRuntime`: programs run in V8 isolates (isolated-vm), a fresh context each */
-class IsolateSandboxService extends SandboxService {
-  static name = 'codeRuntime'
-  static inject: string[] = []
-  declare config: IsolateSandboxService.Config
-
-  constructor(ctx: Context, config: IsolateSandboxService.ConfigInput = {}) {
-    super(ctx, config, isolateBackend, (config) => new IsolateSandbox(config), IsolateSandboxService.Config)
-  }
-}
-
-namespace IsolateSandboxService {
-  export type Config = SandboxService.HandoffConfig
-  export type ConfigInput = SandboxService.HandoffConfigInput
-  export const Config = SandboxService.HandoffConfig
-}
+const IsolateSandboxService = SandboxService.define(isolateBackend, (config) => new IsolateSandbox(config), SandboxService.HandoffConfig)
+type IsolateSandboxService = InstanceType<typeof IsolateSandboxService>
 
 export default IsolateSandboxService

@@ -1,7 +1,7 @@
 import { extname } from 'node:path'
 import { defineConfig } from '@faber/core'
 import { type ProcessBackend, SandboxService } from '@faber/sandbox'
-import { type Context, Schema } from 'cordis'
+import { Schema } from 'cordis'
 import { QuickJsSandbox } from './quickjs-sandbox.ts'
 
 export { QuickJsSandbox, type QuickJsSandboxOptions } from './quickjs-sandbox.ts'
@@ -14,23 +14,14 @@ export const quickJsBackend: ProcessBackend = Object.freeze({
 })
 
 /** provides `ctx.codeRuntime`: programs run in QuickJS compiled to WebAssembly, each unit on a worker thread of its own */
-class QuickJsSandboxService extends SandboxService {
-  static name = 'codeRuntime'
-  static inject: string[] = []
-  declare config: QuickJsSandboxService.Config
-
-  constructor(ctx: Context, config: QuickJsSandboxService.ConfigInput = {}) {
-    super(ctx, config, quickJsBackend, (config) => new QuickJsSandbox(config), QuickJsSandboxService.Config)
-  }
-}
-
-namespace QuickJsSandboxService {
-  export type Config = SandboxService.Config
-  export type ConfigInput = SandboxService.ConfigInput
+const QuickJsSandboxService = SandboxService.define(
+  quickJsBackend,
+  (config) => new QuickJsSandbox(config),
   // in-process by default: a bomb fills a WebAssembly memory with a maximum, never the host's V8 heap (README)
-  export const Config = defineConfig<SandboxService.Config, SandboxService.ConfigInput>()(
+  defineConfig<SandboxService.Config, SandboxService.ConfigInput>()(
     Schema.object({ ...SandboxService.fields, isolation: SandboxService.fields.isolation.default('in-process') }),
-  )
-}
+  ),
+)
+type QuickJsSandboxService = InstanceType<typeof QuickJsSandboxService>
 
 export default QuickJsSandboxService

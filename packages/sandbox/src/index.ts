@@ -1,4 +1,3 @@
-import type { Context } from 'cordis'
 import type { ProcessBackend } from './process-sandbox.ts'
 import { SandboxService } from './service.ts'
 import { WorkerSandbox } from './worker-sandbox.ts'
@@ -17,20 +16,7 @@ export const workerBackend: ProcessBackend = Object.freeze({
 })
 
 /** provides `ctx.codeRuntime`: programs run in pooled worker threads, a fresh vm context each */
-class WorkerSandboxService extends SandboxService {
-  static name = 'codeRuntime'
-  static inject: string[] = []
-  declare config: WorkerSandboxService.Config
-
-  constructor(ctx: Context, config: WorkerSandboxService.ConfigInput = {}) {
-    super(ctx, config, workerBackend, (config) => new WorkerSandbox(config), WorkerSandboxService.Config)
-  }
-}
-
-namespace WorkerSandboxService {
-  export type Config = SandboxService.HandoffConfig
-  export type ConfigInput = SandboxService.HandoffConfigInput
-  export const Config = SandboxService.HandoffConfig
-}
+const WorkerSandboxService = SandboxService.define(workerBackend, (config) => new WorkerSandbox(config), SandboxService.HandoffConfig)
+type WorkerSandboxService = InstanceType<typeof WorkerSandboxService>
 
 export default WorkerSandboxService

@@ -13,11 +13,11 @@ export interface Pool extends CodeRuntime {
   ready(): Promise<void>
 }
 
-export abstract class SandboxService<P extends Pool = Pool> extends Service implements CodeRuntime {
+export abstract class SandboxService<P extends Pool = Pool, C extends SandboxService.Config = SandboxService.Config> extends Service implements CodeRuntime {
   /** starting it starts units that run nothing until asked, and a replay never asks (run_code's body does not run) */
   static replay = 'inert' as const
   declare ctx: Context
-  declare config: SandboxService.Config
+  declare config: C
   /** `worker-vm`, `isolated-vm`...: its process tier's descriptor names it once for both tiers */
   readonly backend: string
   readonly sandbox: P
@@ -26,16 +26,27 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
   private stopped = false
 
   /**
-   * `backend` names the driver the sandbox process runs under `isolation: process`; `create` makes the in-process
-   * sandbox under `isolation: in-process`
+   * a backend's service class, `ctx.codeRuntime`: `backend` names the driver the sandbox process runs under
+   * `isolation: process`, `create` makes the in-process sandbox under `isolation: in-process`
    */
-  constructor(
-    ctx: Context,
-    config: SandboxService.ConfigInput,
+  static define<C extends SandboxService.Config>(
     backend: ProcessBackend,
-    create: (config: SandboxService.Config) => P,
-    schema: (config: SandboxService.ConfigInput) => SandboxService.Config = SandboxService.Config,
-  ) {
+    create: (config: C) => Pool,
+    Config: SandboxService.ConfigSchema<C>,
+  ): SandboxService.Class<C> {
+    const Defined = class extends SandboxService<Pool, C> {
+      static name = 'codeRuntime'
+      static inject: string[] = []
+
+      constructor(ctx: Context, config: Partial<C> = {}) {
+        super(ctx, config, backend, create, Config)
+      }
+    }
+    // assigned, not a static field: a field's type would have to fit the base's Config, the one without spinMs
+    return Object.assign(Defined, { Config })
+  }
+
+  constructor(ctx: Context, config: Partial<C>, backend: ProcessBackend, create: (config: C) => P, schema: SandboxService.ConfigSchema<C>) {
     super(ctx, 'codeRuntime', true)
     this.backend = backend.name
     this.config = schema(config)
@@ -71,6 +82,15 @@ export abstract class SandboxService<P extends Pool = Pool> extends Service impl
 
 export namespace SandboxService {
   export type Isolation = 'process' | 'in-process'
+
+  export type ConfigSchema<C extends Config> = Schema<Partial<C>, C>
+
+  /** what `define` makes: a service class with cordis' static name, inject and Config */
+  export interface Class<C extends Config> {
+    new (ctx: Context, config?: Partial<C>): SandboxService<Pool, C>
+    readonly inject: string[]
+    readonly Config: ConfigSchema<C>
+  }
 
   export interface Config {
     isolation: Isolation

@@ -32,7 +32,7 @@ class VmSandboxService extends SandboxService {
   constructor(ctx: SandboxService['ctx'], config: SandboxService.ConfigInput = {}) {
     // under the default process tier the sandbox process loads this backend from its source, through tsx
     const backend = { module: new URL('./vm-sandbox.ts', import.meta.url).href, exportName: 'vmDriver', name: 'node-vm' }
-    super(ctx, config, backend, (config) => new VmSandbox(config))
+    super(ctx, config, backend, (config) => new VmSandbox(config), SandboxService.Config)
   }
 }
 
