@@ -20,10 +20,14 @@ import { stampPlugin, tree } from '../packages/cli/tests/helpers.ts'
 
 Logger.levels.base = 0
 
-/** a listener on 127.0.0.1 that counts the connections made to it */
+/**
+ * a listener on 127.0.0.1 that counts what reaches it: each connection, and each request (a client's pool sends a later
+ * request over a connection it keeps open, which makes no new connection)
+ */
 async function counting(server: Server) {
-  const counted = { connections: 0 }
-  server.on('connection', () => counted.connections++)
+  const counted = { reached: 0 }
+  server.on('connection', () => counted.reached++)
+  server.on('request', () => counted.reached++)
   if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return { counted, port: (server.address() as AddressInfo).port }
 }
@@ -55,8 +59,8 @@ describe('faber replay: read-only, network included', function () {
   let dir: string
   let mcpServer: Context
   let serving: Awaited<ReturnType<typeof serveMcpHttp>>
-  let mcp: { counted: { connections: number }; port: number }
-  let collector: { counted: { connections: number }; port: number }
+  let mcp: { counted: { reached: number }; port: number }
+  let collector: { counted: { reached: number }; port: number }
   let collectorServer: Server
   let provider: BasicTracerProvider
 
@@ -101,15 +105,15 @@ describe('faber replay: read-only, network included', function () {
   })
 
   /**
-   * resolves once no connection came in for 300 ms: a stopped MCP client still opens one more connection just after
+   * resolves once nothing reached either listener for 300 ms: a stopped MCP client still opens one more connection just after
    * it stopped, which must not be taken for the replay's
    */
   async function quiet() {
     let seen: number
     do {
-      seen = mcp.counted.connections + collector.counted.connections
+      seen = mcp.counted.reached + collector.counted.reached
       await new Promise((resolve) => setTimeout(resolve, 300))
-    } while (seen !== mcp.counted.connections + collector.counted.connections)
+    } while (seen !== mcp.counted.reached + collector.counted.reached)
   }
 
   afterEach(async () => {
@@ -167,11 +171,11 @@ describe('faber replay: read-only, network included', function () {
     await provider.forceFlush()
     await quiet()
     // live, each of them wrote or connected
-    expect(mcp.counted.connections).to.be.greaterThan(0)
-    expect(collector.counted.connections).to.be.greaterThan(0)
+    expect(mcp.counted.reached).to.be.greaterThan(0)
+    expect(collector.counted.reached).to.be.greaterThan(0)
     expect(await readFile(join(dir, 'ws', 'stamps.txt'), 'utf8')).to.equal('x\n')
     const before = await tree(dir)
-    const counts = { mcp: mcp.counted.connections, collector: collector.counted.connections }
+    const counts = { mcp: mcp.counted.reached, collector: collector.counted.reached }
 
     let listening: boolean | undefined
     const report = await replay([log], deployment(web), {
@@ -182,7 +186,7 @@ describe('faber replay: read-only, network included', function () {
     await provider.forceFlush()
     expect(report.summary).to.include({ replayed: 4, unchanged: 4, unknown: 0 })
     expect(listening).to.equal(false)
-    expect({ mcp: mcp.counted.connections, collector: collector.counted.connections }).to.deep.equal(counts)
+    expect({ mcp: mcp.counted.reached, collector: collector.counted.reached }).to.deep.equal(counts)
     expect(await tree(dir)).to.deep.equal(before)
   })
 
@@ -196,7 +200,7 @@ describe('faber replay: read-only, network included', function () {
       await deployed.stop()
     }
     await quiet()
-    const counted = mcp.counted.connections
+    const counted = mcp.counted.reached
     const stricter = deployment(await freePort())
     // and a server the client would start as a process, which leaves a mark when it starts
     const marker = join(dir, 'started')
@@ -209,7 +213,7 @@ describe('faber replay: read-only, network included', function () {
     })
     const report = await replay([log], stricter)
     expect(report.changes.map((c) => [c.name, c.old.verdict, c.new.verdict, c.new.plugin])).to.deep.equal([['kb__lookup', 'allow', 'deny', 'guards']])
-    expect(mcp.counted.connections).to.equal(counted)
+    expect(mcp.counted.reached).to.equal(counted)
     expect(existsSync(marker), 'the stdio server was started').to.equal(false)
   })
 
