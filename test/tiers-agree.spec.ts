@@ -41,6 +41,9 @@ const programs: Record<string, [code: string, kind: string, cpuMs?: number]> = {
   // spin: the default cpu budget
   'more calls at once than the host takes': ['return (await Promise.all(Array.from({ length: 1100 }, (_, i) => tools.echo({ i })))).length', 'ok', 5000],
   'a thrown string': ['throw "plain"', 'exception'],
+  // the prelude reads where it threw with no list destructured: the program's iterator threw there, and the run was
+  // told nothing until wallMs (a timeout)
+  'an Array iterator of its own that throws, then a throw': ['Array.prototype[Symbol.iterator] = () => { throw new Error("mine") }\nthrow "x"', 'exception'],
   'a Proxy argument whose traps throw': [
     'const p = new Proxy({}, { get() { throw new Error("get") }, ownKeys() { throw new Error("keys") }, getPrototypeOf() { throw new Error("proto") } }); return await tools.echo(p)',
     'exception',

@@ -591,18 +591,20 @@
     wrapMethods(typedArray.prototype)
   }
 
-  const location = (error) => {
-    try {
-      const match = locate(error !== null && typeof error === 'object' ? error.stack : undefined)
-      if (match) return [+match[1], +match[2]]
-    } catch {}
-    return [undefined, undefined]
-  }
-
   const fail = (error) => {
     settled = true
-    const [line, column] = location(error)
-    const at = line === undefined ? '' : ` (line ${line}, column ${column})`
+    // read without destructuring a list, which calls the program's Array.prototype[Symbol.iterator]: a throw there left
+    // the run unreported until its wallMs
+    let line
+    let column
+    try {
+      const match = locate(error !== null && typeof error === 'object' ? error.stack : undefined)
+      if (match) {
+        line = +match[1]
+        column = +match[2]
+      }
+    } catch {}
+    const at = column === undefined ? '' : ` (line ${line}, column ${column})`
     let message = `${describe(error)}${at}`
     // the program may have replaced the builtins used below; then the plain description stands
     try {
