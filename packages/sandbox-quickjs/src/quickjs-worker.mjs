@@ -91,9 +91,7 @@ function run({ id, code, tools, outputBytes, bufferBytes, argumentBytes, maxPend
     else return vm.false
     return vm.true
   })
-  hold(crossing)
-  hold(setup)
-  hold(shared)
+  held.push(crossing, setup, shared)
   try {
     const numbers = [outputBytes, bufferBytes, argumentBytes, maxPendingCalls].map((n) => hold(vm.newNumber(n)))
     const toolsJson = hold(vm.newString(JSON.stringify(tools)))

@@ -72,10 +72,7 @@ export class WorkerDriver {
 
     // whether to spin a moment for the worker's next message after a reply
     const within = burst()
-    const expect = () => {
-      if (!(this.spinMs > 0) || settled || waiting > 0 || Atomics.load(active, 0) > 1 || !slot.pair.may(1)) return false
-      return within()
-    }
+    const expect = () => this.spinMs > 0 && !settled && waiting === 0 && Atomics.load(active, 0) <= 1 && slot.pair.may(1) && within()
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
     const drain = () => {
       if (!settled && slot.inbox.take(onMessage, 64) === 64) setImmediate(drain)

@@ -44,9 +44,6 @@ const postCall = (message) => {
   if (batch.push(message) === 1) process.nextTick(flushCalls)
 }
 
-// what the host reads to decide whether this worker may serve another run
-const heapUsed = () => v8.getHeapStatistics().used_heap_size
-
 // a run's fresh context with the prelude evaluated in it (its `setup`, not yet called)
 const freshContext = () => {
   const context = vm.createContext(Object.create(null), {
@@ -72,8 +69,8 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     // posted once the microtask queue is empty: a program still computing after its return never reports done
     setImmediate(() => {
       if (current === run) current = undefined
-      // no heap, and the host replaces this worker: see `bridge`
-      message[5] = run.broken ? undefined : heapUsed()
+      // the heap tells the host whether this worker may serve another run; with none it replaces it (see `bridge`)
+      message[5] = run.broken ? undefined : v8.getHeapStatistics().used_heap_size
       post(message)
       // a run already waiting goes first (it makes its own); one that cannot be made now is the next run's to report
       if (!run.broken) setImmediate(prepareNext)
