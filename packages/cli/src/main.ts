@@ -25,7 +25,7 @@ import { GRANTS_HELP, GrantsUsageError, grants } from './grants.ts'
 import { McpLoginUsageError, mcpLogin } from './mcp-login.ts'
 import type { ReplayReport } from './replay.ts'
 import { standardStack } from './stack.ts'
-import { colorEnabled, createStyle, Spinner, type Style } from './style.ts'
+import { colorEnabled, createStyle, Spinner, type Style, visible } from './style.ts'
 
 const HELP: Record<string, string> = {
   faber: `faber — a plugin-based runtime for the tools LLM agents call
@@ -612,8 +612,9 @@ async function run() {
       ['ReplayInputError', 'StoreError', 'SessionLogError', 'RecordedCallsError'].includes((error as Error)?.name)
     const message = messageOf(error)
     if (debug) process.stderr.write(`${(error as Error)?.stack ?? error}\n`)
-    else if (known) process.stderr.write(`${message}\n`)
-    else process.stderr.write(`faber: ${message}\n(an unexpected failure: run it again with --debug for the stack trace)\n`)
+    // a message may quote what a log or a file holds: its control characters are shown, not sent to the terminal
+    else if (known) process.stderr.write(`${visible(message)}\n`)
+    else process.stderr.write(`faber: ${visible(message)}\n(an unexpected failure: run it again with --debug for the stack trace)\n`)
     code = known ? 2 : 1
   }
   process.exitCode = code

@@ -2,10 +2,13 @@
 // with the program line), old → new with the stage and plugin that decided, then the summary.
 
 import type { Decision, ReplayedCall, ReplayReport, Verdict } from './replay.ts'
-import type { Color, Style } from './style.ts'
+import { type Color, type Style, visible } from './style.ts'
 
 const COLORS: Record<Verdict, Color> = { allow: 'green', deny: 'red', ask: 'cyan', unknown: 'magenta', error: 'gray' }
 const MARKS: Record<Verdict, string> = { allow: '+', deny: '-', ask: '?', unknown: '!', error: '~' }
+
+/** text a log or a deployment gave, on one line of the report: its control characters, line breaks included, shown, not sent */
+const shown = (text: string | number) => visible(String(text)).replaceAll('\n', '\\x0a')
 
 function verdict(style: Style, decision: Decision) {
   return style.paint(decision.verdict, COLORS[decision.verdict], 'bold')
@@ -13,17 +16,17 @@ function verdict(style: Style, decision: Decision) {
 
 function decider(decision: Decision) {
   if (!decision.stage) return ''
-  return decision.plugin && decision.plugin !== decision.stage ? `${decision.stage} (${decision.plugin})` : decision.stage
+  return shown(decision.plugin && decision.plugin !== decision.stage ? `${decision.stage} (${decision.plugin})` : decision.stage)
 }
 
 function change(style: Style, call: ReplayedCall, indent: string): string[] {
   const mark = style.paint(MARKS[call.new.verdict], COLORS[call.new.verdict], 'bold')
   const lines = [
-    `${indent}${mark} ${style.paint(call.name, 'bold')} ${style.paint(call.arguments, 'dim')}`,
+    `${indent}${mark} ${style.paint(shown(call.name), 'bold')} ${style.paint(shown(call.arguments), 'dim')}`,
     `${indent}    ${verdict(style, call.old)} → ${verdict(style, call.new)}${call.new.stage ? ` by ${decider(call.new)}` : ''}`,
   ]
-  if (call.new.reason) lines.push(`${indent}    ${style.paint(call.new.reason, 'dim')}`)
-  else if (call.old.reason && call.new.verdict === 'allow') lines.push(`${indent}    ${style.paint(`was: ${call.old.reason}`, 'dim')}`)
+  if (call.new.reason) lines.push(`${indent}    ${style.paint(shown(call.new.reason), 'dim')}`)
+  else if (call.old.reason && call.new.verdict === 'allow') lines.push(`${indent}    ${style.paint(`was: ${shown(call.old.reason)}`, 'dim')}`)
   if (call.notReached) lines.push(`${indent}    ${style.paint(`its ${call.notReached} recorded nested call(s) would not be reached`, 'yellow')}`)
   return lines
 }
@@ -41,13 +44,13 @@ export function renderReplay(report: ReplayReport, style: Style): string {
   const out: string[] = []
   const { summary } = report
   const logs = report.logs.length
-  out.push(style.paint(`faber replay: ${summary.replayed} call(s) from ${logs} log(s) through ${report.deployment}`, 'bold'))
+  out.push(style.paint(`faber replay: ${summary.replayed} call(s) from ${logs} log(s) through ${shown(report.deployment)}`, 'bold'))
   for (const log of report.logs) {
     const notes = []
     if (log.truncated) notes.push(`its last line (line ${log.truncated.line}, ${log.truncated.bytes} bytes) was cut short and left out`)
     const unknown = Object.entries(log.unknownRecords)
-    if (unknown.length) notes.push(`passed over record types it does not know: ${unknown.map(([type, n]) => `${type} ×${n}`).join(', ')}`)
-    if (notes.length) out.push(style.paint(`  ${log.path}: ${notes.join('; ')}`, 'yellow'))
+    if (unknown.length) notes.push(`passed over record types it does not know: ${unknown.map(([type, n]) => `${shown(type)} ×${n}`).join(', ')}`)
+    if (notes.length) out.push(style.paint(`  ${shown(log.path)}: ${notes.join('; ')}`, 'yellow'))
   }
   let place = ''
   let outer = ''
@@ -56,15 +59,15 @@ export function renderReplay(report: ReplayReport, style: Style): string {
     if (here !== place) {
       place = here
       outer = ''
-      out.push('', style.paint(`session ${call.session} · turn ${call.turn}${call.agent ? ` · agent ${call.agent}` : ''}`, 'blue'))
+      out.push('', style.paint(`session ${shown(call.session)} · turn ${shown(call.turn)}${call.agent ? ` · agent ${shown(call.agent)}` : ''}`, 'blue'))
     }
     if (call.within) {
       if (call.within.callId !== outer) {
         outer = call.within.callId
-        out.push(`  ${style.paint(`in run_code ${outer}`, 'dim')}`)
+        out.push(`  ${style.paint(`in run_code ${shown(outer)}`, 'dim')}`)
       }
       if (call.within.line !== undefined) {
-        out.push(`    ${style.paint(`line ${call.within.line}${call.within.source ? `: ${call.within.source}` : ''}`, 'gray')}`)
+        out.push(`    ${style.paint(`line ${shown(call.within.line)}${call.within.source ? `: ${shown(call.within.source)}` : ''}`, 'gray')}`)
       }
       out.push(...change(style, call, '    '))
     } else {
@@ -80,10 +83,12 @@ export function renderReplay(report: ReplayReport, style: Style): string {
   if (summary.unrecorded) out.push(`  ${summary.unrecorded} call(s) without a recorded result (the session stopped mid-step): not replayed`)
   if (summary.notReached) out.push(`  ${summary.notReached} nested call(s) not reached (their run_code is refused)`)
   const tools = Object.entries(summary.byTool).filter(([, t]) => t.changed)
-  if (tools.length) out.push(`  by tool: ${tools.map(([name, t]) => `${name} ${counts(t) || `${t.changed} changed`}`).join('; ')}`)
+  if (tools.length) out.push(`  by tool: ${tools.map(([name, t]) => `${shown(name)} ${counts(t) || `${t.changed} changed`}`).join('; ')}`)
   const plugins = Object.entries(summary.byPlugin)
   if (plugins.length) {
-    const text = plugins.map(([name, p]) => `${name} ${[p.denied ? `${p.denied} denied` : '', p.asked ? `${p.asked} asked` : ''].filter(Boolean).join(', ')}`)
+    const text = plugins.map(
+      ([name, p]) => `${shown(name)} ${[p.denied ? `${p.denied} denied` : '', p.asked ? `${p.asked} asked` : ''].filter(Boolean).join(', ')}`,
+    )
     out.push(`  by plugin: ${text.join('; ')}`)
   }
   out.push(

@@ -34,6 +34,13 @@ export function createStyle(enabled: boolean): Style {
   }
 }
 
+// what a program prints, a model says or a log holds would be obeyed by the terminal (clear it, retitle it, overwrite a
+// line with \r): control characters are shown, not sent. tabs and line breaks stay
+export function visible(text: string) {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
 
 /** a one-line spinner on a TTY; a no-op elsewhere, so piped output stays clean */

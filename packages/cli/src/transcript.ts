@@ -2,7 +2,7 @@
 
 import { ModelError, type SessionEvent } from '@faber/agent'
 import { messageOf, type ToolResult } from '@faber/core'
-import { Spinner, type Style } from './style.ts'
+import { Spinner, type Style, visible } from './style.ts'
 
 export interface TranscriptOptions {
   json?: boolean
@@ -24,13 +24,6 @@ interface Program {
 
 const count = (n: number) => n.toLocaleString('en-US')
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
-
-// what a program prints or a model says would be obeyed by the terminal (clear it, retitle it, overwrite a line with \r):
-// control characters are shown, not sent. tabs and line breaks stay
-function visible(text: string) {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
-}
 
 function clip(text: string, maxLines: number, width = 150): string[] {
   const lines = visible(text)

@@ -8,7 +8,17 @@ import { openStore, PostgresCopy, type StoreLocation } from '@faber/store'
 import { type Cluster, requirePostgres } from '@faber/store/testing'
 import { expect } from 'chai'
 import { type Context, Logger } from 'cordis'
-import { compose, type DeploymentSpec, ReplayInputError, type ReplayReport, readDeployment, replay, replayExitCode } from '../src/index.ts'
+import {
+  compose,
+  createStyle,
+  type DeploymentSpec,
+  ReplayInputError,
+  type ReplayReport,
+  readDeployment,
+  renderReplay,
+  replay,
+  replayExitCode,
+} from '../src/index.ts'
 import { BIN, faber, faberPty, stampPlugin, tree } from './helpers.ts'
 
 Logger.levels.base = 0
@@ -533,6 +543,49 @@ describe('faber replay', function () {
       expect(piped.code).to.equal(0)
       expect(piped.stderr).to.not.contain('replaying:')
       expect(piped.stdout).to.contain('1200 replayed, 1200 unchanged')
+    })
+
+    it("shows a log's control characters instead of sending them to the terminal, in the report and in its errors", async () => {
+      await writeFile(
+        join(dir, 'strict.yml'),
+        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
+      )
+      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }], [{ name: 'list', arguments: {} }]))
+      // a forged log (or a model's own text) holding what a terminal would obey: retitle it, clear it, move over lines
+      await rewrite(log, (record) => {
+        if (record.type === 'session') return { ...record, id: 's\x1b]0;retitled\x07\x1b[2J\r\nNothing became more permissive.' }
+        const call = record.call as { name: string; arguments: string } | undefined
+        if (record.type === 'call' && call?.name === 'read') return { ...record, call: { ...call, arguments: '{"path":"notes.txt","x":"\u009b2J"}' } }
+        if (call?.name === 'list') return { ...record, call: { ...call, name: 'list\x1b[1A\x1b[2K' } }
+        if (record.type === 'result' && record.name === 'list') return { ...record, name: 'list\x1b[1A\x1b[2K' }
+        return record
+      })
+      await appendFile(log, `${JSON.stringify({ type: 'note\x1b[31m', at: 1 })}\n`)
+      const shown = await faber(['replay', log, '--with', join(dir, 'strict.yml')])
+      expect(shown.code, shown.stderr).to.equal(0)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+      const control = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/
+      expect(shown.stdout).to.not.match(control)
+      expect(shown.stdout)
+        .to.contain('session s\\x1b]0;retitled\\x07\\x1b[2J\\x0d\\x0aNothing became more permissive.')
+        .and.contain('\\x9b2J')
+        .and.contain('list\\x1b[1A\\x1b[2K')
+        .and.contain('note\\x1b[31m ×1')
+      // the same from code, in colour: every escape left is one the style painted
+      const report = await replay([log], readDeployment({ agents: [{ name: 'main' }], plugins: {} }, 'none.yml', dir))
+      // and a nested call's program line, as the log gives it
+      report.changes[0].within = { callId: 'call_1\x1b[2J', line: 1, source: 'await tools.read(p) // \x1b[2J\x1b[H' }
+      const painted = renderReplay(report, createStyle(true))
+      expect(painted).to.contain('line 1: await tools.read(p) // \\x1b[2J\\x1b[H')
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the style's own escapes, taken out
+      expect(painted.replace(/\x1b\[\d+m/g, '')).to.not.match(control)
+      // a broken line before the last is refused naming it, and shown as it is
+      const lines = (await readFile(log, 'utf8')).split('\n')
+      await writeFile(log, [lines[0], '\x1b]0;retitled\x07\x1b[2Jjunk', ...lines.slice(1)].join('\n'))
+      const refused = await faber(['replay', log, '--with', join(dir, 'strict.yml')])
+      expect(refused.code).to.equal(2)
+      expect(refused.stderr).to.contain(':2: not a log record (\\x1b]0;retitled\\x07\\x1b[2Jjunk)').and.not.match(control)
     })
 
     it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
