@@ -156,7 +156,7 @@ function handle([kind, a, b, c]) {
       try {
         used = runs.get(a)?.handle?.cpuUsed()
       } catch {}
-      return void send(['cpu', a, b, typeof used === 'number' ? used : null])
+      return void send(['cpu', a, typeof used === 'number' ? used : null])
     }
     case 'end': {
       const run = runs.get(a)

@@ -1,9 +1,9 @@
 // the process tier: a driver (contract.ts) whose units live in a child process (process-child.mjs, which serves a backend's
 // driver), so that what V8 cannot contain in a thread or an isolate (a fatal out-of-memory) ends that process, not the host.
 // over the ipc channel, host → child: ['init', module, exportName, options] · ['create', unit, memoryMb] ·
-// ['start', unit, run, started] · ['reply', run, call, reply] · ['wait', run, waiting, wallLeft] · ['cpu', run, n] ·
+// ['start', unit, run, started] · ['reply', run, call, reply] · ['wait', run, waiting, wallLeft] · ['cpu', run] ·
 // ['end', run, reuse] · ['dispose', unit] · ['ping', n]. child → host: ['ready'] · ['failed', message] · ['made', unit] ·
-// ['unmade', unit, message] · ['lost', unit] · ['disposed', unit] · [run, kind, a, b, c, d] (a report) · ['cpu', run, n, ms | null] ·
+// ['unmade', unit, message] · ['lost', unit] · ['disposed', unit] · [run, kind, a, b, c, d] (a report) · ['cpu', run, ms | null] ·
 // ['step', run] · ['retire'] · ['pong', n]
 
 import { type ChildProcess, fork } from 'node:child_process'
@@ -42,7 +42,8 @@ interface Active {
   limits: CodeRunLimits
   /** the process forwarded a call of this run: it started, and may be driven on the process's main thread */
   called: boolean
-  cpu: Map<number, (ms: number | undefined) => void>
+  /** answers the cpu reading asked for (the pool asks for one at a time) */
+  cpu?: (ms: number | undefined) => void
 }
 
 /** a sandbox process, as the host tracks it */
@@ -186,16 +187,14 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
   start(unit: ProcessUnit, { request, limits, source, wallLeft }: Program, reports: ProgramReports): ProgramHandle {
     const { child } = unit
     const id = ++child.seq
-    const active: Active = { reports, limits, called: false, cpu: new Map() }
-    let asked = 0
+    const active: Active = { reports, limits, called: false }
     let unwatch: (() => void) | undefined
     const handle: ProgramHandle = {
       deliver: (call, reply) => this.send(child, ['reply', id, call, reply]),
       cpuUsed: () => {
         if (!child.runs.has(id)) return undefined
-        const n = ++asked
-        this.send(child, ['cpu', id, n])
-        return new Promise((resolve) => active.cpu.set(n, resolve))
+        this.send(child, ['cpu', id])
+        return new Promise((resolve) => (active.cpu = resolve))
       },
       end: (reuse) => {
         unwatch?.()
@@ -252,7 +251,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const active = child.runs.get(id)
     if (!active) return false
     child.runs.delete(id)
-    for (const resolve of active.cpu.values()) resolve(undefined)
+    active.cpu?.(undefined)
     this.hold(child, -1)
     if (child.runs.size === 0) {
       // the process answered: a liveness check still waiting would keep the host up for nothing
@@ -310,13 +309,9 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       case 'lost':
         if (!isId(a)) return 'a malformed loss'
         return void child.units.get(a)?.lost()
-      case 'cpu': {
-        if (!isId(a) || !isId(b) || !(c === null || typeof c === 'number')) return 'a malformed cpu reading'
-        const waiter = child.runs.get(a)?.cpu
-        waiter?.get(b)?.(c ?? undefined)
-        waiter?.delete(b)
-        return
-      }
+      case 'cpu':
+        if (!isId(a) || !(b === null || typeof b === 'number')) return 'a malformed cpu reading'
+        return void child.runs.get(a)?.cpu?.(b ?? undefined)
       case 'step':
         if (!isId(a)) return 'a malformed step'
         child.stepping = a
