@@ -16,7 +16,10 @@ interface Brief {
   logs?: string[]
 }
 
-function runHost(programs: string[]): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
+// a program, or one started `after` ms after the others
+type Program = string | { after: number; code: string }
+
+function runHost(programs: Program[]): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--no-node-snapshot', '--import', 'tsx/esm', host, JSON.stringify(programs)], { stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
@@ -33,7 +36,7 @@ function runHost(programs: string[]): Promise<{ code: number | null; signal: str
   })
 }
 
-async function outcomes(programs: string[]) {
+async function outcomes(programs: Program[]) {
   const ran = await runHost(programs)
   expect(ran.stderr, "the host's stderr").to.equal('')
   expect(ran.code, `the host did not end cleanly (${ran.signal ?? ran.code}): ${ran.stdout}`).to.equal(0)
@@ -57,7 +60,7 @@ describe('process tier: a memory bomb that parks the sandbox process, in a host 
 
   // the bomb and a program waiting on something other than a tool, in one sandbox process: the bomb's run ends memory,
   // the other's crash, saying why
-  const blames = async (programs: string[], bomb: number) => {
+  const blames = async (programs: Program[], bomb: number) => {
     const got = await outcomes(programs)
     expect(got.outcomes[bomb].kind, got.outcomes[bomb].message).to.equal('memory')
     expect(got.outcomes[1 - bomb]).to.deep.include({ ok: false, kind: 'crash' })
@@ -83,6 +86,11 @@ describe('process tier: a memory bomb that parks the sandbox process, in a host 
       ],
       1,
     ))
+
+  it('blames the program alone on the thread when another run starts during its step, never reaching the process', () =>
+    // a step is not announced while one program runs in the process: the run started 500 ms later waits behind the step
+    // in the host's list, so the bomb is told from it as the one of the two that had made a call
+    blames([`await tools.echo({})\n${mapBomb}`, { after: 500, code: 'return 1' }], 0))
 
   it('leaves a program computing on the main thread alone when a bomb parks only a pool thread', async () => {
     // the bomb before any tool call runs on one of isolated-vm's pool threads; V8's report reaches the sandbox

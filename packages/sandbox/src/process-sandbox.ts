@@ -285,7 +285,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       // a run that ended here (the host's budget ended it): dropped, as any report after an end
       if (!active) return
       const { reports } = active
-      if (b === 'call') active.called = true
+      if (a === 'call') active.called = true
       const before = reports.ended()
       const taken = report(reports, a, b, c, d, e)
       if (!taken && !before && !reports.ended()) return `a malformed ${typeof a === 'string' && a.length < 20 ? a : 'report'}`
