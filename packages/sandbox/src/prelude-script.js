@@ -685,21 +685,16 @@
       return fresh
     }
     const now = () => value($now)
-    const RecordedDate = function (...args) {
-      if (new.target === undefined) return new $Date(now()).toString()
-      return construct($Date, args.length === 0 ? [now()] : args, new.target)
-    }
-    defineProperty(RecordedDate, 'name', { __proto__: null, value: 'Date', configurable: true })
-    defineProperty(RecordedDate, 'length', { __proto__: null, value: 7, configurable: true })
-    RecordedDate.prototype = $Date.prototype
-    RecordedDate.UTC = $Date.UTC
-    RecordedDate.parse = $Date.parse
-    RecordedDate.now = now
+    // Date and Math.random themselves behind a Proxy: their name, length, prototype, UTC and parse, as they are
+    const RecordedDate = new Proxy($Date, {
+      __proto__: null,
+      apply: () => new $Date(now()).toString(),
+      construct: (_, args, newTarget) => construct($Date, args.length === 0 ? [now()] : args, newTarget),
+    })
+    $Date.now = now
     defineProperty($Date.prototype, 'constructor', { __proto__: null, value: RecordedDate, writable: true, configurable: true, enumerable: false })
     globalThis.Date = RecordedDate
-    Math.random = function random() {
-      return value($random)
-    }
+    Math.random = new Proxy($random, { __proto__: null, apply: () => value($random) })
   }
 
   return freeze({ start, deliver, refuseImport })
