@@ -144,7 +144,9 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       this.settle(unit, true)
       return unstarted(!request.signal.aborted)
     }
-    return await this.execute(unit, request, limits)
+    const [outcome, reuse] = await this.execute(unit, request, limits)
+    this.settle(unit, reuse)
+    return outcome
   }
 
   // units lost while out (on a run, or warming): they are ended when they come back
@@ -158,11 +160,11 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     this.fill()
   }
 
-  // `settle` gets the unit once the run is over, and whether it may serve again. the warm-up is not one of the `maxRuns`
-  // a unit serves: counted, at maxRuns 1 it used up every unit, and each run that claimed a warming one failed
-  private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, settle = (unit: U, reuse: boolean) => this.settle(unit, reuse), warm = false) {
+  // the run's outcome, and whether its unit may serve again. the warm-up is not one of the `maxRuns` a unit serves:
+  // counted, at maxRuns 1 it used up every unit, and each run that claimed a warming one failed
+  private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, warm = false) {
     if (!warm) unit.runs++
-    return new Promise<CodeRunOutcome>((resolve) => {
+    return new Promise<[outcome: CodeRunOutcome, reuse: boolean]>((resolve) => {
       let handle: ProgramHandle | undefined
       // a run the driver ended as it started (a program that does not compile) ends its handle once it has it
       let ended: boolean | undefined
@@ -170,8 +172,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
         const reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)
         if (handle) handle.end(reuse)
         else ended = reuse
-        settle(unit, reuse)
-        resolve(outcome)
+        resolve([outcome, reuse])
       })
       const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => run.wall.left(now) }
       handle = this.driver.start(unit, program, run.bridge)
@@ -231,19 +232,10 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       this.fill()
     }
     if (!warm) return unit
-    let kept = false
-    const outcome = await this.execute(
-      unit,
-      warmUp(),
-      this.limits,
-      (unit, reuse) => {
-        if (reuse) kept = true
-        else this.discard(unit)
-      },
-      true,
-    )
-    if (kept && outcome.ok && !this.closed && !this.gone.has(unit)) return unit
-    if (kept) void this.driver.dispose(unit)
+    const [outcome, reuse] = await this.execute(unit, warmUp(), this.limits, true)
+    if (reuse && outcome.ok && !this.closed && !this.gone.has(unit)) return unit
+    if (reuse) void this.driver.dispose(unit)
+    else this.discard(unit)
     // a unit that ran its warm-up well but may not serve again (its sandbox process is being replaced): another, once
     if (outcome.ok && !this.closed && again) return await this.make(memoryMb, true, false)
     throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
