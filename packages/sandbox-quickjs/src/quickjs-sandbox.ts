@@ -97,9 +97,8 @@ export const quickJsDriver: SandboxDriver<Slot> = {
     const onError = (error: Error & { code?: string }) =>
       reports.failed(error.code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'memory' : 'crash', `the QuickJS worker failed: ${error.message}`)
     const onExit = (code: number) => reports.failed('crash', `the QuickJS worker exited unexpectedly (code ${code})`)
-    worker.on('message', onMessage)
-    worker.on('error', onError)
-    worker.on('exit', onExit)
+    const listeners = Object.entries({ message: onMessage, error: onError, exit: onExit })
+    for (const [event, listener] of listeners) worker.on(event, listener)
     worker.ref()
     worker.postMessage({
       t: 'run',
@@ -120,9 +119,7 @@ export const quickJsDriver: SandboxDriver<Slot> = {
       // the thread's active time (waiting for a reply is idle), less what it spent making this run's context or the next
       cpuUsed: () => worker.performance.eventLoopUtilization(elu).active - (setupMs[0] - setupBefore),
       end() {
-        worker.off('message', onMessage)
-        worker.off('error', onError)
-        worker.off('exit', onExit)
+        for (const [event, listener] of listeners) worker.off(event, listener)
         worker.unref()
       },
     }

@@ -2,13 +2,9 @@
 import type { SandboxDriver } from './contract.ts'
 import type { HandoffTally } from './lane.mjs'
 
-export declare class WorkerDriver implements SandboxDriver {
-  readonly backend: string
-  readonly createFailure: string
+/** the contract's driver, and what the hand-off did */
+export interface WorkerDriver extends SandboxDriver {
   readonly spinMs: number
   readonly handoffs: HandoffTally
-  constructor(options?: { spinMs?: number })
-  create: SandboxDriver['create']
-  start: SandboxDriver['start']
-  dispose: SandboxDriver['dispose']
 }
+export declare const WorkerDriver: new (options?: { spinMs?: number }) => WorkerDriver
