@@ -15,6 +15,17 @@ export const MIN_RECORDED_VERSION = 2
 /** a result or nested-result record, checked: its outcome, and the text the model was shown */
 export type RecordedOutcome = Omit<CallOutcome, 'durationMs'> & { content?: string }
 
+/** how a call's approval question was answered in the recording (its approval/decided record) */
+export interface RecordedAnswer {
+  /** the answerer: a plugin, or approval-rules / policy / approval-store */
+  by: string
+  /** allowed, rejected, timed-out, … */
+  outcome?: string
+  /** what the answer asked to remember, and the grant it made */
+  remember?: 'session' | 'always'
+  grant?: string
+}
+
 export interface RecordedNestedCall {
   callId: string
   name: string
@@ -25,6 +36,8 @@ export interface RecordedNestedCall {
   outcome?: RecordedOutcome
   /** who answered its approval question, when one was asked */
   answeredBy?: string
+  /** and how */
+  answer?: RecordedAnswer
 }
 
 /** one direct call of a step */
@@ -44,6 +57,7 @@ export interface RecordedCall {
   /** absent: the process stopped before the call finished */
   outcome?: RecordedOutcome
   answeredBy?: string
+  answer?: RecordedAnswer
   /** a run_code checkpointed while it waited on a person: its journal as the log last has it */
   checkpoint?: CodeCheckpoint
 }
@@ -143,7 +157,7 @@ export class RecordedCallReader {
   private pending: RecordedCall[] = []
   private readonly byId = new Map<string, RecordedCall>()
   /** approval answers of this step, by call id (direct or nested) */
-  private readonly answeredBy = new Map<string, string>()
+  private readonly answers = new Map<string, RecordedAnswer>()
   /** per checkpointed run_code: its nested calls whose body may have started (running at the checkpoint, or marked since) */
   private readonly started = new Map<string, Set<string>>()
   private sawSession = false
@@ -258,7 +272,13 @@ export class RecordedCallReader {
       case 'approval': {
         const detail = record.detail
         if (record.event === 'approval/decided' && typeof record.callId === 'string' && isObject(detail) && typeof detail.answeredBy === 'string') {
-          this.answeredBy.set(record.callId, detail.answeredBy)
+          const { outcome, remember, grant } = detail
+          this.answers.set(record.callId, {
+            by: detail.answeredBy,
+            ...(typeof outcome === 'string' ? { outcome } : {}),
+            ...(remember === 'session' || remember === 'always' ? { remember } : {}),
+            ...(typeof grant === 'string' ? { grant } : {}),
+          })
         }
         return []
       }
@@ -326,13 +346,16 @@ export class RecordedCallReader {
     const calls = this.pending.filter((call) => !waiting(call))
     const kept = this.pending.filter(waiting)
     for (const call of calls) {
-      call.answeredBy = this.answeredBy.get(call.callId)
-      for (const nested of call.nested) nested.answeredBy = this.answeredBy.get(nested.callId)
+      for (const made of [call, ...call.nested]) {
+        const answer = this.answers.get(made.callId)
+        made.answeredBy = answer?.by
+        if (answer) made.answer = answer
+      }
     }
     this.pending = kept
     this.byId.clear()
     for (const call of kept) this.byId.set(call.callId, call)
-    if (!kept.length) this.answeredBy.clear()
+    if (!kept.length) this.answers.clear()
     return calls.length ? [{ kind: 'step', calls }] : []
   }
 

@@ -5,7 +5,7 @@
 
 import { stat } from 'node:fs/promises'
 import { resolve as resolvePath } from 'node:path'
-import { type RecordedCall, RecordedCallsError, type RecordedNestedCall, type RecordedOutcome, streamRecordedCalls } from '@faber/agent'
+import { type RecordedAnswer, type RecordedCall, RecordedCallsError, type RecordedNestedCall, type RecordedOutcome, streamRecordedCalls } from '@faber/agent'
 import {
   type Agent,
   ERROR_CODES,
@@ -212,10 +212,12 @@ function oldDecision(recorded: RecordedOutcome, answeredBy: string | undefined):
 }
 
 function newDecision(result: ToolResult, reached: boolean, asked: string | undefined): Decision {
-  if (!result.isError) return { verdict: 'allow' }
+  // a person would be asked: what the replay then answered for them (as they did in the recording) is not the policy's
+  const ask = (code?: string): Decision => ({ verdict: 'ask', stage: 'approval', plugin: 'approval', reason: asked, ...(code ? { code } : {}) })
+  if (!result.isError) return asked !== undefined ? ask() : { verdict: 'allow' }
   const { code, message, deniedBy } = result.error
+  if (asked !== undefined && (reached || deniedBy?.stage === 'approval')) return ask(code)
   if (code === 'DENIED' && deniedBy) {
-    if (deniedBy.stage === 'approval' && asked !== undefined) return { verdict: 'ask', stage: 'approval', plugin: 'approval', reason: asked, code }
     return { verdict: 'deny', stage: deniedBy.stage, plugin: deniedBy.plugin, reason: message, code }
   }
   if (reached) return { verdict: 'allow', code }
@@ -245,7 +247,10 @@ function replayedResult(recorded: RecordedOutcome | undefined, name: string): To
 class Replayer {
   private readonly signal = new AbortController().signal
   /** the recorded entry of the call now in the pipeline, by callId */
-  private readonly current = new Map<string, { name: string; result?: RecordedOutcome; nested?: RecordedNestedCall[]; reached: boolean }>()
+  private readonly current = new Map<
+    string,
+    { name: string; result?: RecordedOutcome; nested?: RecordedNestedCall[]; reached: boolean; answer?: RecordedAnswer }
+  >()
   /** questions the replay answered for a person: callId → the reason asked */
   private readonly asked = new Map<string, string>()
   /** the recorded world's files: absolute path → version (or absent) */
@@ -331,8 +336,17 @@ class Replayer {
       'approval/request',
       async (query) => {
         const verdict = await this.approval?.match?.(query)
-        if (verdict) return { decision: verdict.decision, note: `decided by ${verdict.by}` }
+        // the person who answered this call in the recording: the grant their answer made is in the store's copy by now
+        const person = this.current.get(query.callId)?.answer
+        const theirs = person?.grant !== undefined && verdict?.by === `grant ${person.grant}`
+        if (verdict && !theirs) return { decision: verdict.decision, note: `decided by ${verdict.by}` }
         this.asked.set(query.callId, query.reason)
+        if (verdict) return { decision: verdict.decision, note: `faber replay: ${verdict.by}, which the person's recorded answer made` }
+        // answered as they answered it, remembered as they asked, so the calls after it find the grant the recorded ones did
+        if (person?.outcome === 'allowed' || person?.outcome === 'rejected') {
+          const decision = person.outcome === 'allowed' ? ('allow' as const) : ('reject' as const)
+          return { decision, ...(person.remember ? { remember: person.remember } : {}), note: `faber replay: as ${person.by} answered it in the recording` }
+        }
         return { decision: 'reject', note: 'faber replay: a person would be asked' }
       },
       { prepend: true },
@@ -355,7 +369,7 @@ class Replayer {
 
   private async replayNested(nested: RecordedNestedCall, outer: Execution) {
     const within = this.within(outer, nested)
-    await this.run(nested.callId, nested.name, nested.arguments, nested.outcome, nested.answeredBy, undefined, { parent: outer.token }, within)
+    await this.run(nested.callId, nested.name, nested.arguments, nested.outcome, nested.answer, undefined, { parent: outer.token }, within)
   }
 
   private within(outer: Execution, nested: RecordedNestedCall): ReplayedCall['within'] {
@@ -371,7 +385,7 @@ class Replayer {
     name: string,
     args: unknown,
     recorded: RecordedOutcome | undefined,
-    answeredBy: string | undefined,
+    answer: RecordedAnswer | undefined,
     nested: RecordedNestedCall[] | undefined,
     how: { parent?: Execution['token'] },
     within?: ReplayedCall['within'],
@@ -380,8 +394,9 @@ class Replayer {
       this.report.summary.unrecorded++
       return
     }
-    const old = oldDecision(recorded, answeredBy)
-    const entry = { name, result: recorded, nested, reached: false }
+    const old = oldDecision(recorded, answer?.by)
+    const person = answer && !RULE_ANSWERERS.has(answer.by) ? answer : undefined
+    const entry = { name, result: recorded, nested, reached: false, answer: person }
     let now: Decision
     if (this.missingAgent) {
       now = { verdict: 'unknown', stage: 'create', plugin: 'core', reason: `the deployment defines no agent named "${this.agentName}"` }
@@ -539,7 +554,7 @@ class Replayer {
       this.tally(call.callId, call.name, call.badJson, { verdict: 'error' }, { verdict: 'error' }, undefined)
       return
     }
-    await this.run(call.callId, call.name, call.arguments, call.outcome, call.answeredBy, call.nested, {})
+    await this.run(call.callId, call.name, call.arguments, call.outcome, call.answer, call.nested, {})
   }
 
   finish(): ReplayReport {

@@ -158,6 +158,41 @@ describe('faber replay', function () {
       expect(replayExitCode(loosened)).to.equal(1)
     })
 
+    it("a person's answer kept for the session or for good is kept in the replay too: the calls after it find the grant the recorded ones did", async () => {
+      for (const remember of ['session', 'always'] as const) {
+        const Person = {
+          name: 'person',
+          replay: 'inert',
+          apply: (ctx: Context) =>
+            ctx.on('approval/request', () => {
+              asked++
+              return { decision: 'allow' as const, remember }
+            }),
+        }
+        const spec = deployment({
+          '@faber/store': { path: join(dir, 'state', `${remember}.db`) },
+          '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] },
+        })
+        spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+        asked = 0
+        const stamps = calls(
+          [{ name: 'stamp', arguments: { text: 'x' } }],
+          [{ name: 'stamp', arguments: { text: 'y' } }],
+          [{ name: 'stamp', arguments: { text: 'z' } }],
+        )
+        const log = await record(spec, stamps, `${remember}.jsonl`)
+        expect(asked, remember).to.equal(1)
+        const before = await tree(dir)
+        // the same policy: nothing changes. (before, the calls the session grant allowed were newly asked, and the first
+        // call, whose person's answer made the grant kept in the store, was ask → allow: more permissive, exit 1)
+        const report = await replay([log], spec)
+        expect(report.summary, remember).to.include({ replayed: 3, unchanged: 3, changed: 0 })
+        expect(replayExitCode(report), remember).to.equal(0)
+        expect(asked, remember).to.equal(1)
+        expect(await tree(dir), remember).to.deep.equal(before)
+      }
+    })
+
     it('a tool the deployment does not have, and an agent it does not define, are reported as unknown', async () => {
       const log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
       const without = readDeployment({ agents: [{ name: 'main' }] }, 'bare.yml', dir)
