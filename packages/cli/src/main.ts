@@ -380,10 +380,13 @@ export async function main(argv: string[]): Promise<number> {
               await untilSignal()
               await view?.close()
             }
+      let shown = 0
       const report = await quietly(() =>
         replay(positionals, spec, {
           onProgress: ({ calls, bytes, totalBytes }) => {
-            if (calls % 500 === 0) spinner.start(`replaying: ${calls} calls, ${Math.floor((100 * bytes) / Math.max(1, totalBytes))}% of the log(s)`)
+            if (calls - shown < 500) return
+            shown = calls
+            spinner.start(`replaying: ${calls} calls, ${Math.floor((100 * bytes) / Math.max(1, totalBytes))}% of the log(s)`)
           },
           hold,
         }),

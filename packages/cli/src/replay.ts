@@ -99,7 +99,7 @@ export class ReplayInputError extends Error {
 }
 
 export interface ReplayOptions {
-  /** told after each direct call: the calls replayed so far, and how far through the logs' bytes */
+  /** told after each call replayed, nested calls included: the calls replayed so far, and how far through the logs' bytes */
   onProgress?(progress: { calls: number; bytes: number; totalBytes: number }): void
   /** told the report while the replay's (read-only) deployment still runs, which stops once this settles (faber replay --web serves its view) */
   hold?(deployed: Deployed, report: ReplayReport): Promise<void>
@@ -256,7 +256,8 @@ class Replayer {
   /** the recorded world's files: absolute path → version (or absent) */
   private readonly disk = new Map<string, string>()
   private readonly report: ReplayReport
-  private calls = 0
+  /** tells ReplayOptions.onProgress, once a call is replayed */
+  private progress?: () => void
   private turn = 0
   private log = ''
   private session = ''
@@ -456,6 +457,7 @@ class Replayer {
   private tally(callId: string, name: string, args: unknown, old: Decision, now: Decision, within: ReplayedCall['within'], notReached?: number) {
     const { summary } = this.report
     summary.replayed++
+    this.progress?.()
     let tool = this.byTool.get(name)
     if (!tool) this.byTool.set(name, (tool = { replayed: 0, changed: 0, newlyDenied: 0, newlyAllowed: 0, newlyAsked: 0 }))
     tool.replayed++
@@ -500,6 +502,8 @@ class Replayer {
     const summary: ReplayReport['logs'][number] = { path, sessions: 0, directCalls: 0, unknownRecords: {} }
     const unknown = new Map<string, number>()
     let bytes = 0
+    const { onProgress } = options
+    this.progress = onProgress && (() => onProgress({ calls: this.report.summary.replayed, bytes: bytesBefore + bytes, totalBytes }))
     const events = streamRecordedCalls(path, {
       onBytes: (read) => {
         bytes = read
@@ -527,8 +531,6 @@ class Replayer {
             for (const call of event.calls) {
               await this.replayCall(call)
               summary.directCalls++
-              this.calls++
-              options.onProgress?.({ calls: this.calls, bytes: bytesBefore + bytes, totalBytes })
             }
             break
           case 'other': {

@@ -462,8 +462,14 @@ describe('faber replay', function () {
         JSON.stringify({ ...nestedResult, callId: `n${i}` }),
       ]).flat()
       await writeFile(log, `${[...rest.slice(0, at), ...flat, ...rest.slice(at)].join('\n')}\n`)
-      const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'))
+      const told: number[] = []
+      const report = await replay([log], deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }, 'code'), {
+        onProgress: ({ calls }) => told.push(calls),
+      })
       expect(report.summary).to.include({ replayed: 10_001, newlyDenied: 10_000 })
+      // the progress counts the nested calls as they are replayed, as the summary does (it was told once, 1 call, at the end)
+      expect(told.length).to.equal(10_001)
+      expect(told.at(-1)).to.equal(10_001)
       expect(bodies).to.deep.equal(['x', 'inner'])
       // deep: each call made by the one before it, which no program can do: refused at the second, by line
       const deep = Array.from({ length: 10_000 }, (_, i) =>
