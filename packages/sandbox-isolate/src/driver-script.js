@@ -84,9 +84,8 @@
     }
     // spin for the reply to a call that will be the only one waiting, if the back-off allows (also after a call that
     // woke the host: 29-40 µs a call against 53 at load 1)
-    const spinning = () => !scheduled && outstanding === 0 && spinLoops > 0 && Atomics.load(runs, 0) <= 1 && pair.may(1)
     const call = (a, b, c, d) => {
-      const spins = spinning()
+      const spins = !scheduled && outstanding === 0 && spinLoops > 0 && Atomics.load(runs, 0) <= 1 && pair.may(1)
       // marked before the host can see the call, so its reply takes the ring
       if (spins) replies.watch()
       const answer = put(a, b, c, d) || send('call', a, b, c, d)

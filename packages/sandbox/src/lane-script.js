@@ -30,12 +30,12 @@
    * shared, so that both sides spin at the same hand-offs (one spinning alone misses its peer and backs off too): a spin
    * that caught nothing makes both sleep through the next 1, 3, 7 … 255 calls (after 1 … 8 misses in a row of that side),
    * one that caught resets that side's count. each side counts its own misses (a slow tool makes every spin for a reply
-   * miss while the host's spins for the next call catch). the worker counts its calls; `side` 1 is the host's, whose spin
-   * waits for a call one ahead
+   * miss while the host's spins for the next call catch). the worker counts its calls; `side` 0 is the program's, else the
+   * host's, whose spin waits for a call one ahead
    */
   const backoff = (buffer, side) => {
     const h = new Int32Array(buffer, 0, 32)
-    const own = side === 1 ? HOST_MISSES : MISSES
+    const own = side === 0 ? MISSES : HOST_MISSES
     return {
       called: () => add(h, CALLS, 1),
       /** whether to spin now: `ahead` is 1 where the spin waits for a call not made yet */

@@ -11,7 +11,8 @@ import { receiveMessageOnPort } from 'node:worker_threads'
 /** the source of lane-script.js, for a side of the hand-off that evaluates it elsewhere (the isolate's driver) */
 export const laneSource = readFileSync(new URL('./lane-script.js', import.meta.url), 'utf8')
 const shared = runInThisContext(laneSource, { filename: 'faber-lane.js' })
-export const { layout } = shared
+/** `backoff(buffer, side?)`: the back-off both sides of a worker share; the host's unless `side` is 0 */
+export const { layout, backoff } = shared
 const { ringUnits, RING, SENT, CAUGHT, MISSED } = layout
 
 /** the layout of the buffer the two sides of a worker share: two lane headers, the worker's `waited`, two rings */
@@ -20,9 +21,6 @@ export const handoffWaited = 64
 
 /** runs going on in this process, across sandboxes and backends: nobody spins while more than one is */
 export const runsActive = new Int32Array(new SharedArrayBuffer(4))
-
-/** the back-off both sides of a worker share (lane-script.js); `side` 1 is the host's */
-export const backoff = (buffer, side = 1) => shared.backoff(buffer, side)
 
 /**
  * the host's bound on replies in a row after which it spins for the next message: false once they went on for more than
@@ -47,10 +45,7 @@ export function burst(ms = 2) {
  */
 export function handoffCounts(buffer) {
   const h = new Int32Array(buffer, 0, 16)
-  return [0, 1].map((index) => {
-    const at = 8 * index
-    return { ring: h[at + RING], port: h[at + SENT], caught: h[at + CAUGHT], missed: h[at + MISSED] }
-  })
+  return [0, 8].map((at) => ({ ring: h[at + RING], port: h[at + SENT], caught: h[at + CAUGHT], missed: h[at + MISSED] }))
 }
 
 /** what the hand-offs of a sandbox's units did (`handoffCounts` summed), over the buffers alive and those let go */

@@ -28,7 +28,6 @@
   const $Promise = Promise
   const $Map = Map
   const $Set = Set
-  const $String = String
   const $TypeError = TypeError
   const $RangeError = RangeError
   const $Error = Error
@@ -263,7 +262,7 @@
           if (v.length + 2 > budget - size) throw tooLarge
           return grow(level === 0 ? v : stringify(v))
         case 'number':
-          return grow(v === 0 && 1 / v < 0 ? '-0' : $String(v))
+          return grow(v === 0 && 1 / v < 0 ? '-0' : `${v}`)
         case 'bigint':
           return grow(`${v}n`)
         case 'symbol':
