@@ -1,5 +1,5 @@
-// what every backend shares, so that a backend is a driver (contract.ts): `SandboxPool`, the run prologue, the cap and a
-// warm pool of a driver's units; `Run`, one run's host side (its bridge, which takes its reports; its budgets; its end, once)
+// what every backend shares, so that a backend is a driver (contract.ts): `SandboxPool`, the run prologue, the cap, a warm
+// pool of a driver's units, and one run's host side (its bridge, which takes its reports; its budgets; its end, once)
 
 import { messageOf } from '@faber/core/message'
 import { RunBridge } from './bridge.ts'
@@ -58,7 +58,8 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
   private idle: U[] = []
   // the unit fill() is making, one at a time
   private making: { unit: Promise<U>; claimed: boolean } | undefined
-  private running = new Set<Run>()
+  // the runs going on, by how each is ended
+  private running = new Set<(outcome: CodeRunOutcome) => void>()
   // a unit made in the background failed: no more are made in a loop; the next run makes one and reports the error
   private makeFailed = false
   private waiters: (() => void)[] = []
@@ -107,7 +108,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     clearTimeout(this.trimTimer)
     this.gate.drain()
     this.answerWaiters()
-    for (const run of [...this.running]) run.finish(failure('abort', 'the sandbox was closed during the run'))
+    for (const finish of [...this.running]) finish(failure('abort', 'the sandbox was closed during the run'))
     await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
   }
 
@@ -139,7 +140,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     }
     if (unit === undefined) return unstarted(false)
     if (this.pooled(unit.memoryMb)) this.out++
-    // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens from arm()
+    // an abort while the run awaited its place or a unit that was ready is heard by nobody: the run listens once started
     if (request.signal.aborted || this.closed) {
       this.settle(unit, true)
       return unstarted(!request.signal.aborted)
@@ -160,24 +161,53 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     this.fill()
   }
 
-  // the run's outcome, and whether its unit may serve again. the warm-up is not one of the `maxRuns` a unit serves:
-  // counted, at maxRuns 1 it used up every unit, and each run that claimed a warming one failed
+  // one run's host side, the same for every backend: its bridge (which takes its reports), its budgets, and its end, once:
+  // the outcome, and whether its unit may serve again. the warm-up is not one of the `maxRuns` a unit serves: counted, at
+  // maxRuns 1 it used up every unit, and each run that claimed a warming one failed
   private execute(unit: U, request: CodeRunRequest, limits: CodeRunLimits, warm = false) {
     if (!warm) unit.runs++
     return new Promise<[outcome: CodeRunOutcome, reuse: boolean]>((resolve) => {
       let handle: ProgramHandle | undefined
-      // a run the driver ended as it started (a program that does not compile) ends its handle once it has it
-      let ended: boolean | undefined
-      const run = new Run(request, limits, this.running, (outcome, heap) => {
-        const reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)
-        if (handle) handle.end(reuse)
-        else ended = reuse
+      // whether the unit serves again, once the run ended (`heap` is the unit's after a clean end; left out, it serves no more)
+      let reuse: boolean | undefined
+      let cpuTimer: NodeJS.Timeout | undefined
+      const finish = (outcome: CodeRunOutcome, heap?: number) => {
+        if (reuse !== undefined) return
+        reuse = heap !== undefined && unit.runs < this.maxRuns && this.roomy(unit, heap, warm)
+        clearTimeout(cpuTimer)
+        wall.end()
+        request.signal.removeEventListener('abort', onAbort)
+        this.running.delete(finish)
+        handle?.end(reuse)
         resolve([outcome, reuse])
-      })
-      const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => run.wall.left(now) }
-      handle = this.driver.start(unit, program, run.bridge)
-      if (ended !== undefined) handle.end(ended)
-      else run.arm(handle)
+      }
+      const bridge = new RunBridge(
+        request,
+        limits,
+        () => reuse !== undefined,
+        finish,
+        (call, reply) => handle?.deliver(call, reply),
+      )
+      const wall = new WallClock(limits.wallMs, () => bridge.failed('timeout', limitMessages.wall(limits)))
+      const onAbort = () => bridge.failed('abort', 'the run was aborted')
+      const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => wall.left(now) }
+      const started = this.driver.start(unit, program, bridge)
+      handle = started
+      // a run the driver ended as it started (a program that does not compile) ends its handle once it has it
+      if (reuse !== undefined) return started.end(reuse)
+      // the program started: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
+      // waits on a person) and its cpu budget, read from the handle (undefined: it cannot tell any more, and polling stops)
+      const checkCpu = async () => {
+        const used = await started.cpuUsed()
+        if (used === undefined || reuse !== undefined) return
+        if (used >= limits.cpuMs) return bridge.failed('timeout', limitMessages.cpu(limits))
+        // cpu time grows no faster than the clock, so nothing can be over budget before then
+        cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))
+      }
+      request.signal.addEventListener('abort', onAbort, { once: true })
+      this.running.add(finish)
+      cpuTimer = setTimeout(checkCpu, limits.cpuMs)
+      wall.start(request.waits)
     })
   }
 
@@ -303,62 +333,4 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       },
     )
   }
-}
-
-/** one run's host side, the same for every backend: its reports, its budgets, and its end, once */
-export class Run {
-  readonly bridge: RunBridge
-  settled = false
-  private handle: ProgramHandle | undefined
-  private cpuTimer: NodeJS.Timeout | undefined
-  readonly wall: WallClock
-
-  constructor(
-    readonly request: CodeRunRequest,
-    readonly limits: CodeRunLimits,
-    private running: Set<Run>,
-    private end: (outcome: CodeRunOutcome, heap: number | undefined) => void,
-  ) {
-    this.bridge = new RunBridge(
-      request,
-      limits,
-      () => this.settled,
-      (outcome, heap) => this.finish(outcome, heap),
-      (call, reply) => this.handle?.deliver(call, reply),
-    )
-    this.wall = new WallClock(limits.wallMs, () => this.bridge.failed('timeout', limitMessages.wall(limits)))
-  }
-
-  /** ends the run with `outcome`, once; `heap` is the unit's heap after a clean end (left out: it serves no more runs) */
-  finish(outcome: CodeRunOutcome, heap?: number) {
-    if (this.settled) return
-    this.settled = true
-    clearTimeout(this.cpuTimer)
-    this.wall.end()
-    this.request.signal.removeEventListener('abort', this.onAbort)
-    this.running.delete(this)
-    this.end(outcome, heap)
-  }
-
-  /**
-   * the program started: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
-   * waits on a person) and its cpu budget, read from the handle (undefined: it cannot tell any more, and polling stops)
-   */
-  arm(handle: ProgramHandle) {
-    this.handle = handle
-    const { limits } = this
-    const checkCpu = async () => {
-      const used = await handle.cpuUsed()
-      if (used === undefined || this.settled) return
-      if (used >= limits.cpuMs) return this.bridge.failed('timeout', limitMessages.cpu(limits))
-      // cpu time grows no faster than the clock, so nothing can be over budget before then
-      this.cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))
-    }
-    this.request.signal.addEventListener('abort', this.onAbort, { once: true })
-    this.running.add(this)
-    this.cpuTimer = setTimeout(checkCpu, limits.cpuMs)
-    this.wall.start(this.request.waits)
-  }
-
-  private onAbort = () => this.bridge.failed('abort', 'the run was aborted')
 }
