@@ -362,6 +362,7 @@ export async function main(argv: string[]): Promise<number> {
       if (typeof values.with !== 'string') throw new UsageError('faber replay: --with <deployment.yml> is required: the deployment to replay the logs through')
       if (!positionals.length) throw new UsageError('faber replay: name at least one session log\nUsage: faber replay <session.jsonl>… --with <deployment.yml>')
       const spec = await loadDeploymentFile(values.with)
+      if (!process.stdout.listeners('error').includes(readerGone)) process.stdout.on('error', readerGone)
       const { replay, replayExitCode } = await import('./replay.ts')
       const { renderReplay } = await import('./replay-report.ts')
       const spinner = new Spinner(process.stderr)
@@ -595,6 +596,14 @@ export async function main(argv: string[]): Promise<number> {
   }
   process.stdout.write(`${HELP[command]}\n`)
   return 0
+}
+
+/**
+ * a reader that stops reading (faber replay … | head): the rest of the report goes nowhere, and the exit code stays the
+ * report's. unhandled, the failed write ended the process with 1, which says a policy became more permissive
+ */
+function readerGone(error: NodeJS.ErrnoException) {
+  if (error.code !== 'EPIPE') throw error
 }
 
 async function run() {

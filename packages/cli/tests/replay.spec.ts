@@ -629,6 +629,38 @@ describe('faber replay', function () {
       expect(refused.stderr).to.contain(':2: not a log record (\\x1b]0;retitled\\x07\\x1b[2Jjunk)').and.not.match(control)
     })
 
+    it('a reader that stops reading early (faber replay … | head) leaves the exit code the report gives', async () => {
+      await writeFile(
+        join(dir, 'strict.yml'),
+        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
+      )
+      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
+      const open = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const strict = readDeployment(
+        {
+          agents: [{ name: 'main' }],
+          plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') }, '@faber/plugin-guards': { deny: [{ tools: ['read'], reason: 'no reads' }] } },
+        },
+        'strict.yml',
+        dir,
+      )
+      const read = calls([{ name: 'read', arguments: { path: 'notes.txt' } }])
+      const cases = [
+        { log: await record(open, read, 'open.jsonl'), through: 'strict.yml', code: 0 },
+        { log: await record(strict, read, 'strict.jsonl'), through: 'open.yml', code: 1 },
+      ]
+      for (const { log, through, code } of cases) {
+        const child = spawn(process.execPath, [BIN, 'replay', log, '--with', join(dir, through)], { stdio: ['ignore', 'pipe', 'pipe'] })
+        // the reader is gone before the report is written: each write to the pipe fails (EPIPE)
+        child.stdout.destroy()
+        let stderr = ''
+        child.stderr.on('data', (chunk) => (stderr += chunk))
+        const exited = await new Promise<number | null>((resolve) => child.on('close', resolve))
+        expect(stderr, through).to.not.contain('EPIPE')
+        expect(exited, through).to.equal(code)
+      }
+    })
+
     it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
       await writeFile(
         join(dir, 'strict.yml'),
