@@ -40,9 +40,6 @@ const post = (message) => {
   flushCalls()
   calls.send(message)
 }
-const postCall = (message) => {
-  if (batch.push(message) === 1) process.nextTick(flushCalls)
-}
 
 // a run's fresh context with the prelude evaluated in it (its `setup`, not yet called)
 const freshContext = () => {
@@ -94,7 +91,7 @@ function runProgram({ id, source, tools, outputBytes, bufferBytes, argumentBytes
     if (kind === 'call') {
       if (typeof a !== 'number' || typeof b !== 'string' || typeof c !== 'string') return false
       // a string, which crosses a port for less than an object: `id:call:site:name length:name json`
-      postCall(`${id}:${a}:${typeof d === 'number' ? d : 0}:${b.length}:${b}${c}`)
+      if (batch.push(`${id}:${a}:${typeof d === 'number' ? d : 0}:${b.length}:${b}${c}`) === 1) process.nextTick(flushCalls)
       run.outstanding++
       pair.called()
       spinForReplies()
