@@ -134,11 +134,6 @@ export class IsolateSandbox extends SandboxPool<Slot> {
   handoffStats(): { calls: LaneCounts; replies: LaneCounts } {
     return this.driver.handoffs.stats()
   }
-
-  override async close() {
-    await super.close()
-    this.driver.close()
-  }
 }
 
 /** the isolated-vm backend (contract.ts): a unit is an isolate, each program a fresh context in it */

@@ -74,6 +74,8 @@ export interface SandboxDriver<U extends Unit = Unit> {
   start(unit: U, program: Program, reports: ProgramReports): ProgramHandle
   /** ends a unit for good */
   dispose(unit: U): unknown
+  /** the pool closed and disposed its idle units: ends what the driver holds besides (`busy`: runs were going on) */
+  close?(busy: boolean): void
 }
 
 export { messageOf } from '@faber/core/message'

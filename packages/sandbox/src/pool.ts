@@ -102,14 +102,16 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     return new Promise((resolve) => this.waiters.push(resolve))
   }
 
-  /** ends every unit; runs in progress end with kind `abort` */
+  /** ends every unit, and then what the driver holds; runs in progress end with kind `abort` */
   async close() {
+    const busy = this.gate.load().running > 0
     this.closed = true
     clearTimeout(this.trimTimer)
     this.gate.drain()
     this.answerWaiters()
     for (const finish of [...this.running]) finish(failure('abort', 'the sandbox was closed during the run'))
     await Promise.all(this.idle.splice(0).map((unit) => this.driver.dispose(unit)))
+    this.driver.close?.(busy)
   }
 
   async run(request: CodeRunRequest): Promise<CodeRunOutcome> {

@@ -129,13 +129,6 @@ export class ProcessSandbox extends SandboxPool<ProcessUnit> {
     const child = this.driver.child
     return child && !child.exited ? child.process.pid : undefined
   }
-
-  /** ends every unit, then the sandbox process (or keeps it a moment for the next sandbox like this one) */
-  override async close() {
-    const busy = this.load().running > 0
-    await super.close()
-    this.driver.close(busy)
-  }
 }
 
 class ProcessDriver implements SandboxDriver<ProcessUnit> {
@@ -229,7 +222,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     child.disposing.set(unit.id, backstop)
   }
 
-  /** the sandbox closed: its process ends, or waits a moment for the next sandbox like it when it is healthy and idle */
+  /** the sandbox closed: its process ends, or, healthy and idle, waits a moment for the next sandbox like this one */
   close(busy: boolean) {
     const child = this.child
     this.child = undefined
@@ -459,16 +452,15 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
 
   // what the host sends a process in one turn goes as one message, a list of them (a fan-out's replies together)
   private send(child: Child, message: unknown[]) {
-    if (child.outbox.push(message) === 1) process.nextTick(() => this.flush(child))
-  }
-
-  private flush(child: Child) {
-    const list = child.outbox
-    child.outbox = []
-    if (child.exited || !child.process.connected || list.length === 0) return
-    try {
-      child.process.send(list.length === 1 ? list[0] : list)
-    } catch {}
+    if (child.outbox.push(message) > 1) return
+    process.nextTick(() => {
+      const list = child.outbox
+      child.outbox = []
+      if (child.exited || !child.process.connected) return
+      try {
+        child.process.send(list.length === 1 ? list[0] : list)
+      } catch {}
+    })
   }
 
   // a child with runs or units being made keeps the host alive until they settle; an idle one does not

@@ -29,11 +29,7 @@ export abstract class SandboxService<P extends Pool = Pool, C extends SandboxSer
    * a backend's service class, `ctx.codeRuntime`: `backend` names the driver the sandbox process runs under
    * `isolation: process`, `create` makes the in-process sandbox under `isolation: in-process`
    */
-  static define<C extends SandboxService.Config>(
-    backend: ProcessBackend,
-    create: (config: C) => Pool,
-    Config: SandboxService.ConfigSchema<C>,
-  ): SandboxService.Class<C> {
+  static define<C extends SandboxService.Config>(backend: ProcessBackend, create: (config: C) => Pool, Config: Schema<Partial<C>, C>): SandboxService.Class<C> {
     const Defined = class extends SandboxService<Pool, C> {
       static name = 'codeRuntime'
       static inject: string[] = []
@@ -46,7 +42,7 @@ export abstract class SandboxService<P extends Pool = Pool, C extends SandboxSer
     return Object.assign(Defined, { Config })
   }
 
-  constructor(ctx: Context, config: Partial<C>, backend: ProcessBackend, create: (config: C) => P, schema: SandboxService.ConfigSchema<C>) {
+  constructor(ctx: Context, config: Partial<C>, backend: ProcessBackend, create: (config: C) => P, schema: Schema<Partial<C>, C>) {
     super(ctx, 'codeRuntime', true)
     this.backend = backend.name
     this.config = schema(config)
@@ -83,13 +79,11 @@ export abstract class SandboxService<P extends Pool = Pool, C extends SandboxSer
 export namespace SandboxService {
   export type Isolation = 'process' | 'in-process'
 
-  export type ConfigSchema<C extends Config> = Schema<Partial<C>, C>
-
   /** what `define` makes: a service class with cordis' static name, inject and Config */
   export interface Class<C extends Config> {
     new (ctx: Context, config?: Partial<C>): SandboxService<Pool, C>
     readonly inject: string[]
-    readonly Config: ConfigSchema<C>
+    readonly Config: Schema<Partial<C>, C>
   }
 
   export interface Config {
