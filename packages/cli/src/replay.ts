@@ -388,7 +388,7 @@ class Replayer {
     recorded: RecordedOutcome | undefined,
     answer: RecordedAnswer | undefined,
     nested: RecordedNestedCall[] | undefined,
-    how: { parent?: Execution['token'] },
+    how: { parent?: Execution['token']; session?: string },
     within?: ReplayedCall['within'],
   ) {
     if (!recorded) {
@@ -411,7 +411,8 @@ class Replayer {
           name,
           arguments: args,
           signal: this.signal,
-          ...(how.parent ? { parent: how.parent } : { agent: this.agent }),
+          // a direct call in the conversation it came in on (an MCP session), whose policy state is its own; nested under its run_code
+          ...(how.parent ? { parent: how.parent } : { agent: this.agent, ...(how.session !== undefined ? { session: how.session } : {}) }),
         })
       } catch (error) {
         result = errorResult('INVALID_ARGUMENTS', `faber replay: the recorded call could not be made: ${messageOf(error)}`)
@@ -556,7 +557,7 @@ class Replayer {
       this.tally(call.callId, call.name, call.badJson, { verdict: 'error' }, { verdict: 'error' }, undefined)
       return
     }
-    await this.run(call.callId, call.name, call.arguments, call.outcome, call.answer, call.nested, {})
+    await this.run(call.callId, call.name, call.arguments, call.outcome, call.answer, call.nested, { session: call.session })
   }
 
   finish(): ReplayReport {

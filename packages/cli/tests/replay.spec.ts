@@ -193,6 +193,21 @@ describe('faber replay', function () {
       }
     })
 
+    it('calls recorded in the MCP sessions of one server are replayed each in its own conversation, as they ran', async () => {
+      const read = { name: 'read', arguments: { path: 'notes.txt' } }
+      const log = await record(deployment({ '@faber/plugin-guards': { breaker: { remindAfter: 0, blockAfter: 0 } } }), calls(...Array(6).fill([read])))
+      // what faber mcp --session-log writes for two clients' sessions (each call record names its MCP session): taking turns
+      let n = 0
+      await rewrite(log, (record) => (record.type === 'call' ? { ...record, session: n++ % 2 ? 'b' : 'a' } : record))
+      // the repeat-call breaker counts per conversation: three in a row in each session, none blocked at four
+      const report = await replay([log], deployment({ '@faber/plugin-guards': { breaker: { remindAfter: 0, blockAfter: 4 } } }))
+      expect(report.summary).to.include({ replayed: 6, unchanged: 6, changed: 0 })
+      // the same calls in one conversation: the fourth, fifth and sixth in a row are blocked
+      await rewrite(log, ({ session, ...record }) => record)
+      const one = await replay([log], deployment({ '@faber/plugin-guards': { breaker: { remindAfter: 0, blockAfter: 4 } } }))
+      expect(one.summary).to.include({ replayed: 6, newlyDenied: 3 })
+    })
+
     it('a tool the deployment does not have, and an agent it does not define, are reported as unknown', async () => {
       const log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
       const without = readDeployment({ agents: [{ name: 'main' }] }, 'bare.yml', dir)
