@@ -272,6 +272,8 @@ class Replayer {
   deployed!: Deployed
   /** processes replayed so far (each session record and each resume starts one) */
   private processes = 0
+  /** a process started in the log and not yet entered */
+  private starting?: { resumed: boolean }
   // held once per deployment: reading ctx.tools builds a traced proxy each time, tens of µs a call
   private executor!: Executor
   /** @faber/plugin-approval's service, whose match() is what its rules and grants say */
@@ -306,13 +308,23 @@ class Replayer {
     }
   }
 
+  /** a recorded process started (a session, or a resume of one): it is entered once it did something (a turn, a call) */
+  startProcess(resumed: boolean) {
+    this.starting = { resumed }
+  }
+
   /**
-   * a recorded process starts (a session, or a resume of one): the first uses the deployment composed up front, each
-   * later one a fresh composition, so what plugins held in memory is gone as it was, and what they kept in the store
-   * (the in-memory copy) is still there. the session is announced under an id of the replay's own, so a plugin that
-   * keeps per-session state in the store (fs-observation) starts from what this replay kept, never the recording's rows
+   * the recorded process that started is entered: the first uses the deployment composed up front, each later one a
+   * fresh composition, so what plugins held in memory is gone as it was, and what they kept in the store (the in-memory
+   * copy) is still there. a process that did nothing is never composed (a forged log of resume records costs a
+   * composition per record otherwise, ~16 ms each). the session is announced under an id of the replay's own, so a
+   * plugin that keeps per-session state in the store (fs-observation) starts from what this replay kept, never the
+   * recording's rows
    */
-  async startProcess(resumed: boolean) {
+  private async enter() {
+    if (!this.starting) return
+    const { resumed } = this.starting
+    this.starting = undefined
     if (this.processes++ > 0) {
       await this.deployed.stop()
       this.attach(await this.composeOne())
@@ -520,15 +532,17 @@ class Replayer {
             summary.sessions++
             this.session = event.id
             this.agentName = event.agent
-            await this.startProcess(false)
+            this.startProcess(false)
             break
           case 'resume':
-            await this.startProcess(true)
+            this.startProcess(true)
             break
           case 'turn':
+            await this.enter()
             if (!this.missingAgent) this.turnStarts(event.turn)
             break
           case 'step':
+            await this.enter()
             for (const call of event.calls) {
               await this.replayCall(call)
               summary.directCalls++

@@ -313,6 +313,25 @@ describe('faber replay', function () {
       const unread = await replay([log], spec)
       expect(changes(unread)).to.deep.equal([['edit', 'allow', 'deny', 'fs-observation']])
     })
+
+    it('a process that did nothing is not composed: a log forged with many resume records costs no deployment each', async () => {
+      const spec = deployment({ '@faber/plugin-fs-observation': {} })
+      let composed = 0
+      spec.plugins.push({ key: 'counter', use: 'counter', config: {}, plugin: { name: 'counter', replay: 'inert', apply: () => void composed++ } })
+      await record(spec, read)
+      const log = await record(spec, edit)
+      composed = 0
+      expect((await replay([log], spec)).summary).to.include({ replayed: 2, unchanged: 2 })
+      expect(composed).to.equal(2)
+      // 1,000 processes that opened the log and did nothing, before the one that made the edit
+      const lines = (await readFile(log, 'utf8')).split('\n').filter(Boolean)
+      const at = lines.findIndex((line) => line.includes('"type":"resume"'))
+      lines.splice(at, 0, ...Array(1000).fill(lines[at]))
+      await writeFile(log, `${lines.join('\n')}\n`)
+      composed = 0
+      expect((await replay([log], spec)).summary).to.include({ replayed: 2, unchanged: 2 })
+      expect(composed).to.equal(2)
+    })
   })
 
   /**
