@@ -61,11 +61,10 @@ interface Slot extends Unit, Watched {
   pair: Backoff
   /** V8 ran out of memory outside isolated-vm's limit, and its handler parked the isolate's thread for good */
   parked?: boolean
-  /** fails the run in progress when that happens */
+  /** fails the run in progress when that happens: set while a run is in progress */
   onParked?: () => void
   /** the next run's fresh context, made after the last run ended (~0.9 ms of the host's thread a run spares) */
   next?: ivm.Context
-  inRun?: boolean
 }
 
 /** how a run's replies enter the program: posted to the isolate's thread, or delivered on this one (hostDrive) */
@@ -176,13 +175,12 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     Atomics.add(runsActive, 0, 1)
     const end = (reuse: boolean) => {
       slot.onParked = undefined
-      slot.inRun = false
       Atomics.sub(runsActive, 0, 1)
       if (!reuse) return
       for (const handle of handles) handle.release()
       // the next run's context, made on a turn of the event loop after this one
       setImmediate(() => {
-        if (slot.inRun || slot.next || slot.parked || isolate.isDisposed) return
+        if (slot.onParked || slot.next || slot.parked || isolate.isDisposed) return
         try {
           slot.next = isolate.createContextSync()
         } catch {}
@@ -369,7 +367,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     let start: ivm.Reference
     let drive: Drive
     try {
-      slot.inRun = true
+      slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
       context = hold(slot.next ?? isolate.createContextSync())
       slot.next = undefined
       const setup = hold(slot.prelude.runSync(context, { reference: true }))
@@ -407,7 +405,6 @@ export class IsolateDriver implements SandboxDriver<Slot> {
       return { deliver: none, cpuUsed: none, end }
     }
 
-    slot.onParked = () => fail('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the isolate's limit`)
     const cpuStart = isolate.cpuTime
     // the first stretch runs on the isolate's thread: a program computing before its first call must not hold the host's.
     // evaluating `0` after it confirms the isolate ran its microtasks (a stretch that left a rejection unhandled took
