@@ -272,6 +272,8 @@ class Replayer {
   deployed!: Deployed
   /** processes replayed so far (each session record and each resume starts one) */
   private processes = 0
+  /** the lines of the run_code whose nested calls are being replayed */
+  private lines?: { outer: Execution; lines?: string[] }
   /** a process started in the log and not yet entered */
   private starting?: { resumed: boolean }
   // held once per deployment: reading ctx.tools builds a traced proxy each time, tens of µs a call
@@ -386,10 +388,18 @@ class Replayer {
   }
 
   private within(outer: Execution, nested: RecordedNestedCall): ReplayedCall['within'] {
-    const code = (outer.arguments as { code?: unknown } | null)?.code
     const line = nested.site?.line
-    const source = typeof code === 'string' && line !== undefined ? code.split('\n')[line - 1]?.trim() : undefined
+    const source = line === undefined ? undefined : this.programLines(outer)?.[line - 1]?.trim()
     return { callId: outer.callId, line, column: nested.site?.column, source: source?.slice(0, 200) }
+  }
+
+  /** a run_code's program split into lines once, not once per nested call (a large program with many calls was quadratic) */
+  private programLines(outer: Execution): string[] | undefined {
+    if (this.lines?.outer !== outer) {
+      const code = (outer.arguments as { code?: unknown } | null)?.code
+      this.lines = { outer, lines: typeof code === 'string' ? code.split('\n') : undefined }
+    }
+    return this.lines.lines
   }
 
   /** one call through the pipeline, compared with what was recorded */
