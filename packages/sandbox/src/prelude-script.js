@@ -387,47 +387,44 @@
   const locate = (stack) => (typeof stack === 'string' && stack.length <= 1e6 ? locationPattern.exec(stack) : null)
 
   const finished = (name, called) => new ToolCallError(name, `${called} was called after the program finished; the call was not made`)
-  // the promise of a call's reply. a call without an argument means "no arguments", which tools take as an empty object
-  const send = (name, called, argument, list, site) => {
-    if (settled) throw finished(name, called)
-    let json = '{}'
-    if (list || argument !== undefined) {
-      try {
-        json = list
-          ? toJson(argument, `${called}: arguments`, argumentBytes)
-          : (flatJson(argument, argumentBytes) ?? toJson(argument, `${called}: argument`, argumentBytes))
-      } catch (error) {
-        // what the host would refuse it with, said before anything crossed
-        if (error === tooDeep) {
-          throw new ToolCallError(
-            name,
-            `${called} was not called: its argument is ${deeperThan}, which is more than a tool call takes; pass a flatter value`,
-            'INVALID_ARGUMENTS',
-          )
-        }
-        if (error !== tooLarge) throw error
-        // what crosses to the host is held there while the call runs: the run ends rather than copy it
-        settled = true
-        bridge('memory', 'argument')
-        throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
-      }
-    }
-    // a getter of the argument may have made calls, or ended the run, meanwhile
-    if (settled) throw finished(name, called)
-    // the clock readings and random numbers read so far go first: the host has them before the call they may shape
-    if (valuesRead !== undefined) flushValues()
-    let reply = 1
-    try {
-      reply = open(name, json, site)
-    } catch {}
-    if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
-    return reply
-  }
-  // the reply's promise itself: nothing of the binding's is kept while the call waits (an async binding held ~450 bytes
-  // a waiting call). what `send` throws rejects it, as it would an async function's
+  // the promise of a call's reply, itself: nothing of the binding's is kept while the call waits (an async binding held
+  // ~450 bytes a waiting call), and what is thrown here rejects it, as it would an async function's. a call without an
+  // argument means "no arguments", which tools take as an empty object
   const call = (name, called, argument, list, site) => {
     try {
-      return send(name, called, argument, list, site)
+      if (settled) throw finished(name, called)
+      let json = '{}'
+      if (list || argument !== undefined) {
+        try {
+          json = list
+            ? toJson(argument, `${called}: arguments`, argumentBytes)
+            : (flatJson(argument, argumentBytes) ?? toJson(argument, `${called}: argument`, argumentBytes))
+        } catch (error) {
+          // what the host would refuse it with, said before anything crossed
+          if (error === tooDeep) {
+            throw new ToolCallError(
+              name,
+              `${called} was not called: its argument is ${deeperThan}, which is more than a tool call takes; pass a flatter value`,
+              'INVALID_ARGUMENTS',
+            )
+          }
+          if (error !== tooLarge) throw error
+          // what crosses to the host is held there while the call runs: the run ends rather than copy it
+          settled = true
+          bridge('memory', 'argument')
+          throw new ToolCallError(name, `${called} was not called: its argument is larger than ${argumentBytes} bytes`)
+        }
+      }
+      // a getter of the argument may have made calls, or ended the run, meanwhile
+      if (settled) throw finished(name, called)
+      // the clock readings and random numbers read so far go first: the host has them before the call they may shape
+      if (valuesRead !== undefined) flushValues()
+      let reply = 1
+      try {
+        reply = open(name, json, site)
+      } catch {}
+      if (typeof reply !== 'object' || reply === null) throw new ToolCallError(name, `${called} could not be sent to the host`)
+      return reply
     } catch (error) {
       return new $Promise((_, reject) => reject(error))
     }
