@@ -275,7 +275,7 @@ class Replayer {
   /** the lines of the run_code whose nested calls are being replayed */
   private lines?: { outer: Execution; lines?: string[] }
   /** a process started in the log and not yet entered */
-  private starting?: { resumed: boolean }
+  private starting?: { resumed: boolean; turn?: number }
   // held once per deployment: reading ctx.tools builds a traced proxy each time, tens of µs a call
   private executor!: Executor
   /** @faber/plugin-approval's service, whose match() is what its rules and grants say */
@@ -310,7 +310,7 @@ class Replayer {
     }
   }
 
-  /** a recorded process started (a session, or a resume of one): it is entered once it did something (a turn, a call) */
+  /** a recorded process started (a session, or a resume of one): it is entered once it makes a call */
   startProcess(resumed: boolean) {
     this.starting = { resumed }
   }
@@ -318,14 +318,14 @@ class Replayer {
   /**
    * the recorded process that started is entered: the first uses the deployment composed up front, each later one a
    * fresh composition, so what plugins held in memory is gone as it was, and what they kept in the store (the in-memory
-   * copy) is still there. a process that did nothing is never composed (a forged log of resume records costs a
-   * composition per record otherwise, ~16 ms each). the session is announced under an id of the replay's own, so a
+   * copy) is still there. a process that made no call is never composed (a forged log of resume records, or of
+   * resumes and turns, costs a composition, ~10-16 ms, per record otherwise); the turn it is in is told once it is. the session is announced under an id of the replay's own, so a
    * plugin that keeps per-session state in the store (fs-observation) starts from what this replay kept, never the
    * recording's rows
    */
   private async enter() {
     if (!this.starting) return
-    const { resumed } = this.starting
+    const { resumed, turn } = this.starting
     this.starting = undefined
     if (this.processes++ > 0) {
       await this.deployed.stop()
@@ -336,6 +336,7 @@ class Replayer {
     this.roots.clear()
     this.named.clear()
     if (!this.missingAgent) this.deployed.ctx.emit('agent/session', { agent: this.agent, id: `faber-replay:${this.session}`, resumed })
+    if (!this.missingAgent && turn !== undefined) this.turnStarts(turn)
   }
 
   attach(deployed: Deployed) {
@@ -548,8 +549,8 @@ class Replayer {
             this.startProcess(true)
             break
           case 'turn':
-            await this.enter()
-            if (!this.missingAgent) this.turnStarts(event.turn)
+            if (this.starting) this.starting.turn = event.turn
+            else if (!this.missingAgent) this.turnStarts(event.turn)
             break
           case 'step':
             await this.enter()

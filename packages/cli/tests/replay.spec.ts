@@ -314,6 +314,21 @@ describe('faber replay', function () {
       expect(changes(unread)).to.deep.equal([['edit', 'allow', 'deny', 'fs-observation']])
     })
 
+    it('each recorded user turn is told (agent/turn): per-turn limits start again at it, as they did', async () => {
+      const log = await record(deployment(), calls(...Array(4).fill([{ name: 'read', arguments: { path: 'notes.txt' } }])))
+      // the last two calls in a second user turn
+      let n = 0
+      await rewrite(log, (record) => {
+        if (record.type === 'call' && ++n === 3) return `${JSON.stringify({ type: 'turn', turn: 2, at: 1 })}\n${JSON.stringify({ ...record, turn: 2 })}`
+        return n >= 3 && typeof record.turn === 'number' ? { ...record, turn: 2 } : record
+      })
+      const limited = deployment({ '@faber/plugin-guards': { rateLimits: [{ tools: ['read'], perTurn: 2 }] } })
+      expect((await replay([log], limited)).summary).to.include({ replayed: 4, unchanged: 4 })
+      // the same four calls in one turn: the third and fourth are over the limit
+      await rewrite(log, (record) => (record.type === 'turn' && record.turn === 2 ? undefined : record))
+      expect((await replay([log], limited)).summary).to.include({ replayed: 4, newlyDenied: 2 })
+    })
+
     it('a process that did nothing is not composed: a log forged with many resume records costs no deployment each', async () => {
       const spec = deployment({ '@faber/plugin-fs-observation': {} })
       let composed = 0
@@ -327,6 +342,12 @@ describe('faber replay', function () {
       const lines = (await readFile(log, 'utf8')).split('\n').filter(Boolean)
       const at = lines.findIndex((line) => line.includes('"type":"resume"'))
       lines.splice(at, 0, ...Array(1000).fill(lines[at]))
+      await writeFile(log, `${lines.join('\n')}\n`)
+      composed = 0
+      expect((await replay([log], spec)).summary).to.include({ replayed: 2, unchanged: 2 })
+      expect(composed).to.equal(2)
+      // nor 1,000 that each began a turn and made no call
+      lines.splice(at, 0, ...Array.from({ length: 1000 }, (_, i) => [lines[at], JSON.stringify({ type: 'turn', turn: 2 + i, at: 1 })]).flat())
       await writeFile(log, `${lines.join('\n')}\n`)
       composed = 0
       expect((await replay([log], spec)).summary).to.include({ replayed: 2, unchanged: 2 })
