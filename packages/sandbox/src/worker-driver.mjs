@@ -31,11 +31,9 @@ export class WorkerDriver {
   start(slot, { request, limits, source }, reports) {
     const { worker } = slot
     const id = ++this.#seq
-    let settled = false
     const elu = worker.performance.eventLoopUtilization()
     const waitedBefore = slot.waited[0]
     const end = () => {
-      settled = true
       slot.inboxPort.off('message', onPort)
       Atomics.sub(active, 0, 1)
       worker.off('error', onError)
@@ -72,10 +70,10 @@ export class WorkerDriver {
 
     // whether to spin a moment for the worker's next message after a reply
     const within = burst()
-    const expect = () => this.spinMs > 0 && !settled && waiting === 0 && Atomics.load(active, 0) <= 1 && slot.pair.may(1) && within()
+    const expect = () => this.spinMs > 0 && !reports.ended() && waiting === 0 && Atomics.load(active, 0) <= 1 && slot.pair.may(1) && within()
     // a flood is taken 64 messages at a time, a turn of the event loop between (nothing rings for what is left)
     const drain = () => {
-      if (!settled && slot.inbox.take(onMessage, 64) === 64) setImmediate(drain)
+      if (!reports.ended() && slot.inbox.take(onMessage, 64) === 64) setImmediate(drain)
     }
     const onPort = (message) => slot.inbox.port(message, onMessage)
     // the calls forwarded and not answered yet: a reply is not worth a spin while others wait
