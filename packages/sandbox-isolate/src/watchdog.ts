@@ -65,7 +65,6 @@ export class Watchdog {
   private generation = 1
   private running = false
   private closed = false
-  private step = 0
 
   constructor(private targets: () => Iterable<Watched>) {
     this.state[WANTED] = this.generation
@@ -78,8 +77,8 @@ export class Watchdog {
   run(target: Watched, ms: number, body: () => void): boolean | undefined {
     const { state, generation } = this
     if (this.closed || target.watch?.[0] !== generation || Atomics.load(state, ARMED) !== generation) return void this.arm()
-    const step = this.step + 1
-    this.step += 2
+    // the last step's end (STEP is even between steps, whichever side ended it), plus one
+    const step = Atomics.load(state, STEP) + 1
     const deadline = Math.min(2 ** 31 - 1, Math.ceil(Date.now() - this.base + ms))
     Atomics.store(state, TARGET, target.watch[1])
     Atomics.store(state, DEADLINE, deadline)
