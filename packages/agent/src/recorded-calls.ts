@@ -4,7 +4,6 @@
 // and keeps the log's names as data (maps, never object keys)
 
 import { createReadStream } from 'node:fs'
-import { createInterface } from 'node:readline'
 import type { BridgeReply, CodeCheckpoint, JournalCall, Json } from '@faber/core'
 import { messageOf } from '@faber/core'
 import { type CallOutcome, LOG_VERSION } from './session-log.ts'
@@ -400,6 +399,28 @@ export interface StreamOptions {
 }
 
 /**
+ * the lines of a text stream (a line break is \n, or \r\n), refusing a line longer than `maxLine` as it is gathered:
+ * node's readline gathers a line whole first, and one longer than the longest string v8 makes threw where no caller
+ * could catch it
+ */
+async function* linesOf(stream: AsyncIterable<string>, maxLine: number, tooLong: () => Error): AsyncGenerator<string> {
+  let pending = ''
+  for await (const chunk of stream) {
+    let start = 0
+    for (let end = chunk.indexOf('\n'); end >= 0; end = chunk.indexOf('\n', start)) {
+      const line = pending + chunk.slice(start, end)
+      pending = ''
+      start = end + 1
+      if (line.length > maxLine) throw tooLong()
+      yield line.endsWith('\r') ? line.slice(0, -1) : line
+    }
+    pending += chunk.slice(start)
+    if (pending.length > maxLine) throw tooLong()
+  }
+  if (pending) yield pending
+}
+
+/**
  * the recorded calls of a log file, read as a stream (a log of any size in bounded memory but for its longest line).
  * a torn last line is reported through onTruncated and left out; a broken line before it is an error naming it
  */
@@ -407,11 +428,11 @@ export async function* streamRecordedCalls(path: string, options: StreamOptions 
   const maxLine = options.maxLine ?? 256 * 1024 * 1024
   const reader = new RecordedCallReader(path)
   const stream = createReadStream(path, { encoding: 'utf8' })
-  const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY })
+  const tooLong = (line: number) => new RecordedCallsError(`${path}:${line}: a line of more than ${maxLine} characters, longer than any record Faber writes`)
   const parse = (raw: string, line: number, last: boolean): RecordedEvent[] => {
     if (!raw.trim()) return []
     const where = `${path}:${line}`
-    if (raw.length > maxLine) throw new RecordedCallsError(`${where}: a line of ${raw.length} characters, longer than any record Faber writes`)
+    if (raw.length > maxLine) throw tooLong(line)
     let record: unknown
     try {
       record = JSON.parse(raw)
@@ -429,7 +450,7 @@ export async function* streamRecordedCalls(path: string, options: StreamOptions 
   let bytes = 0
   let previous: string | undefined
   try {
-    for await (const raw of lines) {
+    for await (const raw of linesOf(stream, maxLine, () => tooLong(lineNo + 1))) {
       lineNo++
       if (previous !== undefined) yield* parse(previous, lineNo - 1, false)
       previous = raw
@@ -442,7 +463,6 @@ export async function* streamRecordedCalls(path: string, options: StreamOptions 
     const code = (error as NodeJS.ErrnoException).code
     throw new RecordedCallsError(`${path}: cannot read the log (${code ?? messageOf(error)})`)
   } finally {
-    lines.close()
     stream.destroy()
   }
   yield* reader.end()

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
-import { appendFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AgentSession, ScriptedModel, type ScriptStep, SessionLog } from '@faber/agent'
@@ -446,8 +446,9 @@ describe('faber replay', function () {
       log = await record(deployment(), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
     })
 
-    async function refused(text: string, pattern: RegExp) {
-      await writeFile(log, text)
+    /** `text` as the log (the log as it is when undefined) is refused with an error matching `pattern` */
+    async function refused(text: string | undefined, pattern: RegExp) {
+      if (text !== undefined) await writeFile(log, text)
       let error: unknown
       try {
         await replay([log], deployment())
@@ -551,6 +552,15 @@ describe('faber replay', function () {
       const report = await replay([log], deployment())
       expect(report.summary).to.include({ replayed: 1, unchanged: 1 })
       expect(report.logs[0]).to.include({ sessions: 1, directCalls: 1 })
+    })
+
+    it('a line longer than any string can hold (600 MB, no line break) is refused naming it, not a crash', async () => {
+      // the session record, then 600 MB of zeros: a sparse file, made at once
+      const [head] = (await readFile(log, 'utf8')).split('\n')
+      await writeFile(log, `${head}\n`)
+      await truncate(log, 600 * 1024 * 1024)
+      // (node's readline gathered the line in one string, past the longest v8 makes: an uncaught RangeError)
+      await refused(undefined, /:2: a line of more than 268435456 characters, longer than any record Faber writes/)
     })
 
     it('tools named __proto__ or constructor are counted as data; a call left without a result is counted, not replayed', async () => {
