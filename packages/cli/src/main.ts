@@ -73,7 +73,7 @@ Options:
   --token TOKEN  the token the view requires (see faber inspect --help)
   --no-color   plain output
 
-Exit codes: 0 nothing became more permissive, 1 a call that was denied or asked would now run, 2 bad input
+Exit codes: 0 nothing became more permissive, 1 a call that was refused (denied, asked, or by the core) would now run, 2 bad input
 (an unreadable or corrupted log, a log of another LOG_VERSION, a deployment that does not load).`,
   demo: `faber demo — watch a code-mode deployment at work, on a scripted model (no network, a few seconds)
 

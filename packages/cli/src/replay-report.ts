@@ -93,7 +93,7 @@ export function renderReplay(report: ReplayReport, style: Style): string {
   }
   out.push(
     report.morePermissive
-      ? style.paint('More permissive: a call that was denied or asked would now run (exit code 1).', 'yellow', 'bold')
+      ? style.paint('More permissive: a call that was refused would now run (exit code 1).', 'yellow', 'bold')
       : style.paint('Nothing became more permissive.', 'green'),
   )
   return out.join('\n')

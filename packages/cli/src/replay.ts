@@ -87,7 +87,7 @@ export interface ReplayReport {
     byPlugin: Record<string, { denied: number; asked: number }>
   }
   changes: ReplayedCall[]
-  /** a call that was denied or asked would now run: the exit code is 1 */
+  /** a call that was refused (denied, asked, or by the core) would now run: the exit code is 1 */
   morePermissive: boolean
 }
 
@@ -504,7 +504,9 @@ class Replayer {
       if (now.verdict === 'deny') plugin.denied++
       else plugin.asked++
     }
-    if (now.verdict === 'allow' && (old.verdict === 'deny' || old.verdict === 'ask')) this.report.morePermissive = true
+    // whatever kept it from running in the recording (a denial, a person's question, the core: the collapse, a tool or
+    // an argument it did not take), a call newly allowed would now run
+    if (now.verdict === 'allow') this.report.morePermissive = true
     this.report.changes.push({
       log: this.log,
       session: this.session,
@@ -646,7 +648,7 @@ export async function replay(logs: string[], deployment: DeploymentSpec, options
   }
 }
 
-/** 1 when a call that was denied or asked would now run, else 0 */
+/** 1 when a call that was refused (denied, asked, or by the core) would now run, else 0 */
 export function replayExitCode(report: ReplayReport): 0 | 1 {
   return report.morePermissive ? 1 : 0
 }

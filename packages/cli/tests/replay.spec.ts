@@ -132,6 +132,22 @@ describe('faber replay', function () {
       expect(bodies).to.deep.equal([])
     })
 
+    it('a direct call code mode refused would run in native mode: newly allowed, and the exit code says so', async () => {
+      const log = await record(deployment({}, 'code'), calls([{ name: 'stamp', arguments: { text: 'direct' } }]))
+      expect(bodies).to.deep.equal([])
+      const same = await replay([log], deployment({}, 'code'))
+      expect(same.summary).to.include({ replayed: 1, unchanged: 1 })
+      expect(replayExitCode(same)).to.equal(0)
+      const native = await replay([log], deployment())
+      expect(changes(native)).to.deep.equal([['stamp', 'error', 'allow', undefined]])
+      expect(native.changes[0].old).to.include({ code: 'UNKNOWN_TOOL', plugin: 'core' })
+      expect(native.summary).to.include({ newlyAllowed: 1 })
+      expect(native.morePermissive).to.equal(true)
+      expect(replayExitCode(native)).to.equal(1)
+      expect(renderReplay(native, createStyle(false))).to.contain('More permissive')
+      expect(bodies).to.deep.equal([])
+    })
+
     it('approval: rules and grants answer; a question for a person is reported as ask, never asked', async () => {
       const rules = { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] }
       const log = await record(deployment({ '@faber/plugin-approval': rules }), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
