@@ -226,6 +226,9 @@ function newDecision(result: ToolResult, reached: boolean, asked: string | undef
   return { verdict: 'error', stage: 'create', plugin: 'core', reason: message, code }
 }
 
+/** the summary's count a change to each verdict adds to */
+const NEWLY: Partial<Record<Verdict, 'newlyDenied' | 'newlyAllowed' | 'newlyAsked'>> = { deny: 'newlyDenied', allow: 'newlyAllowed', ask: 'newlyAsked' }
+
 function differs(old: Decision, now: Decision) {
   return old.verdict !== now.verdict || ((old.verdict === 'deny' || old.verdict === 'ask') && old.plugin !== now.plugin && now.verdict === 'deny')
 }
@@ -493,7 +496,8 @@ class Replayer {
     }
     summary.changed++
     tool.changed++
-    const key = now.verdict === 'deny' ? 'newlyDenied' : now.verdict === 'allow' ? 'newlyAllowed' : now.verdict === 'ask' ? 'newlyAsked' : undefined
+    // a call denied on both sides, by another plugin now, is a change but not newly denied
+    const key = old.verdict === now.verdict ? undefined : NEWLY[now.verdict]
     if (key) {
       summary[key]++
       tool[key]++

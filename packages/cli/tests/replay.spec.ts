@@ -148,6 +148,20 @@ describe('faber replay', function () {
       expect(bodies).to.deep.equal([])
     })
 
+    it('a call denied on both sides by another plugin: a change, reported with the new decider, but not newly denied', async () => {
+      const log = await record(
+        deployment({ '@faber/plugin-guards': { deny: [{ tools: ['stamp'], reason: 'no stamps' }] } }),
+        calls([{ name: 'stamp', arguments: { text: 'x' } }]),
+      )
+      const report = await replay([log], deployment({ '@faber/plugin-approval': { rules: [{ tool: 'stamp', decision: 'reject' }] } }))
+      expect(changes(report)).to.deep.equal([['stamp', 'deny', 'deny', 'approval']])
+      expect(report.changes[0].old).to.include({ plugin: 'guards' })
+      expect(report.summary).to.include({ replayed: 1, changed: 1, newlyDenied: 0, newlyAllowed: 0, newlyAsked: 0 })
+      expect(report.summary.byTool.stamp).to.include({ changed: 1, newlyDenied: 0 })
+      expect(report.summary.byPlugin).to.deep.equal({ approval: { denied: 1, asked: 0 } })
+      expect(replayExitCode(report)).to.equal(0)
+    })
+
     it('approval: rules and grants answer; a question for a person is reported as ask, never asked', async () => {
       const rules = { policy: 'ask', require: ['stamp'], rules: [{ tool: 'stamp', decision: 'allow' }] }
       const log = await record(deployment({ '@faber/plugin-approval': rules }), calls([{ name: 'stamp', arguments: { text: 'x' } }]))
