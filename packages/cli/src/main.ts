@@ -362,7 +362,6 @@ export async function main(argv: string[]): Promise<number> {
       if (typeof values.with !== 'string') throw new UsageError('faber replay: --with <deployment.yml> is required: the deployment to replay the logs through')
       if (!positionals.length) throw new UsageError('faber replay: name at least one session log\nUsage: faber replay <session.jsonl>… --with <deployment.yml>')
       const spec = await loadDeploymentFile(values.with)
-      if (!process.stdout.listeners('error').includes(readerGone)) process.stdout.on('error', readerGone)
       const { replay, replayExitCode } = await import('./replay.ts')
       const { renderReplay } = await import('./replay-report.ts')
       const spinner = new Spinner(process.stderr)
@@ -599,8 +598,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * a reader that stops reading (faber replay … | head): the rest of the report goes nowhere, and the exit code stays the
- * report's. unhandled, the failed write ended the process with 1, which says a policy became more permissive
+ * a reader that stops reading (faber demo | head, faber replay … | head): the rest of the output goes nowhere, and the
+ * exit code stays the command's. unhandled, the failed write ended the process with a trace and 1, which from faber
+ * replay says a policy became more permissive
  */
 function readerGone(error: NodeJS.ErrnoException) {
   if (error.code !== 'EPIPE') throw error
@@ -610,6 +610,7 @@ async function run() {
   // --debug, anywhere on the line: stack traces and every log line
   const argv = process.argv.slice(2)
   const debug = argv.includes('--debug')
+  process.stdout.on('error', readerGone)
   Logger.levels.base = Number(process.env.FABER_LOG_LEVEL ?? (debug ? 3 : 1))
   let code: number
   try {

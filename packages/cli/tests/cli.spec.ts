@@ -61,6 +61,19 @@ describe('faber (the command)', function () {
     expect(command.stderr).to.include('unknown command "frobnicate"')
   })
 
+  it('a reader that stops reading early (faber demo | head -1) ends nothing badly: no EPIPE trace, the exit code the command gives', async () => {
+    for (const args of [['demo'], ['inspect', join(dir, 'deploy.yml')], ['--help']]) {
+      const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+      // the reader is gone before anything is written: each write to the pipe fails (EPIPE)
+      child.stdout.destroy()
+      let stderr = ''
+      child.stderr.on('data', (chunk) => (stderr += chunk))
+      const exited = await new Promise<number | null>((resolve) => child.on('close', resolve))
+      expect(stderr, args[0]).to.not.contain('EPIPE')
+      expect(exited, args[0]).to.equal(0)
+    }
+  })
+
   it('runs a deployment: one turn per input line, logged, and continued on the next run', async () => {
     const first = await faber(['run', join(dir, 'deploy.yml'), '--json'], { input: 'what do the notes say?\n' })
     expect(first.code, first.stderr).to.equal(0)
