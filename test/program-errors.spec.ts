@@ -100,6 +100,11 @@ for (const backend of ['worker', 'isolate'] as const) {
       expect(error).to.include({ line: 1, column: 20 })
     })
 
+    it('a call of a missing tool with no tool near it says how to find one', async () => {
+      const error = failed(await runCode(ctx, 'return await tools.zebra_walk({})'))
+      expect(error.message).to.include("`tools.zebra_walk` is not a tool; find tools by what they do with `await tools.$search('...')` (line 1, column 20)")
+    })
+
     it('says when the program returned undefined', async () => {
       const silent = await runCode(ctx, "const file = await tools.read({ path: 'a' })\nreturn file.txt")
       expect(silent.content).to.match(/^\(the program returned undefined and printed nothing: `return` the value you need/)

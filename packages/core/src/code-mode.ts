@@ -188,6 +188,18 @@ function renderOutput(value: { logs: readonly string[]; result?: Json; cancelled
   return parts.join('\n')
 }
 
+// what v8 says for `tools.reed(...)` when the program has no such binding, as the sandbox reports it uncaught
+const NOT_A_FUNCTION = /^TypeError: tools\.([A-Za-z_$][\w$]*) is not a function( \(line \d+, column \d+\))?$/
+
+/** an uncaught call of a name that is not a tool, said so with the nearest tools (or how to find one) */
+function notATool(message: string, catalog: Catalog): string {
+  const missing = message.length < 1000 ? NOT_A_FUNCTION.exec(message) : null
+  if (!missing) return message
+  const near = catalog.nearest(missing[1]).map((name) => `\`${binding(name)}\``)
+  const next = near.length ? `did you mean ${near.join(' or ')}?` : "find tools by what they do with `await tools.$search('...')`"
+  return `TypeError: \`tools.${missing[1]}\` is not a tool; ${next}${missing[2] ?? ''}`
+}
+
 function failure(kind: CodeFailure, message: string, extra: Omit<ToolErrorInfo, 'code' | 'message' | 'kind'> = {}): ToolFailure {
   const result = errorResult('CODE_RUN_FAILED', `run_code failed (${kind}): ${message}`, { ...extra, kind })
   const logs = extra.logs?.length ? `\n--- logs ---\n${extra.logs.join('\n')}` : ''
@@ -526,7 +538,8 @@ export function createRunCode(runtime: CodeModeHost): CodeMode {
         kind === 'timeout' && waits.refused > 0
           ? ` (its wall clock ran on while it waited on a person: ${plural(runtime.waits.maxWaiting(), 'other program was', 'other programs were')} already waiting, the most maxWaitingPrograms allows; run it again later)`
           : ''
-      throw new ToolResultError(failure(kind, `${message}${left}${crowded}`, { logs, line, column }))
+      const said = kind === 'exception' ? notATool(message, runtime.catalog(agent)) : message
+      throw new ToolResultError(failure(kind, `${said}${left}${crowded}`, { logs, line, column }))
     }
     let result: Json | undefined
     if (outcome.result !== undefined) {

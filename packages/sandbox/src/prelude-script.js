@@ -34,8 +34,6 @@
   const { captureStackTrace } = Error
   const isIdentifier = /^[A-Za-z_$][\w$]*$/
   const locationPattern = /program\.js:(\d+):(\d+)/
-  // what v8 says for `tools.reed(...)` when no such binding exists
-  const notAFunction = /^tools\.([^\s(]+) is not a function$/
   const allocationFailed = /allocation failed/i
 
   // the clock readings and random numbers read and not yet reported, while the host records them (`recordedJson`)
@@ -440,45 +438,8 @@
     return binding
   }
 
-  const toolNames = parse(toolNamesJson)
-
-  // edit distance, for "did you mean"; names are short and this runs only when a program named a missing tool
-  const distance = (a, b) => {
-    let previous = []
-    for (let j = 0; j <= b.length; j++) previous[j] = j
-    for (let i = 1; i <= a.length; i++) {
-      const current = [i]
-      for (let j = 1; j <= b.length; j++) {
-        const cost = a[i - 1] === b[j - 1] ? 0 : 1
-        current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-      }
-      previous = current
-    }
-    return previous[b.length]
-  }
-
-  const nearest = (name) => {
-    const lower = name.toLowerCase()
-    const scored = []
-    for (const candidate of toolNames) {
-      if (candidate[0] === '$') continue
-      const other = candidate.toLowerCase()
-      const d = other.includes(lower) || lower.includes(other) ? 1 : distance(lower, other)
-      if (d <= Math.max(2, Math.floor(name.length / 3))) scored.push([d, candidate])
-    }
-    scored.sort((x, y) => x[0] - y[0] || (x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0))
-    return scored.slice(0, 3).map((entry) => `\`${key('tools', entry[1])}\``)
-  }
-
-  const unknownTool = (name) => {
-    const near = nearest(name)
-    if (near.length) return `\`${key('tools', name)}\` is not a tool; did you mean ${near.join(' or ')}?`
-    const search = toolNames.includes('$search') ? "; find tools by what they do with `await tools.$search('...')`" : ''
-    return `\`${key('tools', name)}\` is not a tool${search}`
-  }
-
   const tools = create(null)
-  for (const name of toolNames) defineProperty(tools, name, { value: bind(name), enumerable: true })
+  for (const name of parse(toolNamesJson)) defineProperty(tools, name, { value: bind(name), enumerable: true })
   freeze(tools)
 
   if (bufferBytes > 0) guardBuffers()
@@ -607,10 +568,6 @@
       if (error instanceof ToolCallError) {
         const code = typeof error.code === 'string' ? ` ${error.code}` : ''
         message = `uncaught ToolCallError${code} from ${key('tools', `${error.toolName}`)}${at}: ${error.message}; catch it with try/catch (error.code says why) to recover inside the program`
-      } else if (error instanceof $TypeError) {
-        const text = `${error.message}`
-        const missing = text.length < 1000 ? notAFunction.exec(text) : null
-        if (missing) message = `TypeError: ${unknownTool(missing[1])}${at}`
       }
     } catch {}
     bridge('throw', message, line, column)
