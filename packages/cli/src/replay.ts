@@ -321,10 +321,10 @@ class Replayer {
   /**
    * the recorded process that started is entered: the first uses the deployment composed up front, each later one a
    * fresh composition, so what plugins held in memory is gone as it was, and what they kept in the store (the in-memory
-   * copy) is still there. a process that made no call is never composed (a forged log of resume records, or of
-   * resumes and turns, costs a composition, ~10-16 ms, per record otherwise); the turn it is in is told once it is. the session is announced under an id of the replay's own, so a
-   * plugin that keeps per-session state in the store (fs-observation) starts from what this replay kept, never the
-   * recording's rows
+   * copy) is still there. a process that made no call is never composed (a forged log of resume records, or of resumes
+   * and turns, costs a composition, ~10-16 ms, per record otherwise); the turn it is in is told once it is. the session
+   * is announced under an id of the replay's own, so a plugin that keeps per-session state in the store (fs-observation)
+   * starts from what this replay kept, never the recording's rows
    */
   private async enter() {
     if (!this.starting) return

@@ -66,6 +66,18 @@ export function faber(args: string[], options: { input?: string; env?: NodeJS.Pr
   })
 }
 
+/** runs the real `faber` bin with its stdout's reader gone before anything is written (`faber … | head`): each write fails (EPIPE) */
+export function faberReaderGone(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  child.stdout.destroy()
+  let stderr = ''
+  child.stderr.on('data', (chunk) => (stderr += chunk))
+  return new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stderr }))
+  })
+}
+
 export interface Serving {
   readonly child: ChildProcessWithoutNullStreams
   /** the address the command printed; rejects if it exits first */

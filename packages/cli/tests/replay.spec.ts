@@ -12,6 +12,7 @@ import {
   compose,
   createStyle,
   type DeploymentSpec,
+  loadDeploymentFile,
   ReplayInputError,
   type ReplayReport,
   readDeployment,
@@ -19,7 +20,7 @@ import {
   replay,
   replayExitCode,
 } from '../src/index.ts'
-import { BIN, faber, faberPty, stampPlugin, tree } from './helpers.ts'
+import { BIN, faber, faberPty, faberReaderGone, stampPlugin, tree } from './helpers.ts'
 
 Logger.levels.base = 0
 
@@ -622,14 +623,20 @@ describe('faber replay', function () {
   })
 
   describe('the command', () => {
+    // the deployment files the commands are given: tools-fs, and with a guard that denies reads
+    let open: string
+    let strict: string
+    beforeEach(async () => {
+      open = join(dir, 'open.yml')
+      strict = join(dir, 'strict.yml')
+      await writeFile(open, `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
+      await writeFile(strict, `${await readFile(open, 'utf8')}  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`)
+    })
+
     it('--web prints the report, then serves it with the view of the replayed deployment until Ctrl-C', async () => {
-      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const spec = await loadDeploymentFile(open)
       const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
-      await writeFile(
-        join(dir, 'strict.yml'),
-        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
-      )
-      const child = spawn(process.execPath, [BIN, 'replay', log, '--with', join(dir, 'strict.yml'), '--json', '--web', '0'], {
+      const child = spawn(process.execPath, [BIN, 'replay', log, '--with', strict, '--json', '--web', '0'], {
         stdio: ['ignore', 'pipe', 'pipe'],
       })
       let stdout = ''
@@ -658,8 +665,7 @@ describe('faber replay', function () {
     })
 
     it('a long log shows a progress line on a terminal, none when piped', async () => {
-      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
-      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const spec = await loadDeploymentFile(open)
       const one = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
       // the recorded turn, 1,200 times, each with call ids of its own
       const [head, ...turn] = (await readFile(one, 'utf8')).split('\n').filter(Boolean)
@@ -667,7 +673,7 @@ describe('faber replay', function () {
       for (let n = 1; n <= 1200; n++) for (const line of turn) lines.push(line.replaceAll('"turn":1', `"turn":${n}`).replaceAll('call_1_0', `call_${n}`))
       const log = join(dir, 'long.jsonl')
       await writeFile(log, `${lines.join('\n')}\n`)
-      const pty = faberPty(['replay', log, '--with', join(dir, 'open.yml')])
+      const pty = faberPty(['replay', log, '--with', open])
       try {
         expect(await pty.exited).to.equal(0)
       } finally {
@@ -675,18 +681,14 @@ describe('faber replay', function () {
       }
       expect(pty.output).to.match(/replaying: 1000 calls, \d+% of the log\(s\)/)
       expect(pty.output).to.contain('1200 replayed, 1200 unchanged')
-      const piped = await faber(['replay', log, '--with', join(dir, 'open.yml')])
+      const piped = await faber(['replay', log, '--with', open])
       expect(piped.code).to.equal(0)
       expect(piped.stderr).to.not.contain('replaying:')
       expect(piped.stdout).to.contain('1200 replayed, 1200 unchanged')
     })
 
     it("shows a log's control characters instead of sending them to the terminal, in the report and in its errors", async () => {
-      await writeFile(
-        join(dir, 'strict.yml'),
-        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
-      )
-      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const spec = await loadDeploymentFile(open)
       const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }], [{ name: 'list', arguments: {} }]))
       // a forged log (or a model's own text) holding what a terminal would obey: retitle it, clear it, move over lines
       await rewrite(log, (record) => {
@@ -698,7 +700,7 @@ describe('faber replay', function () {
         return record
       })
       await appendFile(log, `${JSON.stringify({ type: 'note\x1b[31m', at: 1 })}\n`)
-      const shown = await faber(['replay', log, '--with', join(dir, 'strict.yml')])
+      const shown = await faber(['replay', log, '--with', strict])
       expect(shown.code, shown.stderr).to.equal(0)
       // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
       const control = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/
@@ -719,74 +721,42 @@ describe('faber replay', function () {
       // a broken line before the last is refused naming it, and shown as it is
       const lines = (await readFile(log, 'utf8')).split('\n')
       await writeFile(log, [lines[0], '\x1b]0;retitled\x07\x1b[2Jjunk', ...lines.slice(1)].join('\n'))
-      const refused = await faber(['replay', log, '--with', join(dir, 'strict.yml')])
+      const refused = await faber(['replay', log, '--with', strict])
       expect(refused.code).to.equal(2)
       expect(refused.stderr).to.contain(':2: not a log record (\\x1b]0;retitled\\x07\\x1b[2Jjunk)').and.not.match(control)
     })
 
     it('a reader that stops reading early (faber replay … | head) leaves the exit code the report gives', async () => {
-      await writeFile(
-        join(dir, 'strict.yml'),
-        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
-      )
-      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
-      const open = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
-      const strict = readDeployment(
-        {
-          agents: [{ name: 'main' }],
-          plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') }, '@faber/plugin-guards': { deny: [{ tools: ['read'], reason: 'no reads' }] } },
-        },
-        'strict.yml',
-        dir,
-      )
       const read = calls([{ name: 'read', arguments: { path: 'notes.txt' } }])
       const cases = [
-        { log: await record(open, read, 'open.jsonl'), through: 'strict.yml', code: 0 },
-        { log: await record(strict, read, 'strict.jsonl'), through: 'open.yml', code: 1 },
+        { log: await record(await loadDeploymentFile(open), read, 'open.jsonl'), through: strict, code: 0 },
+        { log: await record(await loadDeploymentFile(strict), read, 'strict.jsonl'), through: open, code: 1 },
       ]
       for (const { log, through, code } of cases) {
-        const child = spawn(process.execPath, [BIN, 'replay', log, '--with', join(dir, through)], { stdio: ['ignore', 'pipe', 'pipe'] })
-        // the reader is gone before the report is written: each write to the pipe fails (EPIPE)
-        child.stdout.destroy()
-        let stderr = ''
-        child.stderr.on('data', (chunk) => (stderr += chunk))
-        const exited = await new Promise<number | null>((resolve) => child.on('close', resolve))
-        expect(stderr, through).to.not.contain('EPIPE')
-        expect(exited, through).to.equal(code)
+        const ran = await faberReaderGone(['replay', log, '--with', through])
+        expect(ran.stderr, through).to.not.contain('EPIPE')
+        expect(ran.code, through).to.equal(code)
       }
     })
 
     it('exit codes 0, 1 and 2, and --json byte-identical across runs', async () => {
-      await writeFile(
-        join(dir, 'strict.yml'),
-        `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n  '@faber/plugin-guards': { deny: [{ tools: [read], reason: no reads }] }\n`,
-      )
-      await writeFile(join(dir, 'open.yml'), `agents: [{ name: main }]\nplugins:\n  '@faber/plugin-tools-fs': { root: '${join(dir, 'ws')}' }\n`)
-      const spec = readDeployment({ agents: [{ name: 'main' }], plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') } } }, 'open.yml', dir)
+      const spec = await loadDeploymentFile(open)
       const log = await record(spec, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]))
-      const same = await faber(['replay', log, '--with', join(dir, 'open.yml')])
+      const same = await faber(['replay', log, '--with', open])
       expect(same.code, same.stderr).to.equal(0)
       expect(same.stdout).to.contain('1 replayed, 1 unchanged').and.contain('Nothing became more permissive')
-      const first = await faber(['replay', log, '--with', join(dir, 'strict.yml'), '--json'])
-      const second = await faber(['replay', log, '--with', join(dir, 'strict.yml'), '--json'])
+      const first = await faber(['replay', log, '--with', strict, '--json'])
+      const second = await faber(['replay', log, '--with', strict, '--json'])
       expect(first.code).to.equal(0)
       expect(first.stdout).to.equal(second.stdout)
       expect(JSON.parse(first.stdout).summary).to.include({ newlyDenied: 1 })
       const strictLog = join(dir, 'strict.jsonl')
-      const strict = readDeployment(
-        {
-          agents: [{ name: 'main' }],
-          plugins: { '@faber/plugin-tools-fs': { root: join(dir, 'ws') }, '@faber/plugin-guards': { deny: [{ tools: ['read'], reason: 'no reads' }] } },
-        },
-        'strict.yml',
-        dir,
-      )
-      await record(strict, calls([{ name: 'read', arguments: { path: 'notes.txt' } }]), 'strict.jsonl')
-      const loosened = await faber(['replay', strictLog, '--with', join(dir, 'open.yml')])
+      await record(await loadDeploymentFile(strict), calls([{ name: 'read', arguments: { path: 'notes.txt' } }]), 'strict.jsonl')
+      const loosened = await faber(['replay', strictLog, '--with', open])
       expect(loosened.code).to.equal(1)
       expect(loosened.stdout).to.contain('deny → allow').and.contain('More permissive')
       await writeFile(join(dir, 'bad.jsonl'), '{"type":"session","version":1,"id":"x","model":"m","at":1}\n')
-      const bad = await faber(['replay', join(dir, 'bad.jsonl'), '--with', join(dir, 'open.yml')])
+      const bad = await faber(['replay', join(dir, 'bad.jsonl'), '--with', open])
       expect(bad.code).to.equal(2)
       expect(bad.stderr).to.contain('LOG_VERSION 1')
       const usage = await faber(['replay', log])
