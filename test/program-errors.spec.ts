@@ -105,6 +105,25 @@ for (const backend of ['worker', 'isolate'] as const) {
       expect(error.message).to.include("`tools.zebra_walk` is not a tool; find tools by what they do with `await tools.$search('...')` (line 1, column 20)")
     })
 
+    it('a missing tool named by odd keys, a long name, a forged TypeError, or a thousand programs at once: each told as such', async () => {
+      for (const name of ['__proto__', 'constructor', 'hasOwnProperty', 'toString']) {
+        const error = failed(await runCode(ctx, `return await tools.${name}({})`))
+        expect(error.message, name).to.include(`\`tools.${name}\` is not a tool; `)
+      }
+      // a name of 900 characters is read and answered (no nearest); one past the bound keeps V8's words, clipped
+      const long = failed(await runCode(ctx, `return await tools.${'x'.repeat(900)}({})`))
+      expect(long.message).to.include(`\`tools.${'x'.repeat(900)}\` is not a tool; find tools by what they do`)
+      const longer = failed(await runCode(ctx, `return await tools.${'x'.repeat(5000)}({})`))
+      expect(longer.message)
+        .to.include(`TypeError: tools.${'x'.repeat(100)}`)
+        .and.not.include('is not a tool')
+      // what a program throws itself in the same words is told the same way: it is only words, no tool is called
+      const forged = failed(await runCode(ctx, "throw new TypeError('tools.reed is not a function')"))
+      expect(forged.message).to.include('`tools.reed` is not a tool; did you mean `tools.read`?')
+      const many = await Promise.all(Array.from({ length: 1000 }, (_, i) => runCode(ctx, `return await tools.reed${i % 3 === 0 ? '' : i}({})`)))
+      for (const result of many) expect(failed(result).message).to.match(/`tools\.reed\d*` is not a tool; (did you mean `tools\.read`\?|find tools)/)
+    })
+
     it('says when the program returned undefined', async () => {
       const silent = await runCode(ctx, "const file = await tools.read({ path: 'a' })\nreturn file.txt")
       expect(silent.content).to.match(/^\(the program returned undefined and printed nothing: `return` the value you need/)
