@@ -312,9 +312,6 @@ const sandboxes: [string, () => Closable][] = [
   ['worker, in-process, hand-off never spinning (spinMs 0)', () => new WorkerSandbox({ limits, spinMs: 0 })],
   ['isolate, in-process', () => new IsolateSandbox({ limits })],
   ['isolate, in-process, hand-off never spinning (spinMs 0)', () => new IsolateSandbox({ limits, spinMs: 0 })],
-  // the drive the sandbox process uses (and in-process used before): replies enter the program synchronously from this
-  // thread. here only to compare; a host must not (a memory bomb V8 cannot contain would park this thread)
-  ['isolate, in-process, driven from its thread (disposableThread)', () => new IsolateSandbox({ limits, disposableThread: true })],
   ['worker, process tier', () => new ProcessSandbox({ limits, backend: workerBackend })],
   ['isolate, process tier', () => new ProcessSandbox({ limits, backend: isolateBackend })],
 ]

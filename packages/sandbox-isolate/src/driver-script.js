@@ -5,8 +5,7 @@
 // function or receiver. nothing of its realm reaches the program: it hands the prelude only primitives, and the prelude
 // turns what its bridge throws into a refusal.
 //
-// on the isolate's thread the bridge is an ignored callback, or the hand-off's ring; once a reply was `deliver`ed from
-// the sandbox's thread (hostDrive), a plain callback to that thread.
+// the program runs on the isolate's thread from start to end; its bridge out is an ignored callback, or the hand-off's ring.
 //
 // the hand-off (lane-script.js; no Buffer in an isolate: strings cross as utf-16 units): while the host spins for the
 // next call, a call goes through lane 0's ring, else through `offHost`. after a call made alone, this thread spins for
@@ -16,10 +15,9 @@
 'use strict'
   // the script's value: (shared, lanes) => the driver
 ;(shared, lanes) =>
-  (onHost, offHost, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) => {
+  (offHost, handoff, active, spinLoops, setup, recordedJson, toolNamesJson, ...rest) => {
     const fromCharCode = String.fromCharCode
     const now = Date.now
-    let host = false
 
     const codec = {
       write: (units, at, text) => {
@@ -103,10 +101,7 @@
       ended = resolve
     })
     const crossing = (kind, a, b, c, d) => {
-      let answer
-      if (host) answer = onHost(kind, a, b, c, d)
-      else if (kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string') answer = call(a, b, c, d)
-      else answer = send(kind, a, b, c)
+      const answer = kind === 'call' && typeof a === 'number' && typeof b === 'string' && typeof c === 'string' ? call(a, b, c, d) : send(kind, a, b, c)
       if (kind === 'done' || kind === 'throw') {
         finished = true
         ended()
@@ -115,16 +110,12 @@
     }
     const { start, deliver } = setup(crossing, toolNamesJson, ...rest, shared, recordedJson)
     return {
-      start: (main) => void start(main),
+      // the run, as one task: settled once the program reported its end
       begin: (main) => {
         start(main)
         return end
       },
       ended: () => end,
-      deliver: (call, ok, text, code) => {
-        host = true
-        deliver(call, ok, text, code)
-      },
       // a reply the host posted (lane 1's port; 0 is a doorbell for the ring)
       post: (call, ok, text, code) => replies.port(call === 0 || typeof call === 'string' ? call : [call, ok, text, code], reply),
     }

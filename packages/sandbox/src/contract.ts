@@ -16,8 +16,6 @@ export interface Program {
   readonly request: CodeRunRequest
   readonly limits: CodeRunLimits
   readonly source: string
-  /** ms of the wall-clock budget left at `now` (performance.now()); Infinity while the program waits on a person */
-  wallLeft(now?: number): number
 }
 
 /** why the prelude or the unit refused what a program asked for, ending the run as `memory` */

@@ -192,8 +192,7 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       )
       const wall = new WallClock(limits.wallMs, () => bridge.failed('timeout', limitMessages.wall(limits)))
       const onAbort = () => bridge.failed('abort', 'the run was aborted')
-      const program = { request, limits, source: wrapProgram(request.code), wallLeft: (now?: number) => wall.left(now) }
-      const started = this.driver.start(unit, program, bridge)
+      const started = this.driver.start(unit, { request, limits, source: wrapProgram(request.code) }, bridge)
       handle = started
       // a run the driver ended as it started (a program that does not compile) ends its handle once it has it
       if (reuse !== undefined) return started.end(reuse)

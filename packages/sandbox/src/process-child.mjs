@@ -5,8 +5,6 @@
 let driver
 const units = new Map()
 const runs = new Map()
-// each run's id by the request its driver hands to `onStep`
-const ids = new WeakMap()
 
 // what this process sends in one turn goes as one message, a list of them: a message costs each side 20-35 us
 let outbox = []
@@ -32,17 +30,7 @@ async function init(module, exportName, options) {
     // a backend written in TypeScript (one loaded from a workspace's sources) needs a loader; a built one does not
     if (module.endsWith('.ts')) (await import('tsx/esm/api')).register()
     const made = (await import(module))[exportName]
-    // the host survives losing this process, so a backend may drive programs on its main thread (isolated-vm's after their
-    // first tool call), where an out-of-memory parks it mid-step: while more than one runs, the host hears whose step starts
-    const onStep = (request) => {
-      const id = runs.size > 1 ? ids.get(request) : undefined
-      if (id === undefined) return
-      // at once: a step that parks this thread would keep anything queued here from the host
-      send(['step', id])
-      flush()
-    }
-    const settings = { ...options, disposableThread: true, onStep }
-    driver = typeof made === 'function' ? new made(settings) : made
+    driver = typeof made === 'function' ? new made(options) : made
     send(['ready'])
   } catch (error) {
     send(['failed', textOf(error)])
@@ -61,11 +49,9 @@ async function create(id, memoryMb) {
   }
 }
 
-function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, replay }) {
+function start(unitId, id, { code, source, tools, limits, replay }) {
   const unit = units.get(unitId)
   let ended = false
-  // the run's wall-clock budget as the host last told it: ms left `since`, stopped while the program waits on a person
-  const wall = { left: wallLeft, since: performance.now(), waiting }
   const tell = (kind, a, b, c, d) => {
     if (!ended) send([id, kind, a, b, c, d])
   }
@@ -105,15 +91,8 @@ function start(unitId, id, { code, source, tools, limits, wallLeft, waiting, rep
   }
   // what of its request a driver reads (the tool calls go through the host's bridge)
   const request = { code, tools, ...(Array.isArray(replay) ? { values: { replay, record: reports.values } } : {}) }
-  ids.set(request, id)
-  const program = {
-    request,
-    limits,
-    source,
-    wallLeft: (now = performance.now()) => (wall.waiting ? Number.POSITIVE_INFINITY : wall.left - (now - wall.since)),
-  }
+  const program = { request, limits, source }
   const run = {
-    wall,
     handle: undefined,
     end: () => (ended = true),
     answered(call) {
@@ -149,8 +128,6 @@ function handle([kind, a, b, c]) {
       run?.answered(b)
       return run?.handle?.deliver(b, c)
     }
-    case 'wait':
-      return void Object.assign(runs.get(a)?.wall ?? {}, { left: c, since: performance.now(), waiting: b === true })
     case 'cpu': {
       let used
       try {
@@ -170,8 +147,6 @@ function handle([kind, a, b, c]) {
       if (unit) void Promise.resolve(driver.dispose(unit)).catch(() => {})
       return void send(['disposed', a])
     }
-    case 'ping':
-      return void send(['pong', a])
   }
 }
 // the host is gone: nothing here may outlive it

@@ -1,13 +1,11 @@
 // the process tier: a driver (contract.ts) whose units live in a child process (process-child.mjs, which serves a backend's
 // driver), so that what V8 cannot contain in a thread or an isolate (a fatal out-of-memory) ends that process, not the host.
 // over the ipc channel, host → child: ['init', module, exportName, options] · ['create', unit, memoryMb] ·
-// ['start', unit, run, started] · ['reply', run, call, reply] · ['wait', run, waiting, wallLeft] · ['cpu', run] ·
-// ['end', run, reuse] · ['dispose', unit] · ['ping', n]. child → host: ['ready'] · ['failed', message] · ['made', unit] ·
-// ['unmade', unit, message] · ['lost', unit] · ['disposed', unit] · [run, kind, a, b, c, d] (a report) · ['cpu', run, ms | null] ·
-// ['step', run] · ['retire'] · ['pong', n]
+// ['start', unit, run, started] · ['reply', run, call, reply] · ['cpu', run] · ['end', run, reuse] · ['dispose', unit].
+// child → host: ['ready'] · ['failed', message] · ['made', unit] · ['unmade', unit, message] · ['lost', unit] ·
+// ['disposed', unit] · [run, kind, a, b, c, d] (a report) · ['cpu', run, ms | null] · ['retire']
 
 import { type ChildProcess, fork } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { limitMessages } from './budgets.mjs'
 import { type Program, type ProgramHandle, type ProgramReports, report, type SandboxDriver, type Unit } from './contract.ts'
@@ -40,8 +38,6 @@ interface ProcessUnit extends Unit {
 interface Active {
   reports: ProgramReports
   limits: CodeRunLimits
-  /** the process forwarded a call of this run: it started, and may be driven on the process's main thread */
-  called: boolean
   /** answers the cpu reading asked for (the pool asks for one at a time) */
   cpu?: (ms: number | undefined) => void
 }
@@ -64,13 +60,6 @@ class Child {
   exited = false
   /** why what it sent was no message a sandbox process may send: it was ended for it */
   malformed?: string
-  /** the liveness check started by V8's out-of-memory report on its stderr */
-  probe?: NodeJS.Timeout
-  pings = 0
-  /** the run whose step it said starts on its main thread ('step'), until its next message */
-  stepping?: number
-  /** its main thread was found parked by V8's out-of-memory handler: the run thought to have bombed, if one is */
-  parked?: { culprit: number | undefined }
 
   constructor(
     readonly process: ChildProcess,
@@ -85,29 +74,9 @@ const spares = new Map<string, { child: Child; timer: NodeJS.Timeout }>()
 const spareMs = 10_000
 
 const outOfMemory = /out of memory|allocation failed|CALL_AND_RETRY_LAST|is_heap_oom/i
-// V8 prints this header, from native code, only on its fatal out-of-memory path, just before its handler runs (which,
-// with isolated-vm's handler installed, parks the thread that ran the isolate). programs' output never reaches the
-// sandbox process's stderr (it goes to the host as reports), so a program cannot print it; and a report only starts a
-// liveness check, so one forged after an escape kills nothing while the main thread answers
-const gcReport = '<--- Last few GCs --->'
-// the liveness check: how often it looks, how long the main thread must stay silent and idle to be taken as parked
-const probeEveryMs = 250
-const parkedAfterMs = 2000
-// how long past its programs' steps a sandbox process may take to answer a disposal
+// how long past its runs' cpuMs a sandbox process may take to answer a disposal (its main thread runs no program, but
+// may be slow to get a core on a loaded machine)
 const disposeMs = 2000
-
-/** CPU time of the process's main thread in clock ticks (/proc, Linux), or undefined where it cannot be read */
-function mainThreadTicks(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
-    // utime and stime, fields 14 and 15: 12 and 13 after the command, which is in parentheses and may hold spaces
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const ticks = Number(fields[11]) + Number(fields[12])
-    return Number.isFinite(ticks) ? ticks : undefined
-  } catch {
-    return undefined
-  }
-}
 
 const isId = (value: unknown): value is number => Number.isSafeInteger(value)
 
@@ -177,11 +146,10 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     return await this.create(memoryMb, lost, false)
   }
 
-  start(unit: ProcessUnit, { request, limits, source, wallLeft }: Program, reports: ProgramReports): ProgramHandle {
+  start(unit: ProcessUnit, { request, limits, source }: Program, reports: ProgramReports): ProgramHandle {
     const { child } = unit
     const id = ++child.seq
-    const active: Active = { reports, limits, called: false }
-    let unwatch: (() => void) | undefined
+    const active: Active = { reports, limits }
     const handle: ProgramHandle = {
       deliver: (call, reply) => this.send(child, ['reply', id, call, reply]),
       cpuUsed: () => {
@@ -190,7 +158,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
         return new Promise((resolve) => (active.cpu = resolve))
       },
       end: (reuse) => {
-        unwatch?.()
         if (!this.forget(child, id)) return
         this.send(child, ['end', id, reuse && !child.retiring])
       },
@@ -201,13 +168,8 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     }
     child.runs.set(id, active)
     this.hold(child, 1)
-    // the wall-clock budget left, for the child's driver (the whole budget before the pool starts the clock)
-    const left = (waiting: boolean) => (waiting ? 0 : Math.min(wallLeft(), limits.wallMs))
-    const waiting = request.waits?.waiting === true
-    const started = { code: request.code, source, tools: [...request.tools], limits, waiting, wallLeft: left(waiting) }
+    const started = { code: request.code, source, tools: [...request.tools], limits }
     this.send(child, ['start', unit.id, id, request.values ? { ...started, replay: [...request.values.replay] } : started])
-    // the backend inside keeps the wall-clock budget for a step it drives itself; it hears when the program waits on a person
-    unwatch = request.waits?.watch((waiting) => this.send(child, ['wait', id, waiting, left(waiting)]))
     return handle
   }
 
@@ -215,7 +177,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const { child } = unit
     if (!child.units.delete(unit.id) || child.exited) return
     this.send(child, ['dispose', unit.id])
-    // it answers once its main thread is free, which a program's step holds for cpuMs at most; later, it is not trusted
+    // later than its runs' cpuMs and disposeMs more, it is not trusted
     const stepMs = Math.max(0, ...[...child.runs.values()].map(({ limits }) => limits.cpuMs))
     const backstop = setTimeout(() => this.retire(child, 'did not answer'), stepMs + disposeMs)
     backstop.unref()
@@ -246,11 +208,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     child.runs.delete(id)
     active.cpu?.(undefined)
     this.hold(child, -1)
-    if (child.runs.size === 0) {
-      // the process answered: a liveness check still waiting would keep the host up for nothing
-      this.endProbe(child)
-      if (child.retiring) this.kill(child)
-    }
+    if (child.runs.size === 0 && child.retiring) this.kill(child)
     return true
   }
 
@@ -259,8 +217,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const list = Array.isArray(received) && Array.isArray(received[0]) ? received : [received]
     for (const message of list) {
       if (child.malformed || child.exited) return
-      // the main thread sends nothing while a step runs: any message means the step it announced ended
-      child.stepping = undefined
       const problem = this.take(child, message)
       if (problem === undefined) continue
       child.malformed = problem
@@ -278,7 +234,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       // a run that ended here (the host's budget ended it): dropped, as any report after an end
       if (!active) return
       const { reports } = active
-      if (a === 'call') active.called = true
       const before = reports.ended()
       const taken = report(reports, a, b, c, d, e)
       if (!taken && !before && !reports.ended()) return `a malformed ${typeof a === 'string' && a.length < 20 ? a : 'report'}`
@@ -305,19 +260,11 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       case 'cpu':
         if (!isId(a) || !(b === null || typeof b === 'number')) return 'a malformed cpu reading'
         return void child.runs.get(a)?.cpu?.(b ?? undefined)
-      case 'step':
-        if (!isId(a)) return 'a malformed step'
-        child.stepping = a
-        return
       case 'retire':
         child.retiring = true
         // its units leave the pool (those out on runs once back) for new ones in a new process; it ends once its runs did
         for (const unit of [...child.units.values()]) unit.lost()
         if (child.runs.size === 0) this.kill(child)
-        return
-      case 'pong':
-        if (!isId(a)) return 'a malformed pong'
-        if (a === child.pings) this.endProbe(child)
         return
     }
     return 'a message of no known kind'
@@ -337,12 +284,7 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     const child = new Child(proc, new Promise((resolve) => (ready = resolve)))
     proc.stdout?.resume()
     proc.stderr?.setEncoding('utf8')
-    proc.stderr?.on('data', (chunk: string) => {
-      // a report split across chunks is found whole once: what is carried over is too short to hold one
-      const seen = (child.stderr.slice(1 - gcReport.length) + chunk).split(gcReport).length - 1
-      child.stderr = (child.stderr + chunk).slice(-4096)
-      if (seen > 0) this.startProbe(child)
-    })
+    proc.stderr?.on('data', (chunk: string) => (child.stderr = (child.stderr + chunk).slice(-4096)))
     const starting = (message: unknown) => {
       if (!Array.isArray(message)) return
       if (message[0] === 'ready') ready(undefined)
@@ -355,7 +297,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     })
     proc.once('exit', (code, signal) => {
       child.exited = true
-      this.endProbe(child)
       for (const timer of child.disposing.values()) clearTimeout(timer)
       ready(`it exited (${signal ?? `code ${code}`}) while starting${child.stderr ? `: ${child.stderr.trim().split('\n').pop()}` : ''}`)
       this.died(child, signal ?? `code ${code}`)
@@ -374,11 +315,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
       this.forget(child, id)
       if (child.malformed) {
         reports.failed('crash', `the sandbox process sent a malformed message (${child.malformed}); it was ended and a new one started`)
-      } else if (child.parked && (child.parked.culprit ?? (alone ? id : undefined)) === id) {
-        const why = "V8 ran out of memory outside the sandbox's limit and parked the sandbox process; it was ended and a new one started"
-        reports.failed('memory', `${limitMessages.memory(limits)}: ${why}`)
-      } else if (child.parked) {
-        reports.failed('crash', "the sandbox process was lost to another program's out-of-memory; it was ended and a new one started; run it again")
       } else if (oom) {
         const others = alone ? '' : '; other programs running in the same process were ended with it'
         reports.failed('memory', `${limitMessages.memory(limits)}: V8 ran out of memory outside the sandbox's limit and ended the sandbox process${others}`)
@@ -393,51 +329,6 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
     for (const unit of [...child.units.values()]) unit.lost()
     child.units.clear()
     if (this.child === child) this.child = undefined
-  }
-
-  /**
-   * V8 reported an out-of-memory in the sandbox process: its handler parks the thread that ran the isolate. a pool
-   * thread's loss the backend reports itself; a parked main thread (a program driven from it after its first tool call)
-   * answers nothing. so it is pinged: one that neither answers nor spends CPU for parkedAfterMs is parked (a healthy one
-   * busy with a step spends CPU). where its CPU time cannot be read, it is parked once every run's cpuMs could be spent
-   */
-  private startProbe(child: Child) {
-    if (child.probe || child.exited || child.parked || child.runs.size === 0) return
-    const n = ++child.pings
-    this.send(child, ['ping', n])
-    const began = Date.now()
-    const pid = child.process.pid ?? 0
-    const cpuBound = Math.max(...[...child.runs.values()].map(({ limits }) => limits.cpuMs)) + parkedAfterMs
-    // (time, ticks) readings, the oldest first
-    const seen: [number, number | undefined][] = [[began, mainThreadTicks(pid)]]
-    child.probe = setInterval(() => {
-      if (child.exited || child.runs.size === 0) return this.endProbe(child)
-      const now = Date.now()
-      const ticks = mainThreadTicks(pid)
-      seen.push([now, ticks])
-      while (seen.length > 1 && now - seen[1][0] >= parkedAfterMs) seen.shift()
-      const [then, before] = seen[0]
-      const idle = ticks !== undefined && before !== undefined ? now - then >= parkedAfterMs && ticks === before : now - began >= cpuBound
-      if (idle) this.parkedMain(child)
-    }, probeEveryMs)
-  }
-
-  private endProbe(child: Child) {
-    clearInterval(child.probe)
-    child.probe = undefined
-  }
-
-  // the program on the parked main thread: the one whose step was announced last, if nothing came after; else (none is
-  // announced while one program runs) the only run it had forwarded a call of, if one
-  private parkedMain(child: Child) {
-    this.endProbe(child)
-    let culprit = child.stepping
-    if (culprit === undefined) {
-      const started = [...child.runs].filter(([, { called }]) => called)
-      if (started.length === 1) culprit = started[0][0]
-    }
-    child.parked = { culprit }
-    this.retire(child, 'was parked by an out-of-memory on its main thread')
   }
 
   private retire(child: Child, why: string) {

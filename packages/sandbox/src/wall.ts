@@ -23,12 +23,6 @@ export class WallClock {
     if (!waits?.waiting) this.resume()
   }
 
-  /** ms of the budget left at `now`: Infinity while the clock is stopped */
-  left(now = performance.now()) {
-    if (this.since < 0) return this.ended ? 0 : Infinity
-    return this.budgetMs - this.spent - (now - this.since)
-  }
-
   /** the run is over */
   end() {
     this.ended = true
