@@ -1,8 +1,8 @@
 // the tiers a deployment can choose (the worker and isolate backends, in-process and in a sandbox process, and QuickJS in
 // WebAssembly) give a hostile program the same outcome, but where QuickJS is known to differ (quickjsTells). each tier's
 // own suites allow some latitude (a message that names a bound or the stack); this spec holds them to one another, which is what a model sees when a deployment changes its tier. a value's
-// nesting once was bounded by the stack of whatever thread ran the step, and the process tier, which drives a program
-// from its main thread after a tool call, failed values the others passed
+// nesting once was bounded by the stack of whatever thread ran the step, and the isolate's process tier, which then drove a
+// program from the sandbox process's main thread after a tool call (since removed), failed values the others passed
 
 import { type CodeRunLimits, type CodeRunOutcome, ProcessSandbox, WorkerSandbox, workerBackend } from '@faber/sandbox'
 import { IsolateSandbox, isolateBackend } from '@faber/sandbox-isolate'
@@ -13,7 +13,7 @@ const limits: CodeRunLimits = { cpuMs: 300, wallMs: 5000, memoryMb: 32, outputBy
 const call = async (name: string, json: string) => (name === 'fail' ? { ok: false as const, message: 'nope', code: 'E_X' } : { ok: true as const, value: json })
 
 const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o };'
-// each program once as it is and once after a tool call (the step the process tier drives from its main thread)
+// each program once as it is and once after a tool call (replies entering it, and once another thread's stack)
 const programs: Record<string, [code: string, kind: string, cpuMs?: number]> = {
   'a recursion 5,000 deep': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(5000)', 'ok'],
   'a recursion that overflows the stack': ['const f = (n) => n === 0 ? 0 : 1 + f(n - 1); return f(1e6)', 'exception'],
@@ -59,6 +59,16 @@ const programs: Record<string, [code: string, kind: string, cpuMs?: number]> = {
     'ok',
   ],
   'an argument of 5,000 keys': ['const o = {}; for (let i = 0; i < 5000; i++) o["k" + i] = i; return Object.keys(await tools.echo(o)).length', 'ok'],
+  // a stack of its own naming a line past any number (Infinity, once read): the worker in-process had line Infinity, which
+  // the process tier's json channel turned into no line at all; one too long for a safe integer was told as it was
+  'an error whose own stack names an impossible line': [
+    `const e = new Error("x"); e.stack = "Error: x\\n    at program.js:${'9'.repeat(400)}:3"; throw e`,
+    'exception',
+  ],
+  'an error whose own stack names an unsafe column': [
+    'const e = new Error("x"); e.stack = "Error: x\\n    at program.js:2:99999999999999999999"; throw e',
+    'exception',
+  ],
 }
 
 // where QuickJS (@faber/sandbox-quickjs, no V8) tells a program something else, and why (its README says so too). there its
@@ -91,7 +101,9 @@ const tiers: [string, () => Tier][] = [
 
 // what a model is told: the kind, the message, the result, how many lines were logged
 const told = (outcome: CodeRunOutcome) =>
-  outcome.ok ? `ok: ${outcome.result} (${outcome.logs.length} lines logged)` : `${outcome.kind}: ${outcome.message} (${outcome.logs.length} lines logged)`
+  outcome.ok
+    ? `ok: ${outcome.result} (${outcome.logs.length} lines logged)`
+    : `${outcome.kind}: ${outcome.message} (${outcome.logs.length} lines logged${'line' in outcome ? `, at ${outcome.line}:${outcome.column}` : ''})`
 
 describe('the tiers agree on what a hostile program is told', function () {
   this.timeout(120_000)

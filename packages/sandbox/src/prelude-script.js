@@ -19,7 +19,7 @@
   const objectPrototype = Object.prototype
   const arrayPrototype = Array.prototype
   const { propertyIsEnumerable: isEnumerable, toString: toStringTag } = objectPrototype
-  const { isNaN: isNotNumber, isFinite: isFiniteNumber } = Number
+  const { isNaN: isNotNumber, isFinite: isFiniteNumber, isSafeInteger } = Number
   const { some } = arrayPrototype
   const { indexOf: indexOfText } = String.prototype
   const { max: $max, min: $min, floor: $floor } = Math
@@ -556,7 +556,8 @@
     let column
     try {
       const match = locate(error !== null && typeof error === 'object' ? error.stack : undefined)
-      if (match) {
+      // a stack the program wrote may name a line past any number: no position then
+      if (match && isSafeInteger(+match[1]) && isSafeInteger(+match[2])) {
         line = +match[1]
         column = +match[2]
       }

@@ -3,6 +3,8 @@
 
 const refusals = new Set(['argument', 'buffers', 'waiting'])
 const failures = new Set(['exception', 'timeout', 'memory', 'output-limit', 'abort', 'crash'])
+// a line or column of a program: a whole number from 1 (a stack the program wrote itself may name any other)
+const isPosition = (value) => Number.isSafeInteger(value) && value >= 1
 
 /**
  * `(kind, a, b, c, d)`: the prelude's call, log, done, throw, limit and memory, and a unit's failure from a sandbox
@@ -22,9 +24,12 @@ export function report(reports, kind, a, b, c, d) {
     case 'done':
       reports.done(typeof a === 'string' ? a : undefined, number)
       return true
-    case 'throw':
-      reports.threw(typeof a === 'string' ? a : 'the program threw', typeof b === 'number' ? b : undefined, typeof c === 'number' ? c : undefined, number)
+    case 'throw': {
+      // both or neither: a position with an impossible part (Infinity, which a json channel makes null) is none
+      const at = isPosition(b) && isPosition(c)
+      reports.threw(typeof a === 'string' ? a : 'the program threw', at ? b : undefined, at ? c : undefined, number)
       return true
+    }
     case 'limit':
       reports.overOutput()
       return true
@@ -43,7 +48,8 @@ export function report(reports, kind, a, b, c, d) {
       } catch {
         return false
       }
-      if (!Array.isArray(values) || !values.every((value) => typeof value === 'number')) return false
+      // finite: '[1e999]' parses to Infinity, which a checkpoint's json would keep as null
+      if (!Array.isArray(values) || !values.every((value) => Number.isFinite(value))) return false
       reports.values(values)
       return true
     }

@@ -1,6 +1,7 @@
 import { type BridgeReply, type CodeRunRequest, MAX_JSON_DEPTH } from '@faber/core'
 import { expect } from 'chai'
 import { RunBridge } from '../src/bridge.ts'
+import { report } from '../src/contract.ts'
 import { preludeSource } from '../src/prelude.mjs'
 
 const limits = { cpuMs: 1000, wallMs: 1000, memoryMb: 16, outputBytes: 1024 }
@@ -155,5 +156,54 @@ describe("the prelude's bound on a value's nesting", () => {
     const bound = /\n {2}const maxJsonDepth = (\d+)\n/.exec(preludeSource)
     expect(bound, 'prelude-script.js declares maxJsonDepth').to.not.equal(null)
     expect(Number(bound![1])).to.equal(MAX_JSON_DEPTH)
+  })
+})
+
+// what a sandbox process a program took over may send as a report (the process tier checks it with this one report()):
+// each lands on a run's real bridge, and what the run ends with is what the host would be told
+describe('the one check of a report, under forged values', () => {
+  const ended = (kind: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown) => {
+    let outcome: unknown
+    const recorded: number[][] = []
+    const values = { replay: [], record: (read: number[]) => void recorded.push(read) }
+    const bridge = new RunBridge(
+      { code: '', tools: ['echo'], call: async () => ({ ok: true, value: 'null' }), signal: new AbortController().signal, values },
+      limits,
+      () => outcome !== undefined,
+      (end) => (outcome = end),
+      () => {},
+    )
+    const taken = report(bridge, kind, a, b, c, d)
+    return { taken, outcome, recorded }
+  }
+
+  it('takes a position only as two whole numbers from 1: a line past a safe integer is no line, on every channel alike', () => {
+    expect(ended('throw', 'Error: x', 12, 5).outcome).to.deep.include({ kind: 'exception', line: 12, column: 5 })
+    // Infinity is what the prelude read from a stack naming a 400-digit line; a json channel carries it as null
+    for (const [line, column] of [
+      [Number.POSITIVE_INFINITY, 3],
+      [null, 3],
+      [3, Number.POSITIVE_INFINITY],
+      [1e20, 3],
+      [Number.NaN, 3],
+      [-4, 3],
+      [0, 0],
+      [2.5, 3],
+      ['7', 3],
+      [7, undefined],
+    ]) {
+      const { taken, outcome } = ended('throw', 'Error: x', line, column)
+      expect(taken).to.equal(true)
+      expect(outcome, `${line}:${column}`).to.deep.equal({ ok: false, kind: 'exception', message: 'Error: x', logs: [] })
+    }
+  })
+
+  it('records clock readings and random numbers only as finite numbers', () => {
+    expect(ended('values', '[1, 0.5]').recorded).to.deep.equal([[1, 0.5]])
+    for (const forged of ['[1e999]', '[-1e999]', '[1, "2"]', '{"0": 1}', 'not json']) {
+      const { taken, recorded } = ended('values', forged)
+      expect(taken, forged).to.equal(false)
+      expect(recorded, forged).to.deep.equal([])
+    }
   })
 })
