@@ -267,9 +267,13 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
     if (reuse && outcome.ok && !this.closed && !this.gone.has(unit)) return unit
     if (reuse) void this.driver.dispose(unit)
     else this.discard(unit)
-    // a unit that ran its warm-up well but may not serve again (its sandbox process is being replaced): another, once
-    if (outcome.ok && !this.closed && again) return await this.make(memoryMb, true, false)
-    throw new Error(outcome.ok ? 'the sandbox was closed' : outcome.message)
+    if (!outcome.ok) throw new Error(outcome.message)
+    if (this.closed) throw new Error('the sandbox was closed')
+    // it ran its warm-up well but may not serve again. lost meanwhile (its sandbox process is being replaced): another,
+    // warmed, once. else it reported no heap (a driver that cannot tell: each unit serves one run), and a run gets one
+    // not warmed (before, the run waiting on it ended crash, told the sandbox was closed)
+    if (reuse && again) return await this.make(memoryMb, true, false)
+    return await this.make(memoryMb)
   }
 
   // one beyond poolSize waits surplusLingerMs: under a burst the next runs take it at once (ended at once, 1 000 runs at

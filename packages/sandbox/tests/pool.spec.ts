@@ -214,6 +214,23 @@ describe('SandboxPool', () => {
     await pool.close()
   })
 
+  // a driver that cannot measure what its units hold leaves `heap` out (contract.ts): each unit serves one run. its warm
+  // pool's warm-ups were then discarded twice and the run that waited on them ended crash, "the sandbox was closed"
+  it('serves every run of a driver whose units report no heap, each on a unit of its own', async () => {
+    const pool = new FakePool({ poolSize: 1 })
+    pool.fake.heap = undefined
+    try {
+      const outcomes = [await run(pool), await run(pool), await run(pool)]
+      expect(outcomes.map((outcome) => outcome.ok)).to.deep.equal([true, true, true])
+      const ran = outcomes.map((outcome) => (outcome as { result: string }).result)
+      expect(new Set(ran).size, `units ${ran}`).to.equal(3)
+      await pool.ready()
+    } finally {
+      await pool.close()
+    }
+    expect(pool.fake.made.every((unit) => unit.disposed)).to.equal(true)
+  })
+
   it('discards a unit that may not serve again, and one made for another memoryMb', async () => {
     const pool = new FakePool({ poolSize: 1, limits: { memoryMb: 32 } })
     await pool.ready()
