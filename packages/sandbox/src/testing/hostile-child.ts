@@ -1,24 +1,18 @@
 // a host for the hostile-program suite, run in a process of its own by hostile.ts: a crash here fails its cases, not mocha.
-// argv: <backend: worker-vm | isolated-vm | quickjs-wasm> <isolation: process | in-process> <programs, a JSON array run one by one>
+// argv: <backend: a HostileBackend as JSON> <isolation: process | in-process> <programs, a JSON array run one by one>
 // stdout carries one line per program, its report; anything else written there or to stderr is a finding.
 
 import { ProcessSandbox } from '../index.ts'
 import type { BridgeReply, CodeRunOutcome, CodeRuntime } from '../types.ts'
+import type { HostileBackend } from './hostile.ts'
 
-const [backend, isolation, programsJson] = process.argv.slice(2)
+const [backendJson, isolation, programsJson] = process.argv.slice(2)
+const backend: HostileBackend = JSON.parse(backendJson)
 const programs: string[] = JSON.parse(programsJson)
 const options = { poolSize: 1, limits: { cpuMs: 10000, wallMs: 20000, memoryMb: 16, outputBytes: 4096 } }
-// each backend's package, the sandbox it exports and its process tier's descriptor. through the URL, not a literal
-// path: the other backends depend on this package, so this one's build must not include them
-const packages = {
-  'worker-vm': ['../index.ts', 'WorkerSandbox', 'workerBackend'],
-  'isolated-vm': ['../../../sandbox-isolate/src/index.ts', 'IsolateSandbox', 'isolateBackend'],
-  'quickjs-wasm': ['../../../sandbox-quickjs/src/index.ts', 'QuickJsSandbox', 'quickJsBackend'],
-}
-const [path, Sandbox, descriptor] = packages[backend as keyof typeof packages]
-const exports = await import(new URL(path, import.meta.url).href)
+const exports = await import(backend.module)
 const sandbox: CodeRuntime & { close(): Promise<void> } =
-  isolation === 'process' ? new ProcessSandbox({ ...options, backend: exports[descriptor] }) : new exports[Sandbox](options)
+  isolation === 'process' ? new ProcessSandbox({ ...options, backend: exports[backend.backend] }) : new exports[backend.sandbox](options)
 
 const call = async (name: string, json: string): Promise<BridgeReply> => (name === 'echo' ? { ok: true, value: json } : { ok: false, message: 'no such tool' })
 const run = (code: string) => sandbox.run({ code, tools: ['echo'], call, signal: new AbortController().signal })

@@ -12,6 +12,23 @@ import type { Report } from './hostile-child.ts'
 
 const child = fileURLToPath(new URL('./hostile-child.ts', import.meta.url))
 
+/** where the suite's hosts find a backend: a module (its URL) exporting the backend's sandbox class and its ProcessBackend */
+export interface HostileBackend {
+  module: string
+  /** the export that is a class taking PoolOptions (`WorkerSandbox`) */
+  sandbox: string
+  /** the export that is its process tier's ProcessBackend (`workerBackend`) */
+  backend: string
+}
+
+// this workspace's backends, by name. through the URL, not a literal path: the other backends depend on this package, so
+// this one's build must not include them
+const known: Record<string, HostileBackend> = {
+  'worker-vm': { module: new URL('../index.ts', import.meta.url).href, sandbox: 'WorkerSandbox', backend: 'workerBackend' },
+  'isolated-vm': { module: new URL('../../../sandbox-isolate/src/index.ts', import.meta.url).href, sandbox: 'IsolateSandbox', backend: 'isolateBackend' },
+  'quickjs-wasm': { module: new URL('../../../sandbox-quickjs/src/index.ts', import.meta.url).href, sandbox: 'QuickJsSandbox', backend: 'quickJsBackend' },
+}
+
 interface Finished {
   code: number | null
   signal: string | null
@@ -19,8 +36,9 @@ interface Finished {
   stderr: string
 }
 
-async function host(backend: string, isolation: string, programs: string[]): Promise<Finished> {
-  const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', '--import', 'tsx/esm', child, backend, isolation, JSON.stringify(programs)], {
+async function host(backend: HostileBackend, isolation: string, programs: string[]): Promise<Finished> {
+  const args = [child, JSON.stringify(backend), isolation, JSON.stringify(programs)]
+  const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', '--import', 'tsx/esm', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const [stdout, stderr, [code, signal]] = await Promise.all([text(proc.stdout), text(proc.stderr), once(proc, 'close')])
@@ -64,10 +82,13 @@ export const leaks: Record<string, string> = {
 
 /**
  * `bombsIn`: the tiers whose host must survive the memory bombs; in-process only for a backend whose memory limit holds
- * in the host's process (QuickJS's WebAssembly memory), never a V8 one's (a bomb V8 cannot contain ends the process)
+ * in the host's process (QuickJS's WebAssembly memory), never a V8 one's (a bomb V8 cannot contain ends the process).
+ * `from`: where the hosts find a backend that is not one of this workspace's (`name` only titles the suite then)
  */
-export function describeHostile(backend: string, { bombsIn = ['process'] }: { bombsIn?: string[] } = {}) {
-  describe(`${backend}: hostile programs, in host processes of their own`, function () {
+export function describeHostile(name: string, { bombsIn = ['process'], from }: { bombsIn?: string[]; from?: HostileBackend } = {}) {
+  const backend = from ?? known[name]
+  if (!backend) throw new Error(`describeHostile: ${name} is none of ${Object.keys(known).join(', ')}; say where it is with \`from\``)
+  describe(`${name}: hostile programs, in host processes of their own`, function () {
     this.timeout(120000)
     // the bombs in one host per tier named; the leaks in one host per tier. started together, read per case
     const bombing = new Map<string, Promise<Finished>>()
