@@ -2,7 +2,8 @@
 /**
  * prelude-script.js: evaluated in a program's realm, it yields `setup(bridge, toolNamesJson, outputBytes, bufferBytes,
  * argumentBytes, maxPendingCalls, shared, recordedJson?)`, which builds `tools`, `console` and `ToolCallError` and
- * returns `{ start, deliver, refuseImport }`
+ * returns `{ start, deliver, refuseImport }`: `start(main)` runs the compiled program, `deliver(call, ok, text, code?)`
+ * hands in a reply (`text` its JSON when `ok`, else its message)
  */
 export declare const preludeSource: string
 /** calls-script.js: a script whose value, `{ flatJson, makeCalls }`, is the prelude's `shared`, evaluated by the backend */

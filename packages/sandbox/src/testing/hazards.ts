@@ -252,7 +252,8 @@ export function describeHazards(name: string, makeRuntime: () => Pool, options: 
       })
 
       test("bound a value's nesting at MAX_JSON_DEPTH, the same on every backend and thread: refuse a deeper argument or return value, take one that deep", async () => {
-        // a step after a call may run on another thread, with another stack (the process tier's main thread): the stack must not set the bound
+        // a program may run on another thread after a call, with another stack (the isolate's process tier once drove it from
+        // the sandbox process's main thread): the stack must not set the bound
         const nest = 'const nest = (n) => { let o = null; for (let i = 0; i < n; i++) o = { o }; return o }'
         const code = `${nest}
           const out = []
