@@ -199,8 +199,11 @@ export class SandboxPool<U extends Unit> implements CodeRuntime {
       // the program started: an abort or the sandbox closing ends it, and so do its wall-clock budget (stopped while it
       // waits on a person) and its cpu budget, read from the handle (undefined: it cannot tell any more, and polling stops)
       const checkCpu = async () => {
-        const used = await started.cpuUsed()
-        if (used === undefined || reuse !== undefined) return
+        const reading = await started.cpuUsed()
+        if (reading === undefined || reuse !== undefined) return
+        // below 0 is none spent: a driver that takes its own overhead off its clock (the worker's, QuickJS's, the isolate's
+        // spins) may read a little under 0, and a reading far under it asked again every ms, past what a timer takes
+        const used = Math.max(0, reading)
         if (used >= limits.cpuMs) return bridge.failed('timeout', limitMessages.cpu(limits))
         // cpu time grows no faster than the clock, so nothing can be over budget before then
         cpuTimer = setTimeout(checkCpu, Math.max(1, limits.cpuMs - used))

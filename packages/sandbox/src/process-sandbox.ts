@@ -258,8 +258,8 @@ class ProcessDriver implements SandboxDriver<ProcessUnit> {
         if (!isId(a)) return 'a malformed loss'
         return void child.units.get(a)?.lost()
       case 'cpu':
-        // ms spent, or null for none: a negative reading kept the cpu budget off, and had the pool poll every ms
-        if (!isId(a) || !(b === null || (typeof b === 'number' && b >= 0 && b < Number.POSITIVE_INFINITY))) return 'a malformed cpu reading'
+        // ms spent (json has no Infinity or NaN), or null for none
+        if (!isId(a) || !(b === null || typeof b === 'number')) return 'a malformed cpu reading'
         return void child.runs.get(a)?.cpu?.(b ?? undefined)
       case 'retire':
         child.retiring = true

@@ -23,6 +23,9 @@ class FakeDriver implements SandboxDriver<Fake> {
   heap: number | undefined = 0
   /** while set, programs do not end: they wait here */
   held: (() => void)[] | undefined
+  /** what a program's cpu reading says, and how many times it was read */
+  cpu = 0
+  cpuReads = 0
 
   create(memoryMb: number) {
     this.attempts++
@@ -41,7 +44,14 @@ class FakeDriver implements SandboxDriver<Fake> {
     if (this.held) this.held.push(end)
     // the program "returns" the unit it ran on
     else queueMicrotask(end)
-    return { deliver() {}, cpuUsed: () => 0, end() {} }
+    return {
+      deliver() {},
+      cpuUsed: () => {
+        this.cpuReads++
+        return this.cpu
+      },
+      end() {},
+    }
   }
 }
 
@@ -229,6 +239,28 @@ describe('SandboxPool', () => {
       await pool.close()
     }
     expect(pool.fake.made.every((unit) => unit.disposed)).to.equal(true)
+  })
+
+  it('takes a cpu reading below 0 as none spent, asking again no sooner than cpuMs later', async () => {
+    // a reading far below 0 once made the next poll's delay more than a timer takes: node cut it to 1 ms, with a
+    // TimeoutOverflowWarning on the host's stderr at each of the ~300 polls before wallMs
+    const pool = new FakePool({ poolSize: 1, limits: { cpuMs: 20, wallMs: 300 } })
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.name)
+    process.on('warning', onWarning)
+    try {
+      await pool.ready()
+      pool.fake.held = []
+      pool.fake.cpu = -1e308
+      const outcome = await run(pool)
+      expect(outcome).to.deep.include({ ok: false, kind: 'timeout' })
+      expect(!outcome.ok && outcome.message).to.match(/wall-clock/)
+      expect(pool.fake.cpuReads).to.be.within(1, 300 / 20 + 1)
+      expect(warnings).to.deep.equal([])
+    } finally {
+      process.off('warning', onWarning)
+      await pool.close()
+    }
   })
 
   it('discards a unit that may not serve again, and one made for another memoryMb', async () => {
