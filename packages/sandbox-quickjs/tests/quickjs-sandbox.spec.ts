@@ -1,11 +1,13 @@
+import { ProcessSandbox } from '@faber/sandbox'
 import { describeHazards, describeHostile, describePool, hazardLimits } from '@faber/sandbox/testing'
 import { expect } from 'chai'
-import QuickJsSandboxService, { QuickJsSandbox } from '../src/index.ts'
+import QuickJsSandboxService, { QuickJsSandbox, quickJsBackend } from '../src/index.ts'
 
 // what QuickJS does not do as V8 does (README, "What QuickJS does not do as V8 does"), each checked below as QuickJS does it
 const differences = ['reports an uncaught error with its position', 'shows a huge error message only by its length']
 
 describeHazards('quickjs-wasm', () => new QuickJsSandbox({ poolSize: 2, limits: hazardLimits }), { skip: differences })
+describeHazards('quickjs-wasm, process tier', () => new ProcessSandbox({ poolSize: 2, limits: hazardLimits, backend: quickJsBackend }), { skip: differences })
 describePool('quickjs-wasm', (poolSize, maxConcurrent) => new QuickJsSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), QuickJsSandboxService)
 // its memory limit holds in the host's process: the bombs run in process too
 describeHostile('quickjs-wasm', { bombsIn: ['process', 'in-process'] })

@@ -1,9 +1,11 @@
 import { expect } from 'chai'
-import WorkerSandboxService, { WorkerSandbox } from '../src/index.ts'
+import WorkerSandboxService, { ProcessSandbox, WorkerSandbox, workerBackend } from '../src/index.ts'
 import { describeHandoff, describeHazards, describeHostile, describePool, hazardLimits } from '../src/testing/index.ts'
 import type { BridgeReply } from '../src/types.ts'
 
 describeHazards('worker-vm', () => new WorkerSandbox({ poolSize: 2, limits: hazardLimits }))
+// the default tier for programs a model wrote
+describeHazards('worker-vm, process tier', () => new ProcessSandbox({ poolSize: 2, limits: hazardLimits, backend: workerBackend }))
 describePool('worker-vm', (poolSize, maxConcurrent) => new WorkerSandbox({ poolSize, maxConcurrent, limits: hazardLimits }), WorkerSandboxService)
 describeHostile('worker-vm')
 // a backend outside this workspace's three names its module (README, "Testing a backend"): before `from`, the suite's
