@@ -23,9 +23,15 @@ interface Manifest<Export> {
 
 const manifest = <Export = string>(dir: string) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest<Export>
 
-// exports of the workspace that are not published: the backend suites run only from source (they spawn children
-// through tsx and reach into @faber/sandbox-isolate's src)
-const UNPUBLISHED: Record<string, string[]> = { '@faber/sandbox': ['./testing'] }
+// the sandbox README's spec of a backend of one's own ("Testing a backend"), as written: its `my-backend` is here the packed
+// worker sandbox under the names the README gives it
+function backendSpec(): string {
+  const readme = readFileSync(join(ROOT, 'packages/sandbox/README.md'), 'utf8')
+  const block = /```js\n(\/\/ my-backend\.spec\.mjs[^]*?)```/.exec(readme)?.[1]
+  if (!block) throw new Error("packages/sandbox/README.md has no block starting '// my-backend.spec.mjs'")
+  return block
+}
+const MY_BACKEND = "export { WorkerSandbox as MySandbox, workerBackend as myBackend } from '@faber/sandbox'\n"
 
 // what a user's shell has: none of the workspace's bins (tsx, tsc) on the path, none of pnpm's npm_* settings
 function userEnv(): NodeJS.ProcessEnv {
@@ -263,7 +269,8 @@ describe('packages installed from npm', function () {
     // what the type-check below needs, beside what the README installs
     const root = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
     const created = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8'))
-    created.devDependencies = { typescript: root.devDependencies.typescript, '@types/node': root.devDependencies['@types/node'] }
+    const dev = ['typescript', '@types/node', 'mocha', 'chai', '@types/mocha', '@types/chai']
+    created.devDependencies = Object.fromEntries(dev.map((name) => [name, root.devDependencies[name]]))
     await writeFile(join(project, 'package.json'), JSON.stringify(created, null, 2))
     if (!process.env.FABER_PACKAGING_COMPILE) await offerPrebuilds(join(temp, 'prebuilds'), env)
     installed = await sh(installLine, project)
@@ -287,7 +294,7 @@ describe('packages installed from npm', function () {
       // the Node the README names, where npm can check it
       expect(published.engines, source.name).to.deep.equal(manifest(ROOT).engines)
       // every export the workspace has from src/ is published from dist/, with its types
-      const fromSource = Object.keys(source.exports).filter((key) => source.exports[key].startsWith('./src/') && !UNPUBLISHED[source.name]?.includes(key))
+      const fromSource = Object.keys(source.exports).filter((key) => source.exports[key].startsWith('./src/'))
       expect(Object.keys(published.exports), source.name).to.deep.equal(fromSource)
       for (const target of Object.values(published.exports)) {
         expect(existsSync(join(installed, target.import)), `${source.name} ${target.import}`).to.equal(true)
@@ -330,6 +337,23 @@ describe('packages installed from npm', function () {
     // a user's own main.js importing the cli's API does not start the command
     await writeFile(join(project, 'main.js'), "import { main } from '@faber/cli'\nconsole.log(typeof main)\n")
     expect((await ok(process.execPath, ['main.js'], { cwd: project, env })).stdout).to.equal('function\n')
+  })
+
+  it("runs the published backend suites (@faber/sandbox/testing) on a user's backend with mocha, as the README shows", async () => {
+    // a folder of its own inside the project: its `my-backend` is not one of the project's installed packages
+    const dir = join(project, 'my-backend-tests')
+    await mkdir(join(dir, 'node_modules/my-backend'), { recursive: true })
+    await writeFile(join(dir, 'node_modules/my-backend/package.json'), JSON.stringify({ name: 'my-backend', type: 'module', exports: './index.js' }))
+    await writeFile(join(dir, 'node_modules/my-backend/index.js'), MY_BACKEND)
+    await writeFile(join(dir, 'my-backend.spec.mjs'), backendSpec())
+    const ran = await run(process.execPath, [join(project, 'node_modules/mocha/bin/mocha.js'), '--timeout', '120000', 'my-backend.spec.mjs'], { cwd: dir, env })
+    const tail = `${ran.stdout.slice(-1500)}\n${ran.stderr.slice(-1500)}`
+    expect(ran.code, tail).to.equal(0)
+    // every hazard case, the bombs on the process tier and the leaks on both (its child started from the packed dist/)
+    expect(Number(/(\d+) passing/.exec(ran.stdout)?.[1]), tail).to.be.above(60)
+    expect(ran.stdout, tail).to.match(/survives a Map of objects \(process tier\)/)
+    expect(ran.stdout, tail).to.match(/\(process\) keeps what a program prints or schedules off the host's streams/)
+    expect(ran.stdout, tail).not.to.match(/failing|pending/)
   })
 
   it('names cordis a peer in every package, and npm installs one copy of it for all of them', async () => {
@@ -404,7 +428,7 @@ describe('packages installed from npm', function () {
     // every published entry point, so each package's declarations are checked with what it depends on (none skipped)
     const entries = PACKAGES.flatMap((dir) => {
       const { name, exports } = manifest(dir)
-      const published = Object.keys(exports).filter((key) => exports[key].startsWith('./src/') && !UNPUBLISHED[name]?.includes(key))
+      const published = Object.keys(exports).filter((key) => exports[key].startsWith('./src/'))
       return published.map((key) => `${name}${key.slice(1)}`)
     })
     await writeFile(join(project, 'entries.ts'), entries.map((entry, i) => `export * as entry${i} from '${entry}'\n`).join(''))

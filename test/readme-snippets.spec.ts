@@ -106,6 +106,7 @@ const PLAN: Record<string, Plan> = {
   'README.md: pnpm tarballs ~/faber-tarballs        # in the clone, after bash scripts/bootstrap: builds, packs the 14 packages': {
     spec: 'test/packaging.spec.ts',
   },
+  'packages/sandbox/README.md: // my-backend.spec.mjs, run with `npx mocha my-backend.spec.mjs`': { spec: 'test/packaging.spec.ts' },
   "README.md: import { Context } from 'cordis'": { typecheck: true },
   "README.md: import { defineConfig, type Execution } from '@faber/core'": { typecheck: true },
   "README.md: import { call, deployment, disposeAll, echoTool } from '@faber/core/testing'": {

@@ -4,13 +4,17 @@
 
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { extname } from 'node:path'
 import { text } from 'node:stream/consumers'
 import { fileURLToPath } from 'node:url'
 import { expect } from 'chai'
 import { after, before, describe, it } from 'mocha'
 import type { Report } from './hostile-child.ts'
 
-const child = fileURLToPath(new URL('./hostile-child.ts', import.meta.url))
+// from the workspace's sources (.ts) the hosts run through tsx; built and published (.js), on plain node
+const ext = extname(fileURLToPath(import.meta.url))
+const child = fileURLToPath(new URL(`./hostile-child${ext}`, import.meta.url))
+const loader = ext === '.ts' ? ['--import', 'tsx/esm'] : []
 
 /** where the suite's hosts find a backend: a module (its URL) exporting the backend's sandbox class and its ProcessBackend */
 export interface HostileBackend {
@@ -21,12 +25,14 @@ export interface HostileBackend {
   backend: string
 }
 
-// this workspace's backends, by name. through the URL, not a literal path: the other backends depend on this package, so
-// this one's build must not include them
+// the three backends of this workspace, by name: from its sources, their sources (through the URL, not a literal path:
+// the other backends depend on this package, so this one's build must not include them); published, their packages,
+// found from the host's module as any import is
+const sibling = (name: string) => (ext === '.ts' ? new URL(`../../../${name}/src/index.ts`, import.meta.url).href : `@faber/${name}`)
 const known: Record<string, HostileBackend> = {
-  'worker-vm': { module: new URL('../index.ts', import.meta.url).href, sandbox: 'WorkerSandbox', backend: 'workerBackend' },
-  'isolated-vm': { module: new URL('../../../sandbox-isolate/src/index.ts', import.meta.url).href, sandbox: 'IsolateSandbox', backend: 'isolateBackend' },
-  'quickjs-wasm': { module: new URL('../../../sandbox-quickjs/src/index.ts', import.meta.url).href, sandbox: 'QuickJsSandbox', backend: 'quickJsBackend' },
+  'worker-vm': { module: new URL(`../index${ext}`, import.meta.url).href, sandbox: 'WorkerSandbox', backend: 'workerBackend' },
+  'isolated-vm': { module: sibling('sandbox-isolate'), sandbox: 'IsolateSandbox', backend: 'isolateBackend' },
+  'quickjs-wasm': { module: sibling('sandbox-quickjs'), sandbox: 'QuickJsSandbox', backend: 'quickJsBackend' },
 }
 
 interface Finished {
@@ -38,7 +44,7 @@ interface Finished {
 
 async function host(backend: HostileBackend, isolation: string, programs: string[]): Promise<Finished> {
   const args = [child, JSON.stringify(backend), isolation, JSON.stringify(programs)]
-  const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', '--import', 'tsx/esm', ...args], {
+  const proc = spawn(process.execPath, ['--no-node-snapshot', '--expose-gc', ...loader, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const [stdout, stderr, [code, signal]] = await Promise.all([text(proc.stdout), text(proc.stderr), once(proc, 'close')])
