@@ -27,7 +27,7 @@ const manifest = <Export = string>(dir: string) => JSON.parse(readFileSync(join(
 // worker sandbox under the names the README gives it
 function backendSpec(): string {
   const readme = readFileSync(join(ROOT, 'packages/sandbox/README.md'), 'utf8')
-  const block = /```js\n(\/\/ my-backend\.spec\.mjs[^]*?)```/.exec(readme)?.[1]
+  const block = /```js\n(\/\/ my-backend\.spec\.mjs[\s\S]*?)```/.exec(readme)?.[1]
   if (!block) throw new Error("packages/sandbox/README.md has no block starting '// my-backend.spec.mjs'")
   return block
 }
