@@ -32,15 +32,15 @@ let asked: number
 /** the stamp tool's bodies that ran */
 const Stamp = stampPlugin(bodies)
 
-/** `spec` with an answerer standing for a person at a terminal: it allows whatever it is asked, and counts */
-function withPerson(spec: DeploymentSpec): DeploymentSpec {
+/** `spec` with an answerer standing for a person at a terminal: it allows whatever it is asked (kept as `remember` says), and counts */
+function withPerson(spec: DeploymentSpec, remember?: 'session' | 'always'): DeploymentSpec {
   const Person = {
     name: 'person',
     replay: 'inert',
     apply: (ctx: Context) =>
       ctx.on('approval/request', () => {
         asked++
-        return { decision: 'allow' as const }
+        return remember ? { decision: 'allow' as const, remember } : { decision: 'allow' as const }
       }),
   }
   spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
@@ -191,20 +191,13 @@ describe('faber replay', function () {
 
     it("a person's answer kept for the session or for good is kept in the replay too: the calls after it find the grant the recorded ones did", async () => {
       for (const remember of ['session', 'always'] as const) {
-        const Person = {
-          name: 'person',
-          replay: 'inert',
-          apply: (ctx: Context) =>
-            ctx.on('approval/request', () => {
-              asked++
-              return { decision: 'allow' as const, remember }
-            }),
-        }
-        const spec = deployment({
-          '@faber/store': { path: join(dir, 'state', `${remember}.db`) },
-          '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] },
-        })
-        spec.plugins.push({ key: 'person', use: 'person', config: {}, plugin: Person })
+        const spec = withPerson(
+          deployment({
+            '@faber/store': { path: join(dir, 'state', `${remember}.db`) },
+            '@faber/plugin-approval': { policy: 'ask', require: ['stamp'] },
+          }),
+          remember,
+        )
         asked = 0
         const stamps = calls(
           [{ name: 'stamp', arguments: { text: 'x' } }],
