@@ -235,6 +235,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
     }
     // a reply is posted to the isolate's thread; after one, this thread may spin a moment for the next call (the hand-off)
     const deliver = (call: number, reply: BridgeReply) => {
+      run.waiting--
       if (held.ended()) return
       const spins = expect()
       // marked first: the isolate, spinning, may take the reply and call again before `offer` returns
@@ -317,10 +318,7 @@ export class IsolateDriver implements SandboxDriver<Slot> {
         if (!reports.ended() && run.reported) finish()
       }, onRejected)
     return {
-      deliver: (call, reply) => {
-        run.waiting--
-        deliver(call, reply)
-      },
+      deliver,
       // the isolate's cpu time less its spins: those that caught a reply (waited), and spinMs for each that caught nothing
       // (at most one a call)
       cpuUsed: () => {
