@@ -24,8 +24,11 @@ async function until(check: () => boolean) {
   while (!check()) await sleep(10)
 }
 
-/** the person answers `answerAfterMs` after the program was checkpointed (or never, for Infinity) */
-async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort?: AbortController, store?: string) {
+/**
+ * the person answers `answerAfterMs` after the program was checkpointed; for Infinity, never (stopping once the request
+ * was answered elsewhere); for 'hangs', never, nor stops
+ */
+async function deploy(tier: (typeof tiers)[number], answerAfterMs: number | 'hangs', abort?: AbortController, store?: string) {
   const [, Sandbox, isolation] = tier
   const bodies: string[] = []
   const counted: unknown[] = []
@@ -38,7 +41,8 @@ async function deploy(tier: (typeof tiers)[number], answerAfterMs: number, abort
       inject: ['tools'],
       apply: (ctx: Context) =>
         person(ctx, async (query) => {
-          await until(() => ctx.tools.waitingPrograms().checkpointed > 0)
+          await until(() => query.signal.aborted || ctx.tools.waitingPrograms().checkpointed > 0)
+          if (answerAfterMs === 'hangs') return new Promise<undefined>(() => {})
           // a person who never answers here, and stops when the request is answered elsewhere
           if (answerAfterMs === Number.POSITIVE_INFINITY) return never(query)
           await sleep(answerAfterMs)
@@ -174,6 +178,17 @@ describe('checkpointed programs', function () {
     } finally {
       await rm(dir, { recursive: true, force: true })
     }
+  })
+
+  it('run again once the call they waited on was decided, though its answerer never returns', async () => {
+    // the answerer took a wait on a person for the call and never gives it back: the call's end gives it back
+    const { ctx, bodies } = await deploy(tiers[0], 'hangs')
+    const program = runCode(ctx, 'const a = await tools.count({})\nreturn [a, await tools.deploy({})]')
+    await until(() => ctx.tools.waitingPrograms().checkpointed === 1)
+    await (ctx.approval as Approval).grant({ tool: 'deploy', scope: 'once', decision: 'allow' })
+    expect(told(await program)).to.equal('[1,"deployed"]')
+    expect(bodies).to.deep.equal(['count', 'deploy'])
+    expect(ctx.tools.waitingPrograms()).to.deep.include({ waiting: 0, checkpointed: 0 })
   })
 
   it('end as aborted when the run_code call is aborted while they wait', async () => {

@@ -148,19 +148,39 @@ export function listenForWaits(token: ExecutionToken, waits: RunWaits): () => vo
   }
 }
 
+// the releases of the holds taken for each nested call still running; a call that ended (allowed, denied, abandoned)
+// waits on nobody, whatever its answerers do, so its holds end with it. calls that ended take no more
+const heldFor = new WeakMap<object, (() => void)[]>()
+const ended = new WeakSet<object>()
+
 /**
  * an answerer that asks a person calls this for the calls it asks about, as it starts waiting for them: the wall-clock
  * budget of each run_code program that made one of them stops until the function it returns is called (call it once
- * the person answered, or the question was withdrawn). a direct call, or one whose program already ended, is unaffected.
- * the approval's own deadline still bounds the wait, and the program's cpu budget is untouched
+ * the person answered, or the question was withdrawn) or the call ends, whichever comes first. a direct call, or one
+ * whose program already ended, is unaffected. the approval's own deadline still bounds the wait, and the program's cpu
+ * budget is untouched
  */
 export function waitOnPerson(...calls: readonly (Pick<Execution, 'parent'> | undefined)[]): () => void {
   const releases: (() => void)[] = []
   for (const call of calls) {
-    const waits = call?.parent && runs.get(call.parent)
-    if (waits) releases.push(waits.hold())
+    const waits = call?.parent && !ended.has(call) && runs.get(call.parent)
+    if (!waits) continue
+    const release = waits.hold()
+    releases.push(release)
+    const held = heldFor.get(call)
+    if (held) held.push(release)
+    else heldFor.set(call, [release])
   }
   return () => {
     for (const release of releases.splice(0)) release()
   }
+}
+
+/** @internal the pipeline: `call` ended, so the holds its answerers took for it end too (an answerer that never returns holds nothing) */
+export function callEnded(call: object): void {
+  ended.add(call)
+  const held = heldFor.get(call)
+  if (!held) return
+  heldFor.delete(call)
+  for (const release of held) release()
 }

@@ -3,6 +3,7 @@
 import type { Agent } from './agent.ts'
 import type { CallSite } from './code-runtime.ts'
 import type { Json } from './json.ts'
+import { callEnded } from './person-wait.ts'
 import { checkSchema, compileSchema, type Infer, type JsonSchema, SchemaError, TSchema, type Validator } from './schema.ts'
 
 /** hints for policy plugins; they never change what the core does */
@@ -125,7 +126,10 @@ export class ExecutionRecord implements Execution {
  */
 export const liveExecutions = {
   start: (exec: ExecutionRecord, pipeline: object) => setRunning(exec, pipeline),
-  end: (exec: ExecutionRecord) => setRunning(exec, undefined),
+  end: (exec: ExecutionRecord) => {
+    setRunning(exec, undefined)
+    callEnded(exec)
+  },
   of: (token: ExecutionToken, pipeline: object): Execution | undefined => {
     const exec = tokenOf(token)
     return exec && runningIn(exec) === pipeline ? exec : undefined
