@@ -13,6 +13,7 @@ import type { CallRequest, DispatchNext, ExecutionInput, Guard, PreparedCall } f
 import type { DeploymentHealth } from './health.ts'
 import { adoptParsed, EMPTY_OBJECT, type Json, JsonError, snapshot } from './json.ts'
 import { messageOf } from './message.ts'
+import { callEnded } from './person-wait.ts'
 import { type DeniedBy, errorResult, isToolResult, type Stage, type StageRecord, type ToolFailure, type ToolResult, ToolResultError } from './result.ts'
 import type { ExecutionMode } from './scheduler.ts'
 import { type CompiledTool, capContent, type Execution, ExecutionRecord, ExecutionToken, jsonText, liveExecutions, RUN_CODE } from './tool.ts'
@@ -150,6 +151,12 @@ function copyResult(value: unknown): ToolResult | undefined {
 const EMPTY_TRACE: readonly StageRecord[] = Object.freeze([])
 // a global call's agent chain: none, without an array per call
 const NO_LINEAGE: readonly Agent[] = Object.freeze([])
+
+/** a call left the pipeline: no nested call names it as its parent any more, and no person is waited on for it */
+function ended(exec: ExecutionRecord) {
+  liveExecutions.end(exec)
+  callEnded(exec)
+}
 
 export class Pipeline {
   private sequence = 0
@@ -331,11 +338,11 @@ export class Pipeline {
       const deciders = this.stages.preExecute.for(exec.agent)
       settled = deciders.length ? this.decideThenDispatch(exec, deciders, trace, signal) : this.dispatchStages(exec, trace, signal)
     } catch (error) {
-      liveExecutions.end(exec)
+      ended(exec)
       throw error
     }
-    if (settled instanceof Promise) return settled.finally(() => liveExecutions.end(exec))
-    liveExecutions.end(exec)
+    if (settled instanceof Promise) return settled.finally(() => ended(exec))
+    ended(exec)
     return settled
   }
 

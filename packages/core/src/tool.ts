@@ -3,7 +3,6 @@
 import type { Agent } from './agent.ts'
 import type { CallSite } from './code-runtime.ts'
 import type { Json } from './json.ts'
-import { callEnded } from './person-wait.ts'
 import { checkSchema, compileSchema, type Infer, type JsonSchema, SchemaError, TSchema, type Validator } from './schema.ts'
 
 /** hints for policy plugins; they never change what the core does */
@@ -126,10 +125,7 @@ export class ExecutionRecord implements Execution {
  */
 export const liveExecutions = {
   start: (exec: ExecutionRecord, pipeline: object) => setRunning(exec, pipeline),
-  end: (exec: ExecutionRecord) => {
-    setRunning(exec, undefined)
-    callEnded(exec)
-  },
+  end: (exec: ExecutionRecord) => setRunning(exec, undefined),
   of: (token: ExecutionToken, pipeline: object): Execution | undefined => {
     const exec = tokenOf(token)
     return exec && runningIn(exec) === pipeline ? exec : undefined
