@@ -3,7 +3,7 @@
 // hears it through its request's `waits` (code-runtime.ts), and each backend stops its wall-clock timer meanwhile.
 
 import type { WaitSignal } from './code-runtime.ts'
-import type { Execution, ExecutionToken } from './tool.ts'
+import { type Execution, ExecutionRecord, type ExecutionToken, liveExecutions } from './tool.ts'
 
 /** how many programs wait on a person at once in one deployment, against its bound */
 export interface WaitingPrograms {
@@ -149,9 +149,8 @@ export function listenForWaits(token: ExecutionToken, waits: RunWaits): () => vo
 }
 
 // the releases of the holds taken for each nested call still running; a call that ended (allowed, denied, abandoned)
-// waits on nobody, whatever its answerers do, so its holds end with it. calls that ended take no more
+// waits on nobody, whatever its answerers do, so its holds end with it. a call that ended takes none
 const heldFor = new WeakMap<object, (() => void)[]>()
-const ended = new WeakSet<object>()
 
 /**
  * an answerer that asks a person calls this for the calls it asks about, as it starts waiting for them: the wall-clock
@@ -163,10 +162,14 @@ const ended = new WeakSet<object>()
 export function waitOnPerson(...calls: readonly (Pick<Execution, 'parent'> | undefined)[]): () => void {
   const releases: (() => void)[] = []
   for (const call of calls) {
-    const waits = call?.parent && !ended.has(call) && runs.get(call.parent)
+    const waits = call?.parent && runs.get(call.parent)
     if (!waits) continue
+    // a call of the pipeline's is held only while it runs; another object (a test's) until the release is called
+    const live = liveExecutions.running(call)
+    if (!live && call instanceof ExecutionRecord) continue
     const release = waits.hold()
     releases.push(release)
+    if (!live) continue
     const held = heldFor.get(call)
     if (held) held.push(release)
     else heldFor.set(call, [release])
@@ -178,7 +181,6 @@ export function waitOnPerson(...calls: readonly (Pick<Execution, 'parent'> | und
 
 /** @internal the pipeline: `call` ended, so the holds its answerers took for it end too (an answerer that never returns holds nothing) */
 export function callEnded(call: object): void {
-  ended.add(call)
   const held = heldFor.get(call)
   if (!held) return
   heldFor.delete(call)

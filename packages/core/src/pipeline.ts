@@ -155,7 +155,7 @@ const NO_LINEAGE: readonly Agent[] = Object.freeze([])
 /** a call left the pipeline: no nested call names it as its parent any more, and no person is waited on for it */
 function ended(exec: ExecutionRecord) {
   liveExecutions.end(exec)
-  callEnded(exec)
+  if (exec.parent) callEnded(exec)
 }
 
 export class Pipeline {

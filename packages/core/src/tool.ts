@@ -133,6 +133,8 @@ export const liveExecutions = {
   /** the body of `exec` was called: whatever ends the call later ends a call whose effects may have happened */
   bodyStarted: (exec: Execution) => markBodyStarted(exec as ExecutionRecord),
   ran: (exec: Execution): boolean => bodyStarted(exec as ExecutionRecord),
+  /** whether `exec` is a call a pipeline runs now (false once it ended) */
+  running: (exec: object): boolean => exec instanceof ExecutionRecord && runningIn(exec) !== undefined,
 }
 
 /** the frozen view of one call that every pipeline participant receives */
