@@ -34,6 +34,8 @@ interface Answerer {
   afterMs?: number
   /** whether it says a person answers (waitOnPerson) */
   person: boolean
+  /** an answerer that gets its wait wrong: never gives it back, or takes it only after it answered (the call ended) */
+  leaks?: 'never released' | 'taken late'
 }
 
 async function deploy(tier: (typeof tiers)[number], answerer: Answerer, config: { approvalMs?: number; maxWaitingPrograms?: number; cpuMs?: number } = {}) {
@@ -48,7 +50,9 @@ async function deploy(tier: (typeof tiers)[number], answerer: Answerer, config: 
         name: 'operator',
         apply: (ctx: Context) =>
           ctx.on('approval/request', async (query: ApprovalQuery) => {
-            const answered = answerer.person ? waitOnPerson(query.exec) : () => {}
+            if (answerer.leaks === 'taken late') setTimeout(() => waitOnPerson(query.exec), 100)
+            const taken = answerer.person ? waitOnPerson(query.exec) : () => {}
+            const answered = answerer.leaks === 'never released' ? () => {} : taken
             try {
               if (answerer.afterMs === undefined) return await new Promise(() => {})
               await sleep(answerer.afterMs)
@@ -125,6 +129,22 @@ describe('the answerers that ask a person', function () {
     expect(told(await program)).to.equal('deployed')
     expect(runs).to.deep.equal(['deploy'])
   })
+})
+
+describe('an answerer that gets its wait on a person wrong', function () {
+  this.timeout(30_000)
+  afterEach(disposeAll)
+
+  for (const leaks of ['never released', 'taken late'] as const) {
+    it(`${leaks}: holds nothing past its call, and the program's wall clock runs again`, async () => {
+      // the program's cpu budget (2 s) is far past its wall-clock budget (500 ms): a clock left stopped ends it on cpu
+      const { ctx, runs } = await deploy(tiers[0], { person: leaks === 'never released', afterMs: 50, leaks })
+      const result = await runCode(ctx, 'await tools.deploy({})\nwhile (true) {}')
+      expect(told(result)).to.match(/^error: run_code failed \(timeout\): the program did not finish within 500 ms of wall-clock time/)
+      expect(runs).to.deep.equal(['deploy'])
+      expect(ctx.tools.waitingPrograms()).to.deep.include({ waiting: 0, checkpointed: 0 })
+    })
+  }
 })
 
 describe('programs waiting on a person at once', function () {
