@@ -165,7 +165,8 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
       it('ends a run that waits on the host when aborted, and one aborted while its call is answered; serves the next', async () => {
         const controller = new AbortController()
         const asked = new Promise<void>((resolve) => (waiting = resolve))
-        const outcome = run('await tools.echo({})\nawait tools.never({})', controller.signal)
+        // roomy limits: a loaded machine must not end either run on its clock before the abort it is about
+        const outcome = run('await tools.echo({})\nawait tools.never({})', controller.signal, roomy)
         // aborted once the run waits on the host's answer to never
         await asked
         controller.abort()
@@ -174,7 +175,7 @@ return seen.length + ' ' + all.map((r) => r.text.length).join()`
         abort = () => during.abort()
         try {
           const code = 'for (let i = 0; i < 50; i++) await tools.echo({ i })\nawait tools.abort({})\nreturn 1'
-          expect(kind(await run(code, during.signal))).to.equal('abort')
+          expect(kind(await run(code, during.signal, roomy))).to.equal('abort')
         } finally {
           abort = undefined
         }
